@@ -1,0 +1,51 @@
+# grpo-operator developer entry points. `make run` and `make test` are the README's first two commands.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(CURDIR)/$(VENV)/bin/python
+BIN := $(CURDIR)/$(VENV)/bin
+export PATH := $(BIN):$(PATH)
+
+DOCKERFILES := $(shell find . -name Dockerfile -not -path './.venv/*' -not -path './.git/*' | sort)
+PACKAGES := operator/grpo_operator reward_service/src/reward_service trainer_image/src/grpo_launcher
+
+.PHONY: install test lint crds golden control-plane run bench-reward bench-plan clean
+
+install: $(VENV)/.installed
+
+$(VENV)/.installed: pyproject.toml reward_service/pyproject.toml trainer_image/pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q -U pip setuptools wheel
+	$(BIN)/pip install -q -e '.[dev]' -e './reward_service[dev]' -e ./trainer_image
+	touch $@
+
+lint: install
+	$(BIN)/ruff check .
+	$(BIN)/mypy $(PACKAGES)
+	$(BIN)/lint-imports
+	$(if $(DOCKERFILES),$(BIN)/hadolint $(DOCKERFILES))
+
+## Regenerate the CRD (crds/ and the chart's copy) from the pydantic types.
+crds: install
+	$(PY) -m grpo_operator.crdgen
+
+## Regenerate the render golden files from examples/.
+golden: install
+	$(PY) -m grpo_operator.golden
+
+## Build (once, cached under ~/.cache/grpo-operator) etcd, kube-apiserver, kubectl, helm and the KubeRay CRDs.
+control-plane: install
+	$(PY) -m grpo_operator.localcluster build
+
+test: install control-plane lint
+	$(PY) -m pytest
+
+## Local embedded control plane + Ray head + operator, with examples/quickstart.yaml applied.
+run: install control-plane
+	$(PY) -m grpo_operator.devrun
+
+bench-reward: install
+	$(PY) benchmarks/bench_reward.py
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .grpo

@@ -1,0 +1,1 @@
+"""grpo-operator: GRPORun API, planning, rendering and reconciliation."""
