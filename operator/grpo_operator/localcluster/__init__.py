@@ -1,0 +1,13 @@
+"""A real local Kubernetes control plane for tests and `make run`, built from pinned sources.
+
+Public API: `ControlPlane` (context manager running etcd, kube-apiserver and kube-controller-manager on
+127.0.0.1) and `tool_path` (path of kubectl, helm, etcd or a Kubernetes binary, obtained into
+`~/.cache/grpo-operator/` on first use). `python -m grpo_operator.localcluster build|up` is the CLI.
+"""
+
+from __future__ import annotations
+
+from grpo_operator.localcluster.build import BuildError, tool_path
+from grpo_operator.localcluster.controlplane import ControlPlane, ControlPlaneError
+
+__all__ = ["BuildError", "ControlPlane", "ControlPlaneError", "tool_path"]

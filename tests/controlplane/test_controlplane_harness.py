@@ -1,0 +1,112 @@
+"""The test control plane behaves like a cluster: real versions, authn, RBAC, KubeRay CRDs, controllers."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from grpo_operator.localcluster import ControlPlane, tool_path
+from grpo_operator.localcluster.versions import KUBERNETES_VERSION
+
+pytestmark = pytest.mark.integration
+
+Kubectl = Callable[..., subprocess.CompletedProcess[str]]
+
+
+def kubectl_as(kubeconfig: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(tool_path("kubectl")), f"--kubeconfig={kubeconfig}", *args],
+        capture_output=True, text=True, timeout=120, check=False,
+    )
+
+
+def test_api_server_is_ready_and_runs_the_pinned_kubernetes_release(kubectl: Kubectl) -> None:
+    readyz = kubectl("get", "--raw", "/readyz?verbose").stdout
+    assert "readyz check passed" in readyz
+    assert "[+]etcd ok" in readyz
+    version = json.loads(kubectl("version", "-o", "json", check=False).stdout)
+    assert version["serverVersion"]["gitVersion"] == KUBERNETES_VERSION
+
+
+def test_serviceaccount_token_is_authenticated_and_rbac_denies_what_no_role_grants(
+    control_plane: ControlPlane, namespace: str, kubectl: Kubectl
+) -> None:
+    kubectl("create", "serviceaccount", "reader", "-n", namespace)
+    token_config = control_plane.token_kubeconfig(namespace, "reader")
+
+    whoami = kubectl_as(token_config, "auth", "whoami", "-o", "jsonpath={.status.userInfo.username}")
+    assert whoami.returncode == 0, whoami.stderr
+    assert whoami.stdout == f"system:serviceaccount:{namespace}:reader"
+
+    denied = kubectl_as(token_config, "get", "configmaps", "-n", namespace)
+    assert denied.returncode != 0
+    assert "forbidden" in denied.stderr.lower()
+    assert 'cannot list resource "configmaps"' in denied.stderr
+
+    kubectl("create", "role", "cm-reader", "--verb=get,list", "--resource=configmaps", "-n", namespace)
+    kubectl("create", "rolebinding", "cm-reader", "--role=cm-reader",
+            f"--serviceaccount={namespace}:reader", "-n", namespace)
+    deadline = time.monotonic() + 60  # the RBAC authorizer sees new bindings through its informer
+    while time.monotonic() < deadline:
+        allowed = kubectl("auth", "can-i", "list", "configmaps", "-n", namespace,
+                          f"--as=system:serviceaccount:{namespace}:reader", check=False)
+        if allowed.stdout.strip() == "yes":
+            break
+        time.sleep(0.5)
+    listed = kubectl_as(token_config, "get", "configmaps", "-n", namespace, "-o", "name")
+    assert listed.returncode == 0, listed.stderr
+    assert "configmap/kube-root-ca.crt" in listed.stdout
+
+    secrets = kubectl_as(token_config, "get", "secrets", "-n", namespace)
+    assert secrets.returncode != 0
+    assert 'cannot list resource "secrets"' in secrets.stderr
+
+
+def test_kuberay_crds_are_established_and_enforce_their_schema(namespace: str, kubectl: Kubectl) -> None:
+    for crd in ("rayclusters.ray.io", "rayjobs.ray.io"):
+        established = kubectl("get", "crd", crd, "-o",
+                              "jsonpath={.status.conditions[?(@.type=='Established')].status}").stdout
+        assert established == "True", crd
+    cluster = {
+        "apiVersion": "ray.io/v1",
+        "kind": "RayCluster",
+        "metadata": {"name": "probe", "namespace": namespace},
+        "spec": {"headGroupSpec": {"rayStartParams": {}, "template": {"spec": {"containers": [
+            {"name": "ray-head", "image": "rayproject/ray:2.55.0"}]}}}},
+    }
+    accepted = kubectl("apply", "--dry-run=server", "-f", "-", input=json.dumps(cluster))
+    assert "raycluster.ray.io/probe created (server dry run)" in accepted.stdout
+
+    cluster["spec"]["headGroupSpec"]["rayStartParams"] = "num-cpus=1"  # type: ignore[index]
+    rejected = kubectl("apply", "--dry-run=server", "-f", "-", input=json.dumps(cluster), check=False)
+    assert rejected.returncode != 0
+    assert "spec.headGroupSpec.rayStartParams" in rejected.stderr
+
+
+def test_deleting_an_owner_garbage_collects_its_children(namespace: str, kubectl: Kubectl) -> None:
+    kubectl("create", "configmap", "owner", "-n", namespace)
+    uid = kubectl("get", "configmap", "owner", "-n", namespace, "-o", "jsonpath={.metadata.uid}").stdout
+    child = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": "child", "namespace": namespace, "ownerReferences": [
+            {"apiVersion": "v1", "kind": "ConfigMap", "name": "owner", "uid": uid}]},
+    }
+    kubectl("apply", "-f", "-", input=json.dumps(child))
+    kubectl("delete", "configmap", "owner", "-n", namespace)
+    kubectl("wait", "--for=delete", "configmap/child", "-n", namespace, "--timeout=120s")
+    assert kubectl("get", "configmap", "child", "-n", namespace, check=False).returncode != 0
+
+
+def test_deleting_a_namespace_removes_it_and_its_contents(kubectl: Kubectl) -> None:
+    name = f"doomed-{time.monotonic_ns() % 10**8}"
+    kubectl("create", "namespace", name)
+    kubectl("create", "configmap", "data", "-n", name)
+    kubectl("delete", "namespace", name, "--timeout=120s")
+    gone = kubectl("get", "namespace", name, check=False)
+    assert gone.returncode != 0
+    assert "NotFound" in gone.stderr
