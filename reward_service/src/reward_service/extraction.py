@@ -1,0 +1,129 @@
+"""Explicit final-answer extraction and gold-label normalisation (pure functions, no I/O).
+
+math_verify, given a whole response, falls back to any earlier expression when the final `\\boxed{}` is
+empty or unparseable, and reads a stray `$15+27=42$` as an answer when there is none. This module decides
+what the final answer *is* before math_verify sees it: the content of the last `\\boxed{...}` (or
+`\\fbox{...}`), or the text of the last `Answer:` line, or whichever of the two comes last. A response
+whose final answer is missing, unclosed or empty has no answer (`None`), and the service scores it 0.0;
+nothing earlier in the response can rescue it. Only the short answer text reaches math_verify, which also
+removes the regex cost of scanning long chains of thought.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from decimal import Decimal
+
+from reward_service.settings import Extraction
+
+BOX_MARKERS = ("\\boxed", "\\fbox")
+_BRACES = re.compile(r"\\.|[{}]", re.DOTALL)
+_ANSWER_LINE = re.compile(
+    r"^[ \t>*_#]*(?:final[ \t]+)?answer[ \t]*(?:\*\*|__)?[ \t]*:[ \t]*(?:\*\*|__)?(?P<answer>[^\n]*)$",
+    re.IGNORECASE | re.MULTILINE,
+)
+_MATH_DELIMITERS = (("$$", "$$"), ("$", "$"), ("\\(", "\\)"), ("\\[", "\\]"))
+
+
+class LabelError(ValueError):
+    """The gold label cannot be used as a math answer; the message says why and what to send."""
+
+
+def _brace_content(text: str, open_index: int) -> str | None:
+    """Content of the brace group opening at `open_index`, or None when it never closes."""
+    depth = 0
+    for match in _BRACES.finditer(text, open_index):
+        brace = match.group()
+        if brace == "{":
+            depth += 1
+        elif brace == "}":
+            depth -= 1
+            if depth == 0:
+                return text[open_index + 1 : match.start()]
+    return None
+
+
+def last_boxed(response: str) -> tuple[int, str | None] | None:
+    """(position, content) of the last box marker, content None when unclosed; None without any box."""
+    position = max(response.rfind(marker) for marker in BOX_MARKERS)
+    if position < 0:
+        return None
+    marker = next(m for m in BOX_MARKERS if response.startswith(m, position))
+    rest = position + len(marker)
+    stripped = len(response) - len(response[rest:].lstrip())
+    if stripped < len(response) and response[stripped] == "{":
+        return position, _brace_content(response, stripped)
+    if stripped > rest:  # "\boxed 5": the argument is the next token
+        token = response[stripped:].split(maxsplit=1)
+        return position, (token[0].rstrip("$.") if token else None)
+    return position, None
+
+
+def last_answer_line(response: str) -> tuple[int, str] | None:
+    """(position, text) of the last line of the form `Answer: ...` (Minerva/DAPO style)."""
+    found = None
+    for found in _ANSWER_LINE.finditer(response):  # noqa: B007 - the last match is what we want
+        pass
+    if found is None:
+        return None
+    return found.start(), found.group("answer")
+
+
+def _unwrap(answer: str) -> str:
+    text = answer.strip().rstrip(".").strip()
+    for opening, closing in _MATH_DELIMITERS:
+        if len(text) >= len(opening) + len(closing) and text.startswith(opening) and text.endswith(closing):
+            text = text[len(opening) : len(text) - len(closing)].strip()
+            break
+    boxed = last_boxed(text)
+    if boxed is not None and boxed[0] == 0 and boxed[1] is not None:
+        text = boxed[1].strip()
+    return text
+
+
+def extract_final_answer(response: str, mode: Extraction) -> str | None:
+    """The final answer of `response` under `mode`, or None when it has none (missing, unclosed, empty)."""
+    boxed = last_boxed(response) if mode is not Extraction.ANSWER_LINE else None
+    line = last_answer_line(response) if mode is not Extraction.BOXED else None
+    if boxed is not None and (line is None or boxed[0] > line[0]):
+        content = boxed[1]
+    elif line is not None:
+        content = line[1]
+    else:
+        return None
+    if content is None:
+        return None
+    answer = _unwrap(content)
+    return answer or None
+
+
+def label_text(label: str | int | float | None) -> str:
+    """The gold label as answer text: integers and floats are accepted, null and empty are not."""
+    if label is None:
+        raise LabelError(
+            "label is null: the math_verify backend needs the gold answer; send it as a string or number")
+    if isinstance(label, bool):
+        raise LabelError(f"label {label!r} is a boolean: send the gold answer as a string or number")
+    if isinstance(label, int):
+        return str(label)
+    if isinstance(label, float):
+        if not math.isfinite(label):
+            raise LabelError(f"label {label!r} is not a finite number: send the gold answer as a string")
+        if label.is_integer():
+            return str(int(label))
+        return format(Decimal(repr(label)), "f")
+    text = label.strip()
+    if not text:
+        raise LabelError("label is empty: send the gold answer, e.g. \"42\" or \"\\\\frac{1}{2}\"")
+    return text
+
+
+def gold_latex(label: str) -> str:
+    """The LaTeX math_verify parses for a gold label (a label that has its own \\boxed is kept as is)."""
+    return label if "\\boxed" in label else "\\boxed{" + label + "}"
+
+
+def answer_latex(answer: str) -> str:
+    """The LaTeX math_verify parses for an extracted final answer."""
+    return "\\boxed{" + answer + "}"

@@ -1,0 +1,139 @@
+"""The pool of scoring worker processes, seen from the event loop.
+
+`ScoringPool` wraps a pebble `ProcessPool` (forkserver context; the forkserver preloads and warms
+math_verify, so a replacement worker is a cheap fork). Every item is scheduled with the hard wall-clock
+deadline: pebble kills a worker whose item overruns and starts a new one. The pool turns every way an
+item can end into an `ItemResult` or a `PoolError`:
+
+- the worker answered: its `ItemResult` (scored, no_answer, timeout by the worker's own budget, bad_label);
+- killed at the hard deadline: `ItemResult(timeout)`; the response is what was too expensive;
+- anything else (a worker that died, a broken pool, an exception from the scoring code): `PoolError`,
+  a failure of the service that must never become a reward. A broken pool is replaced by a new one.
+
+Worker starts are counted in shared memory by the workers themselves, so restarts are exact.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import logging
+import multiprocessing
+import threading
+from concurrent.futures.process import BrokenProcessPool
+from multiprocessing.sharedctypes import Synchronized
+from typing import Any
+
+import pebble
+
+from reward_service import worker
+
+log = logging.getLogger("reward_service.pool")
+
+PRELOAD_MODULE = "reward_service.preload"
+_WORKER_NAME = "pebble_pool_worker"
+
+
+class PoolError(Exception):
+    """The service failed to score an item (not a property of the response)."""
+
+
+def _count_start_and_initialize(starts: Synchronized[int], config: worker.WorkerConfig) -> None:
+    with starts.get_lock():
+        starts.value += 1
+    worker.initialize(config)
+
+
+class ScoringPool:
+    """Worker processes with a hard per-item deadline; `score` is awaited from the event loop."""
+
+    def __init__(self, config: worker.WorkerConfig, workers: int, deadline_s: float) -> None:
+        self.config = config
+        self.workers = workers
+        self.deadline_s = deadline_s
+        self.rebuilds = 0
+        self._context = multiprocessing.get_context("forkserver")
+        self._context.set_forkserver_preload([PRELOAD_MODULE])
+        self._starts: Synchronized[int] = self._context.Value("q", 0)
+        self._pool: pebble.ProcessPool | None = None
+        self._lock = threading.Lock()
+
+    # --- lifecycle -------------------------------------------------------------------------------
+
+    def _new_pool(self) -> pebble.ProcessPool:
+        pool = pebble.ProcessPool(
+            max_workers=self.workers,
+            initializer=_count_start_and_initialize,
+            initargs=(self._starts, self.config),
+            context=self._context,
+        )
+        if not pool.active:  # starts the workers now rather than at the first request
+            raise PoolError("the worker pool failed to start")
+        return pool
+
+    def start(self, warm_up_timeout_s: float = 120.0) -> None:
+        """Start the workers and wait until each can answer (the first start loads the forkserver)."""
+        self._pool = self._new_pool()
+        futures = [self._pool.schedule(worker.warm_up) for _ in range(self.workers)]
+        for future in futures:
+            future.result(timeout=warm_up_timeout_s)
+
+    def _current_pool(self) -> pebble.ProcessPool:
+        with self._lock:
+            pool = self._pool
+            if pool is None:
+                raise PoolError("the worker pool is not running")
+            if not pool.active:
+                log.error("the worker pool broke (all workers lost); starting a new one")
+                self.rebuilds += 1
+                old, pool = pool, self._new_pool()
+                self._pool = pool
+                threading.Thread(target=_stop_quietly, args=(old,), daemon=True).start()
+            return pool
+
+    def close(self) -> None:
+        """Stop the workers (killing any item still running) and wait for them to exit."""
+        with self._lock:
+            pool, self._pool = self._pool, None
+        if pool is not None:
+            _stop_quietly(pool)
+
+    # --- observation -----------------------------------------------------------------------------
+
+    def alive_workers(self) -> int:
+        return sum(1 for p in multiprocessing.active_children() if p.name.startswith(_WORKER_NAME))
+
+    @property
+    def restarts(self) -> int:
+        """Workers started after the initial ones: replacements of killed or dead workers."""
+        return max(0, int(self._starts.value) - self.workers * (1 + self.rebuilds))
+
+    # --- scoring ---------------------------------------------------------------------------------
+
+    async def score(self, label: str | None, response: str, prompt: Any = None) -> worker.ItemResult:
+        pool = self._current_pool()
+        try:
+            future = pool.schedule(worker.score, args=(label, response, prompt), timeout=self.deadline_s)
+        except RuntimeError as error:  # the pool broke between the check and the call
+            raise PoolError(f"the worker pool is not accepting work: {error}") from error
+        try:
+            # shield: a cancelled request must not cancel (and so kill) the worker's item
+            return await asyncio.shield(asyncio.wrap_future(future))
+        except concurrent.futures.TimeoutError:
+            return worker.ItemResult(
+                worker.TIMEOUT, 0.0, f"worker killed at the {self.deadline_s:g} s hard deadline and replaced"
+            )
+        except pebble.ProcessExpired as error:
+            raise PoolError(f"the scoring worker died (exit code {error.exitcode})") from error
+        except BrokenProcessPool as error:
+            raise PoolError(f"the worker pool broke: {error}") from error
+        except Exception as error:
+            raise PoolError(f"scoring raised {type(error).__name__}: {error}") from error
+
+
+def _stop_quietly(pool: pebble.ProcessPool) -> None:
+    try:
+        pool.stop()  # type: ignore[no-untyped-call]
+        pool.join(timeout=10)
+    except Exception:  # shutting down; nothing left to save
+        log.exception("error while stopping a worker pool")
