@@ -1,0 +1,133 @@
+"""The run config the operator renders for the launcher, parsed into typed models.
+
+The operator writes ``/etc/grpo/run-config.json`` (ConfigMap key ``run-config.json``). The launcher relies on
+``preflight``, ``argv`` and ``env``; ``run``, ``spec`` and ``plan`` are carried for provenance and logs, and
+unknown keys there are tolerated because they evolve with the operator. A malformed file is reported as a
+``ConfigError`` whose message names the field, the value, the rule and the fix, never as a traceback.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic.alias_generators import to_camel
+
+DEFAULT_CONFIG_PATH = Path("/etc/grpo/run-config.json")
+DEFAULT_METRICS_PORT = 9465
+
+
+class ConfigError(Exception):
+    """A run config that cannot be used; the message is meant for a user, not a developer."""
+
+
+class _Strict(BaseModel):
+    """camelCase on the wire, snake_case in Python, unknown keys refused."""
+
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid", frozen=True)
+
+
+class _Open(BaseModel):
+    """camelCase on the wire, unknown keys kept (these sections evolve with the operator)."""
+
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="allow", frozen=True)
+
+
+class RunRef(_Open):
+    name: str = Field(min_length=1)
+    namespace: str = Field(min_length=1)
+    uid: str = ""
+
+
+class Plan(_Open):
+    worker_replicas: int | None = None
+    gpus_per_node: int | None = None
+    total_gpus: int | None = None
+    efa_per_node: int | None = None
+    fits: bool | None = None
+
+
+class PreflightSpec(_Strict):
+    """What the preflight checks on the pod the launcher runs in."""
+
+    gpus: int = Field(ge=0, description="GPUs this pod must see")
+    min_free_gpu_memory_gib: float = Field(
+        ge=0, alias="minFreeGpuMemoryGiB", description="free memory each GPU must have, GiB"
+    )
+    shm_min_gib: float = Field(ge=0, alias="shmMinGiB", description="minimum size of /dev/shm, GiB")
+    efa_devices: int = Field(ge=0, description="EFA devices the pod must see; 0 means none expected")
+    gdrcopy: bool = Field(description="whether /dev/gdrdrv must be present")
+    checkpoint_dir: str = Field(min_length=1, description="directory miles saves checkpoints into")
+    checkpoint_gib: float = Field(ge=0, alias="checkpointGiB", description="size of one checkpoint, GiB")
+    min_bus_bandwidth_gbps: float = Field(
+        default=0.0, ge=0, alias="minBusBandwidthGBps", description="all-reduce floor; 0 reports only"
+    )
+    metrics_port: int = Field(default=DEFAULT_METRICS_PORT, ge=0, le=65535, description="0 disables it")
+
+
+class RunConfig(_Strict):
+    api_version: Literal["grpo.dev/v1alpha1"]
+    kind: Literal["RunConfig"]
+    run: RunRef
+    spec: dict[str, Any] = Field(default_factory=dict)
+    plan: Plan = Field(default_factory=Plan)
+    preflight: PreflightSpec
+    argv: list[str] | None = Field(default=None, min_length=1)
+    env: dict[str, str] = Field(default_factory=dict)
+
+
+_FIXES = {
+    "missing": "add it (the operator renders it; re-render the run config)",
+    "extra_forbidden": "remove it, or update the launcher image to one that knows it",
+    "literal_error": "use the value the operator renders",
+}
+
+
+def _location(loc: tuple[int | str, ...]) -> str:
+    out = ""
+    for part in loc:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out
+
+
+def format_validation_error(source: str, error: ValidationError) -> str:
+    """One line per problem: field, value, rule, fix."""
+    lines = [f"run config {source} is invalid:"]
+    for item in error.errors(include_url=False):
+        where = _location(item["loc"]) or "(top level)"
+        value = "absent" if item["type"] == "missing" else json.dumps(item.get("input"), default=str)[:120]
+        fix = _FIXES.get(item["type"], "correct the value and re-render the run config")
+        lines.append(f"  {where}: {value}: {item['msg']}; fix: {fix}")
+    return "\n".join(lines)
+
+
+def parse_run_config(text: str, source: str = "<string>") -> RunConfig:
+    """Parse the JSON text of a run config, raising ConfigError with a user-facing message."""
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ConfigError(
+            f"run config {source} is not JSON: line {exc.lineno} column {exc.colno}: {exc.msg}; "
+            "fix: render it with json.dumps"
+        ) from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"run config {source}: top level is {type(data).__name__}, must be an object")
+    try:
+        return RunConfig.model_validate(data)
+    except ValidationError as exc:
+        raise ConfigError(format_validation_error(source, exc)) from None
+
+
+def load_run_config(path: Path) -> RunConfig:
+    """Read and parse the run config at ``path``."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError(
+            f"run config {path} does not exist; fix: mount the ConfigMap key run-config.json at {path.parent}"
+        ) from None
+    except OSError as exc:
+        raise ConfigError(f"run config {path} cannot be read: {exc.strerror}") from None
+    return parse_run_config(text, str(path))

@@ -1,0 +1,138 @@
+"""``run``: provenance, metrics, preflight, then miles as a child process with exactly the rendered argv.
+
+The argv after ``--`` on the launcher's command line is what the operator rendered; it is handed to
+``subprocess.Popen`` as the same list, never rebuilt, re-quoted or edited. When the run config also carries
+``argv`` and the two differ, the config is stale and the launcher refuses. miles runs as a child (not exec)
+so the metrics server lives on; SIGTERM and SIGINT are forwarded to it and the launcher exits with its exit
+code (128 + N when a signal N ended it).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from types import FrameType
+from typing import TextIO
+
+from grpo_launcher.checks import PREFLIGHT_FAILED_EXIT, print_report
+from grpo_launcher.config import RunConfig
+from grpo_launcher.metrics import MetricsServer, serve
+from grpo_launcher.preflight import PreflightEnv, run_preflight
+from grpo_launcher.provenance import ProvenanceSources, collect, provenance_line
+
+USAGE_EXIT = 2
+METRICS_ADDR = "0.0.0.0"  # noqa: S104 (scraped from outside the pod)
+
+
+class StaleConfigError(Exception):
+    """The run config's argv and the entrypoint's argv disagree."""
+
+
+def check_argv_matches(config: RunConfig, argv: Sequence[str]) -> None:
+    """Refuse when the config's rendered argv is present and differs from the entrypoint's."""
+    if config.argv is None or list(config.argv) == list(argv):
+        return
+    first = next(
+        (i for i, (a, b) in enumerate(zip(config.argv, argv, strict=False)) if a != b),
+        min(len(config.argv), len(argv)),
+    )
+    have = argv[first] if first < len(argv) else "<end>"
+    want = config.argv[first] if first < len(config.argv) else "<end>"
+    raise StaleConfigError(
+        f"stale run config: its argv ({len(config.argv)} items) differs from the argv after -- "
+        f"({len(argv)} items) "
+        f"first at item {first}: config has {want!r}, entrypoint has {have!r}; the ConfigMap and "
+        f"the Ray job were "
+        "rendered from different specs: re-render both (delete the Ray job and let the operator resubmit)"
+    )
+
+
+def child_env(base: Mapping[str, str], config: RunConfig) -> dict[str, str]:
+    """The environment miles starts with: the pod's, with the run config's ``env`` applied on top."""
+    env = dict(base)
+    env.update(config.env)
+    return env
+
+
+def exit_code(returncode: int) -> int:
+    """Popen's returncode as a shell would report it (signal N -> 128 + N)."""
+    return 128 - returncode if returncode < 0 else returncode
+
+
+@dataclass
+class RunOptions:
+    metrics_addr: str = METRICS_ADDR
+    provenance: ProvenanceSources = field(default_factory=ProvenanceSources)
+    preflight: PreflightEnv = field(default_factory=PreflightEnv)
+    skip_preflight: bool = False
+
+
+def start_miles(argv: Sequence[str], env: Mapping[str, str]) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(list(argv), env=dict(env))
+
+
+def supervise(child: subprocess.Popen[bytes]) -> int:
+    """Forward SIGTERM/SIGINT to the child until it exits; return its exit code."""
+
+    def forward(signum: int, _frame: FrameType | None) -> None:
+        if child.poll() is None:
+            child.send_signal(signum)
+
+    previous = {s: signal.signal(s, forward) for s in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        while True:
+            try:
+                return exit_code(child.wait())
+            except InterruptedError:  # pragma: no cover (PEP 475 retries; kept for clarity)
+                continue
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def run(config: RunConfig, miles_argv: Sequence[str], options: RunOptions, out: TextIO = sys.stdout) -> int:
+    """The Ray job entrypoint: returns the process exit code."""
+    check_argv_matches(config, miles_argv)
+    run_ref = {"name": config.run.name, "namespace": config.run.namespace, "uid": config.run.uid}
+    facts = collect(options.provenance, run_ref)
+    out.write(provenance_line(facts) + "\n")
+    out.flush()
+    metrics: MetricsServer | None = None
+    port = config.preflight.metrics_port
+    if port:
+        try:
+            metrics = serve(facts, port, options.metrics_addr)
+            out.write(
+                f"[info] metrics: grpo_trainer_provenance_info on "
+                f"{options.metrics_addr}:{metrics.port}/metrics\n"
+            )
+        except OSError as exc:
+            out.write(
+                f"[warn] metrics: cannot serve on {options.metrics_addr}:{port}: {exc.strerror}; continuing\n"
+            )
+    try:
+        if not options.skip_preflight:
+            report = run_preflight(config.preflight, options.preflight, out)
+            print_report(report, out)
+            if not report.ok:
+                return PREFLIGHT_FAILED_EXIT
+        if config.env:
+            out.write(f"[info] env from the run config for miles: {', '.join(sorted(config.env))}\n")
+        out.write(f"[info] starting miles: {len(miles_argv)} argv items, argv[0]={miles_argv[0]!r}\n")
+        out.flush()
+        try:
+            child = start_miles(miles_argv, child_env(os.environ, config))
+        except OSError as exc:
+            out.write(f"cannot start miles: {miles_argv[0]!r}: {exc.strerror}\n")
+            return 127
+        code = supervise(child)
+        out.write(f"[info] miles exited with {code}\n")
+        out.flush()
+        return code
+    finally:
+        if metrics is not None:
+            metrics.close()
