@@ -101,9 +101,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m grpo_launcher.allreduce")
     parser.add_argument("--gpus", type=int, required=True)
     parser.add_argument("--out", required=True)
-    parser.add_argument(
-        "--sizes", default=",".join(str(s) for s in DEFAULT_SIZES), help="bytes, comma-separated"
-    )
+    parser.add_argument("--sizes", default=",".join(str(s) for s in DEFAULT_SIZES), help="bytes, comma-separated")
     args = parser.parse_args(argv)
     sizes = [int(s) for s in args.sizes.split(",") if s]
     import torch.multiprocessing as mp  # type: ignore[import-not-found, unused-ignore]  # noqa: PLC0415

@@ -80,8 +80,7 @@ class PreflightReport:
             "preflight": "failed" if self.failures else "passed",
             "seconds": round(self.seconds, 2),
             "checks": [
-                {"name": r.name, "status": r.status.value, "reason": one_line(r.reason), **r.data}
-                for r in self.results
+                {"name": r.name, "status": r.status.value, "reason": one_line(r.reason), **r.data} for r in self.results
             ],
         }
 

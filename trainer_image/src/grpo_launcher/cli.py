@@ -33,18 +33,14 @@ _PATH_FLAGS = {
 
 
 def _add_config(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--config", type=Path, default=DEFAULT_CONFIG_PATH, help="run config JSON (%(default)s)"
-    )
+    parser.add_argument("--config", type=Path, default=DEFAULT_CONFIG_PATH, help="run config JSON (%(default)s)")
 
 
 def _add_paths(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("device paths (defaults are the real ones; tests stand them in)")
     defaults = HostPaths()
     for name, text in _PATH_FLAGS.items():
-        group.add_argument(
-            f"--{name.replace('_', '-')}", dest=name, default=str(getattr(defaults, name)), help=text
-        )
+        group.add_argument(f"--{name.replace('_', '-')}", dest=name, default=str(getattr(defaults, name)), help=text)
 
 
 def _paths(args: argparse.Namespace) -> HostPaths:
@@ -61,9 +57,7 @@ def build_parser() -> argparse.ArgumentParser:
     run_p = sub.add_parser("run", help="provenance, preflight, then miles: run --config FILE -- <miles argv>")
     _add_config(run_p)
     _add_paths(run_p)
-    run_p.add_argument(
-        "--metrics-addr", default=METRICS_ADDR, help="address of the metrics server (%(default)s)"
-    )
+    run_p.add_argument("--metrics-addr", default=METRICS_ADDR, help="address of the metrics server (%(default)s)")
     run_p.add_argument("--skip-preflight", action="store_true", help="start miles without the preflight")
     pre_p = sub.add_parser("preflight", help="run the preflight checks alone")
     _add_config(pre_p)

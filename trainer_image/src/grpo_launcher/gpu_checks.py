@@ -121,9 +121,7 @@ def run_allreduce(
         out = Path(tmp) / "allreduce.json"
         argv = [python, "-m", "grpo_launcher.allreduce", "--gpus", str(gpus), "--out", str(out)]
         argv += ["--sizes", ",".join(str(s) for s in sizes)]
-        proc = subprocess.Popen(
-            argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
-        )
+        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
         try:
             _, stderr = proc.communicate(timeout=timeout)
         except subprocess.TimeoutExpired:
@@ -145,13 +143,14 @@ def format_table(result: dict[str, Any]) -> list[str]:
     """The bandwidth table, one line per size, for the log."""
     lines = [f"all-reduce {result['dtype']} over {result['world']} GPU(s), NCCL {result['nccl']}:"]
     lines.append(f"{'size':>10} {'time_us':>10} {'algbw_GB/s':>11} {'busbw_GB/s':>11} correct")
+    single = int(result["world"]) == 1  # one rank: NCCL copies nothing, so bandwidths mean nothing
     for row in result["rows"]:
         size = row["bytes"]
         label = f"{size // 2**30} GiB" if size >= 2**30 else f"{size // 2**20} MiB"
-        lines.append(
-            f"{label:>10} {row['seconds'] * 1e6:10.1f} {row['algbw_gbps']:11.1f} {row['busbw_gbps']:11.1f} "
-            f"{'yes' if row['correct'] else 'NO'}"
-        )
+        algbw = f"{'n/a':>11}" if single else f"{row['algbw_gbps']:11.1f}"
+        busbw = f"{'n/a':>11}" if single else f"{row['busbw_gbps']:11.1f}"
+        correct = "yes" if row["correct"] else "NO"
+        lines.append(f"{label:>10} {row['seconds'] * 1e6:10.1f} {algbw} {busbw} {correct}")
     return lines
 
 
@@ -163,9 +162,7 @@ def check_allreduce(result: dict[str, Any], floor_gbps: float) -> CheckResult:
     rows = result["rows"]
     wrong = [r["bytes"] for r in rows if not r["correct"]]
     if wrong:
-        return failed(
-            name, f"all-reduce returned a wrong sum at {len(wrong)} size(s), first at {wrong[0]} bytes"
-        )
+        return failed(name, f"all-reduce returned a wrong sum at {len(wrong)} size(s), first at {wrong[0]} bytes")
     world, last = int(result["world"]), rows[-1]
     peak = max(r["busbw_gbps"] for r in rows)
     size = f"{last['bytes'] / 2**20:g} MiB"
@@ -182,9 +179,7 @@ def check_allreduce(result: dict[str, Any], floor_gbps: float) -> CheckResult:
                 f"one GPU: NCCL ran but there is no bus to measure; floor {floor_gbps:g} GB/s not checked",
                 **data,
             )
-        return passed(
-            name, "one GPU: NCCL initialised and the all-reduce ran (no bus bandwidth to measure)", **data
-        )
+        return passed(name, "one GPU: NCCL initialised and the all-reduce ran (no bus bandwidth to measure)", **data)
     measured = f"bus bandwidth {last['busbw_gbps']:.1f} GB/s at {size} over {world} GPUs"
     if floor_gbps > 0 and last["busbw_gbps"] < floor_gbps:
         return failed(name, f"{measured}, below the floor of {floor_gbps:g} GB/s", **data)

@@ -20,9 +20,7 @@ def probe() -> dict[str, Any]:
     devices = []
     for index in range(torch.cuda.device_count()):
         free, total = torch.cuda.mem_get_info(index)
-        devices.append(
-            {"index": index, "name": torch.cuda.get_device_name(index), "free": free, "total": total}
-        )
+        devices.append({"index": index, "name": torch.cuda.get_device_name(index), "free": free, "total": total})
     nccl = nccl_version_string(torch.cuda.nccl.version()) if devices else ""
     return {
         "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),

@@ -72,10 +72,7 @@ def check_libcuda(paths: HostPaths, gpus_expected: int) -> CheckResult:
     try:
         lib = ctypes.CDLL(paths.libcuda)
     except OSError as exc:
-        reason = (
-            f"{paths.libcuda} cannot be loaded ({exc}); the NVIDIA container runtime did not "
-            f"inject the driver"
-        )
+        reason = f"{paths.libcuda} cannot be loaded ({exc}); the NVIDIA container runtime did not inject the driver"
         if gpus_expected == 0:
             return warned(name, reason + "; tolerated because this pod expects no GPUs")
         return failed(name, reason)
@@ -99,9 +96,7 @@ def check_libcuda(paths: HostPaths, gpus_expected: int) -> CheckResult:
             "as soon as the host driver is newer; remove /usr/local/cuda*/compat from the image",
             path=path,
         )
-    return passed(
-        name, f"cuInit ok{where}, driver supports CUDA {driver_cuda}", path=path, driver_cuda=driver_cuda
-    )
+    return passed(name, f"cuInit ok{where}, driver supports CUDA {driver_cuda}", path=path, driver_cuda=driver_cuda)
 
 
 def check_shm(paths: HostPaths, min_gib: float) -> CheckResult:
@@ -110,9 +105,7 @@ def check_shm(paths: HostPaths, min_gib: float) -> CheckResult:
     try:
         st = os.statvfs(paths.shm)
     except OSError as exc:
-        return failed(
-            name, f"{paths.shm} cannot be read: {exc.strerror}; mount an emptyDir with medium: Memory"
-        )
+        return failed(name, f"{paths.shm} cannot be read: {exc.strerror}; mount an emptyDir with medium: Memory")
     size, free = gib(st.f_blocks * st.f_frsize), gib(st.f_bavail * st.f_frsize)
     data = {"size_gib": round(size, 2), "free_gib": round(free, 2)}
     if size < min_gib:
@@ -124,9 +117,7 @@ def check_shm(paths: HostPaths, min_gib: float) -> CheckResult:
             **data,
         )
     if free < min_gib:
-        return warned(
-            name, f"{paths.shm} is {size:.1f} GiB but only {free:.1f} GiB is free (< {min_gib:g})", **data
-        )
+        return warned(name, f"{paths.shm} is {size:.1f} GiB but only {free:.1f} GiB is free (< {min_gib:g})", **data)
     return passed(name, f"{paths.shm} is {size:.1f} GiB, {free:.1f} GiB free (>= {min_gib:g} GiB)", **data)
 
 
@@ -145,9 +136,7 @@ def check_efa(paths: HostPaths, expected: int) -> CheckResult:
     data = {"uverbs": found, "node_devices": on_node, "expected": expected}
     if expected == 0:
         if found:
-            return warned(
-                name, f"{found} EFA devices are visible but the plan expects none (efaPerNode 0)", **data
-            )
+            return warned(name, f"{found} EFA devices are visible but the plan expects none (efaPerNode 0)", **data)
         return passed(name, "no EFA expected and none visible", **data)
     if found != expected:
         return failed(
@@ -205,9 +194,7 @@ def check_gdrcopy(paths: HostPaths, requested: bool) -> CheckResult:
             **data,
         )
     if not os.access(paths.gdrdrv, os.R_OK | os.W_OK):
-        return failed(
-            name, f"{paths.gdrdrv} is present but not readable and writable by uid {os.getuid()}", **data
-        )
+        return failed(name, f"{paths.gdrdrv} is present but not readable and writable by uid {os.getuid()}", **data)
     if not has_lib:
         return warned(
             name,
@@ -277,6 +264,4 @@ def check_checkpoint_dir(paths: HostPaths, directory: Path, checkpoint_gib: floa
             f"{used_fraction:.0%} full; on Lustre a save can hit ENOSPC on a full OST before df shows it",
             **data,
         )
-    return passed(
-        name, f"{directory} writable, {free:.1f} GiB free (>= {need:g} GiB for two checkpoints)", **data
-    )
+    return passed(name, f"{directory} writable, {free:.1f} GiB free (>= {need:g} GiB for two checkpoints)", **data)

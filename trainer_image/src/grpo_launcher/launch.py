@@ -107,13 +107,10 @@ def run(config: RunConfig, miles_argv: Sequence[str], options: RunOptions, out: 
         try:
             metrics = serve(facts, port, options.metrics_addr)
             out.write(
-                f"[info] metrics: grpo_trainer_provenance_info on "
-                f"{options.metrics_addr}:{metrics.port}/metrics\n"
+                f"[info] metrics: grpo_trainer_provenance_info on {options.metrics_addr}:{metrics.port}/metrics\n"
             )
         except OSError as exc:
-            out.write(
-                f"[warn] metrics: cannot serve on {options.metrics_addr}:{port}: {exc.strerror}; continuing\n"
-            )
+            out.write(f"[warn] metrics: cannot serve on {options.metrics_addr}:{port}: {exc.strerror}; continuing\n")
     try:
         if not options.skip_preflight:
             report = run_preflight(config.preflight, options.preflight, out)
