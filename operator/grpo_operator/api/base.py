@@ -1,0 +1,24 @@
+"""The one base model of the GRPORun API: camelCase on the wire, snake_case in Python, strict types.
+
+Strict mode means a string is never silently read as a number or a boolean (`"8"`, `"true"`, `"two"`), the
+class of defect where a shell recipe accepted `ACTOR_NUM_NODES=two`. Documents are validated in JSON mode
+(see `grpo_operator.loading`), so enum values arrive as plain strings and are still accepted.
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict
+from pydantic.alias_generators import to_camel
+
+
+class ApiModel(BaseModel):
+    """Base of every GRPORun type: unknown fields are errors, names are camelCase on the wire."""
+
+    model_config = ConfigDict(
+        alias_generator=to_camel,
+        populate_by_name=True,
+        extra="forbid",
+        strict=True,
+        use_enum_values=False,
+        validate_default=True,
+    )

@@ -1,0 +1,390 @@
+"""`GRPORun.spec`: what a user asks for, with bounds, enums, defaults and the cross-field rules.
+
+These types are the only source of the CRD schema (`make crds`). Every field has a description (it becomes
+`kubectl explain` text), bounds and enums live here so they reach the API server, and the cross-field rules
+the API server can check are declared here as CEL (`x-kubernetes-validations`). `grpo_operator.validation`
+checks the same rules in Python, plus those that need profile or instance data.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Annotated
+
+from pydantic import ConfigDict, Field, JsonValue, StringConstraints
+
+from grpo_operator.api.base import ApiModel
+from grpo_operator.instances import InstanceTypeName
+from grpo_operator.profiles import ModelProfileName
+
+AbsPath = Annotated[str, StringConstraints(pattern=r"^/", min_length=1, max_length=512)]
+Name = Annotated[str, StringConstraints(min_length=1, max_length=253)]
+LabelMap = Annotated[dict[str, Annotated[str, StringConstraints(max_length=63)]], Field(max_length=32)]
+
+
+def cel(rule: str, message: str, field_path: str | None = None, message_expression: str | None = None) -> dict[str, str]:
+    """One `x-kubernetes-validations` entry."""
+    entry = {"rule": rule, "message": message}
+    if message_expression:
+        entry["messageExpression"] = message_expression
+    if field_path:
+        entry["fieldPath"] = field_path
+    return entry
+
+
+def rules(*entries: dict[str, str]) -> ConfigDict:
+    validations: list[JsonValue] = [dict(entry) for entry in entries]
+    return ConfigDict(json_schema_extra={"x-kubernetes-validations": validations})
+
+
+class Placement(StrEnum):
+    COLOCATED = "Colocated"
+    DISAGGREGATED = "Disaggregated"
+
+
+class RewardType(StrEnum):
+    DEEPSCALER = "deepscaler"
+    DAPO = "dapo"
+    MATH = "math"
+    REMOTE = "remote"
+
+
+class RewardBackend(StrEnum):
+    MATH_VERIFY = "math_verify"
+    REWARD_MODEL = "reward_model"
+
+
+class GuardAction(StrEnum):
+    STOP = "Stop"
+    WARN = "Warn"
+
+
+class ModelSpec(ApiModel):
+    profile: ModelProfileName = Field(description="Built-in architecture; sets miles's model flags and the memory plan.")
+    hf_checkpoint: AbsPath = Field(description="HF checkpoint directory (miles --hf-checkpoint): tokenizer, config and SGLang weights.")
+    torch_dist_checkpoint: AbsPath = Field(
+        description="Megatron torch_dist checkpoint of the same model (miles --ref-load): reference and initial weights."
+    )
+
+
+class DataSpec(ApiModel):
+    prompt_data: AbsPath = Field(description="Training prompts, .jsonl or .parquet (miles --prompt-data).")
+    input_key: Name = Field(default="prompt", description="Key of the prompt in each record (miles --input-key).")
+    label_key: Name = Field(default="label", description="Key of the gold answer in each record (miles --label-key).")
+    apply_chat_template: bool = Field(default=True, description="Apply the tokenizer's chat template to prompts.")
+    shuffle: bool = Field(default=True, description="Shuffle prompts between rollouts (miles --rollout-shuffle).")
+
+
+class EvalSpec(ApiModel):
+    name: Annotated[str, StringConstraints(pattern=r"^[a-z0-9][a-z0-9_-]{0,62}$")] = Field(
+        default="eval", description="Name of the evaluation set, used as the metric prefix (eval/<name>)."
+    )
+    prompt_data: AbsPath = Field(description="Evaluation prompts, .jsonl or .parquet (miles --eval-prompt-data).")
+    interval: int = Field(default=10, ge=1, le=100000, description="Evaluate every this many rollouts.")
+    samples_per_prompt: int = Field(default=8, ge=1, le=256, description="Samples per evaluation prompt.")
+    max_response_len: int = Field(default=16384, ge=1, le=262144, description="Maximum response tokens in evaluation.")
+
+
+class RolloutSpec(ApiModel):
+    num_rollout: int = Field(ge=1, le=1000000, description="Number of rollouts (GRPO iterations) to run.")
+    batch_size: int = Field(ge=1, le=1000000, description="Prompts per rollout (miles --rollout-batch-size).")
+    samples_per_prompt: int = Field(default=8, ge=1, le=1024, description="Responses sampled per prompt (GRPO group size).")
+    max_response_len: int = Field(default=8192, ge=1, le=262144, description="Maximum response tokens per sample.")
+    temperature: float = Field(default=1.0, gt=0, le=2, description="Sampling temperature of the rollout.")
+
+
+class TrainingSpec(ApiModel):
+    model_config = rules(
+        cel(
+            "self.epsClipHigh >= self.epsClip",
+            "epsClipHigh must be at least epsClip",
+            ".epsClipHigh",
+            "'epsClipHigh ' + string(self.epsClipHigh) + ' must be at least epsClip ' + string(self.epsClip)",
+        ),
+    )
+    global_batch_size: int = Field(ge=1, le=10000000, description="Samples per optimizer step (miles --global-batch-size).")
+    steps_per_rollout: int = Field(default=1, ge=1, le=1024, description="Optimizer steps per rollout.")
+    learning_rate: float = Field(default=1e-6, gt=0, le=1, description="Adam learning rate.")
+    max_tokens_per_gpu: int = Field(
+        default=8192, ge=256, le=1048576, description="Token budget of one micro-batch per GPU (dynamic batching)."
+    )
+    kl_loss_coef: float = Field(default=0.0, ge=0, le=10, description="KL loss coefficient (low_var_kl against the reference).")
+    eps_clip: float = Field(default=0.2, gt=0, le=1, description="Lower PPO clip range.")
+    eps_clip_high: float = Field(default=0.28, gt=0, le=1, description="Upper PPO clip range (clip-higher).")
+    distributed_optimizer: bool = Field(
+        default=True, description="Shard optimizer state over data-parallel ranks (--use-distributed-optimizer)."
+    )
+
+
+class ActorSpec(ApiModel):
+    nodes: int = Field(default=1, ge=1, le=512, description="Nodes (worker pods) for the training actor.")
+    gpus_per_node: int = Field(default=8, ge=1, le=8, description="GPUs per node used by the actor.")
+
+
+class RolloutTopology(ApiModel):
+    gpus: int | None = Field(
+        default=None,
+        ge=1,
+        le=4096,
+        description="GPUs for SGLang engines. Colocated: defaults to, and must equal, the actor's GPUs. "
+        "Disaggregated: required, on GPUs of their own.",
+    )
+    gpus_per_engine: int = Field(default=1, ge=1, le=8, description="GPUs per SGLang engine (its tensor-parallel size).")
+    expert_parallel: int = Field(
+        default=1,
+        ge=1,
+        le=8,
+        description="SGLang expert-parallel size inside an engine (MoE only); the MoE tensor-parallel size is "
+        "gpusPerEngine / expertParallel.",
+    )
+    mem_fraction: float = Field(
+        default=0.8, ge=0.1, le=0.95, description="SGLang static memory fraction (weights and KV cache) of each GPU."
+    )
+
+
+class Parallelism(ApiModel):
+    tensor: int = Field(default=1, ge=1, le=64, description="Megatron tensor-parallel size.")
+    pipeline: int = Field(default=1, ge=1, le=64, description="Megatron pipeline-parallel size.")
+    context: int = Field(default=1, ge=1, le=64, description="Megatron context-parallel size.")
+    expert: int = Field(default=1, ge=1, le=256, description="Megatron expert-parallel size; MoE only.")
+    expert_tensor: int = Field(default=1, ge=1, le=64, description="Megatron expert tensor-parallel size; MoE only.")
+
+
+_ACTOR_GPUS = "(self.actor.nodes * self.actor.gpusPerNode)"
+_ROLLOUT_GPUS = f"(has(self.rollout.gpus) ? self.rollout.gpus : {_ACTOR_GPUS})"
+_MODEL_PARALLEL = "(self.parallelism.tensor * self.parallelism.pipeline * self.parallelism.context)"
+_EXPERT_PARALLEL = "(self.parallelism.expert * self.parallelism.expertTensor * self.parallelism.pipeline)"
+
+
+class TopologySpec(ApiModel):
+    model_config = rules(
+        cel(
+            f"self.placement != 'Colocated' || !has(self.rollout.gpus) || self.rollout.gpus == {_ACTOR_GPUS}",
+            "rollout.gpus must equal the actor's GPUs (nodes x gpusPerNode) when placement is Colocated",
+            ".rollout.gpus",
+            f"'rollout.gpus ' + string(self.rollout.gpus) + ' must equal actor GPUs (' + string(self.actor.nodes)"
+            f" + ' nodes x ' + string(self.actor.gpusPerNode) + ' = ' + string({_ACTOR_GPUS}) + ') when placement"
+            " is Colocated; remove rollout.gpus or set it to that number'",
+        ),
+        cel(
+            "self.placement != 'Disaggregated' || has(self.rollout.gpus)",
+            "rollout.gpus is required when placement is Disaggregated (rollout engines get GPUs of their own)",
+            ".rollout.gpus",
+        ),
+        cel(
+            f"{_ROLLOUT_GPUS} % self.rollout.gpusPerEngine == 0",
+            "rollout GPUs must be a multiple of rollout.gpusPerEngine (left-over GPUs would sit idle)",
+            ".rollout.gpusPerEngine",
+            f"'rollout GPUs ' + string({_ROLLOUT_GPUS}) + ' are not a multiple of rollout.gpusPerEngine '"
+            " + string(self.rollout.gpusPerEngine)",
+        ),
+        cel(
+            "self.actor.gpusPerNode % self.rollout.gpusPerEngine == 0",
+            "rollout.gpusPerEngine must divide actor.gpusPerNode (an engine cannot span nodes)",
+            ".rollout.gpusPerEngine",
+            "'rollout.gpusPerEngine ' + string(self.rollout.gpusPerEngine) + ' does not divide actor.gpusPerNode '"
+            " + string(self.actor.gpusPerNode) + ' (an engine cannot span nodes)'",
+        ),
+        cel(
+            f"{_ACTOR_GPUS} % {_MODEL_PARALLEL} == 0",
+            "parallelism tensor x pipeline x context must divide the actor's GPUs",
+            ".parallelism",
+            f"'parallelism tensor x pipeline x context = ' + string({_MODEL_PARALLEL}) + ' does not divide actor"
+            f" GPUs ' + string({_ACTOR_GPUS})",
+        ),
+        cel(
+            f"{_ACTOR_GPUS} % {_EXPERT_PARALLEL} == 0",
+            "parallelism expert x expertTensor x pipeline must divide the actor's GPUs",
+            ".parallelism.expert",
+            f"'parallelism expert x expertTensor x pipeline = ' + string({_EXPERT_PARALLEL}) + ' does not divide"
+            f" actor GPUs ' + string({_ACTOR_GPUS})",
+        ),
+        cel(
+            "self.parallelism.tensor <= self.actor.gpusPerNode",
+            "parallelism.tensor must not exceed actor.gpusPerNode (tensor parallelism stays inside a node)",
+            ".parallelism.tensor",
+        ),
+        cel(
+            "self.rollout.gpusPerEngine % self.rollout.expertParallel == 0",
+            "rollout.gpusPerEngine must be a multiple of rollout.expertParallel (SGLang expert parallelism is inside an engine)",
+            ".rollout.expertParallel",
+        ),
+    )
+    placement: Placement = Field(
+        default=Placement.COLOCATED,
+        description="Colocated: training and rollout share GPUs, taking turns. Disaggregated: separate GPU pools.",
+    )
+    instance_type: InstanceTypeName = Field(
+        default=InstanceTypeName.P5EN, description="GPU instance type of the worker nodes; sets GPU memory and EFA."
+    )
+    actor: ActorSpec = Field(default_factory=ActorSpec, description="GPUs of the Megatron training actor.")
+    rollout: RolloutTopology = Field(default_factory=RolloutTopology, description="GPUs of the SGLang rollout engines.")
+    parallelism: Parallelism = Field(default_factory=Parallelism, description="Megatron model parallelism of the actor.")
+    efa_per_node: int | None = Field(
+        default=None,
+        ge=0,
+        le=64,
+        description="Override of the EFA devices requested per worker; default: all the instance type has "
+        "(a partial request breaks point-to-point NCCL traffic), none for a single-node run.",
+    )
+
+
+class RemoteRewardSpec(ApiModel):
+    backend: RewardBackend = Field(default=RewardBackend.MATH_VERIFY, description="Scoring backend of the reward service.")
+    replicas: int = Field(default=2, ge=1, le=256, description="Reward service replicas (CPU pods).")
+    timeout_seconds: float = Field(default=10.0, gt=0, le=600, description="Hard deadline for scoring one response.")
+    image: Annotated[str, StringConstraints(min_length=1, max_length=512)] | None = Field(
+        default=None, description="Reward service image; default: the operator's configured image."
+    )
+
+
+class RewardSpec(ApiModel):
+    model_config = rules(
+        cel(
+            "self.type != 'remote' || has(self.remote)",
+            "reward.remote is required when reward.type is remote",
+            ".remote",
+        ),
+        cel(
+            "self.type == 'remote' || !has(self.remote)",
+            "reward.remote is only used when reward.type is remote; remove it or set type: remote",
+            ".remote",
+        ),
+    )
+    type: RewardType = Field(
+        default=RewardType.DEEPSCALER,
+        description="Rule-based reward built into miles (deepscaler, dapo, math), or remote: the CPU reward service.",
+    )
+    remote: RemoteRewardSpec | None = Field(default=None, description="The reward service, when type is remote.")
+
+
+class StorageSpec(ApiModel):
+    claim_name: Annotated[str, StringConstraints(pattern=r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$", max_length=253)] = Field(
+        description="ReadWriteMany PersistentVolumeClaim in the run's namespace holding models, data and checkpoints."
+    )
+    mount_path: AbsPath = Field(default="/fsx", description="Where the claim is mounted in every Ray pod.")
+    checkpoint_dir: AbsPath | None = Field(
+        default=None, description="Checkpoint directory; default: <mountPath>/grpo/<namespace>/<name>/checkpoints."
+    )
+    tensorboard_dir: AbsPath | None = Field(
+        default=None, description="TensorBoard directory; default: <mountPath>/grpo/<namespace>/<name>/tensorboard."
+    )
+    save_interval: int | None = Field(
+        default=None, ge=1, le=1000000, description="Save every this many rollouts; default: only at the end of the run."
+    )
+
+
+class Toleration(ApiModel):
+    key: Annotated[str, StringConstraints(max_length=253)] | None = Field(default=None, description="Taint key.")
+    operator: Annotated[str, StringConstraints(pattern=r"^(Exists|Equal)$")] = Field(
+        default="Equal", description="Exists or Equal."
+    )
+    value: Annotated[str, StringConstraints(max_length=63)] | None = Field(default=None, description="Taint value.")
+    effect: Annotated[str, StringConstraints(pattern=r"^(NoSchedule|PreferNoSchedule|NoExecute)?$")] | None = Field(
+        default=None, description="NoSchedule, PreferNoSchedule or NoExecute; empty matches all."
+    )
+    toleration_seconds: int | None = Field(default=None, ge=0, description="How long a NoExecute taint is tolerated.")
+
+
+class SchedulingSpec(ApiModel):
+    gpu_node_selector: LabelMap = Field(default_factory=dict, description="Node selector of the GPU worker pods.")
+    head_node_selector: LabelMap = Field(default_factory=dict, description="Node selector of the Ray head (a CPU node).")
+    tolerations: list[Toleration] = Field(
+        default_factory=list, max_length=16, description="Extra tolerations of the worker pods."
+    )
+    priority_class_name: Annotated[str, StringConstraints(max_length=253)] | None = Field(
+        default=None, description="PriorityClass of the Ray pods."
+    )
+
+
+class SecretKeyRef(ApiModel):
+    name: Annotated[str, StringConstraints(pattern=r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$", max_length=253)] = Field(
+        description="Secret in the run's namespace."
+    )
+    key: Annotated[str, StringConstraints(pattern=r"^[-._a-zA-Z0-9]+$", max_length=253)] = Field(
+        default="HF_TOKEN", description="Key in the Secret."
+    )
+
+
+class MinRewardGuard(ApiModel):
+    value: float = Field(default=0.0, ge=-1000, le=1000, description="Reward at or below this is degenerate.")
+    after_rollouts: int = Field(default=3, ge=1, le=1000000, description="Start checking after this many rollouts.")
+
+
+class GuardsSpec(ApiModel):
+    max_repetition_frac: float = Field(
+        default=0.3, ge=0, le=1, description="rollout/repetition_frac above this is degenerate output."
+    )
+    consecutive_rollouts: int = Field(
+        default=2, ge=1, le=1000, description="Rollouts in a row the repetition must exceed the limit before the guard trips."
+    )
+    min_reward: MinRewardGuard = Field(default_factory=MinRewardGuard, description="Reward floor after a warm-up.")
+    stall_timeout_seconds: int = Field(
+        default=3600, ge=60, le=604800, description="No rollout progress for this long while the job runs is a stall."
+    )
+    action: GuardAction = Field(default=GuardAction.STOP, description="Stop the job and fail the run, or only Warn.")
+
+
+class GRPORunSpec(ApiModel):
+    """What the run should do: model, data, sizes, GPUs, reward, storage and guards."""
+
+    model_config = rules(
+        cel(
+            "self.rollout.batchSize * self.rollout.samplesPerPrompt == self.training.globalBatchSize * self.training.stepsPerRollout",
+            "GRPO batch identity: rollout.batchSize x rollout.samplesPerPrompt must equal "
+            "training.globalBatchSize x training.stepsPerRollout",
+            ".training.globalBatchSize",
+            "'GRPO batch identity: rollout.batchSize x samplesPerPrompt = ' + string(self.rollout.batchSize"
+            " * self.rollout.samplesPerPrompt) + ' but training.globalBatchSize x stepsPerRollout = '"
+            " + string(self.training.globalBatchSize * self.training.stepsPerRollout)",
+        ),
+    )
+    model: ModelSpec = Field(description="The model to train.")
+    data: DataSpec = Field(description="Training data.")
+    eval: EvalSpec | None = Field(default=None, description="Optional periodic evaluation.")
+    rollout: RolloutSpec = Field(description="Rollout (generation) sizes and sampling.")
+    training: TrainingSpec = Field(description="Optimizer and GRPO loss settings.")
+    topology: TopologySpec = Field(default_factory=TopologySpec, description="GPUs, placement and parallelism.")
+    reward: RewardSpec = Field(default_factory=RewardSpec, description="How responses are scored.")
+    storage: StorageSpec = Field(description="Shared volume for models, data, checkpoints and TensorBoard.")
+    image: Annotated[str, StringConstraints(min_length=1, max_length=512)] = Field(
+        description="Trainer image (miles plus the grpo launcher); pin it by digest (name@sha256:...)."
+    )
+    scheduling: SchedulingSpec = Field(default_factory=SchedulingSpec, description="Node selection for Ray pods.")
+    hf_token_secret: SecretKeyRef | None = Field(
+        default=None, description="Secret holding a Hugging Face token, passed to pods by secretKeyRef only."
+    )
+    extra_args: list[Annotated[str, StringConstraints(max_length=1024)]] = Field(
+        default_factory=list,
+        max_length=64,
+        description="Extra miles/Megatron/SGLang arguments appended last; flags the operator manages are refused.",
+    )
+    guards: GuardsSpec = Field(default_factory=GuardsSpec, description="Stop runs that degenerate or stall.")
+    suspend: bool = Field(default=False, description="Stop the job and free the GPUs; false resumes from the checkpoint.")
+
+
+# Spec fields that may change after creation; every other field is immutable (a CEL transition rule).
+MUTABLE_SPEC_FIELDS = frozenset({"suspend", "guards"})
+
+
+def spec_immutability_rule() -> dict[str, str]:
+    """The transition rule that refuses edits of everything but `MUTABLE_SPEC_FIELDS`."""
+    parts = []
+    for name, info in GRPORunSpec.model_fields.items():
+        if name in MUTABLE_SPEC_FIELDS:
+            continue
+        wire = info.alias or name
+        if info.is_required():
+            parts.append(f"self.{wire} == oldSelf.{wire}")
+        else:
+            parts.append(
+                f"(has(self.{wire}) ? (has(oldSelf.{wire}) && self.{wire} == oldSelf.{wire}) : !has(oldSelf.{wire}))"
+            )
+    return cel(
+        " && ".join(parts),
+        "only spec.suspend and spec.guards can change after creation; create a new GRPORun for other changes",
+    )
+
+
+def spec_field_names() -> list[str]:
+    return [info.alias or name for name, info in GRPORunSpec.model_fields.items()]

@@ -1,0 +1,126 @@
+"""`GRPORun.status` and the run plan: every key the operator writes is declared here.
+
+The API server silently prunes status keys the CRD does not declare, so the status types are part of the
+schema like the spec. The plan (`RunPlan`) is computed by `grpo_operator.plan` and stored in
+`status.plan`; `grpo plan -o json` prints the same object.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Annotated, Literal
+
+from pydantic import Field, StringConstraints
+
+from grpo_operator.api.base import ApiModel
+
+Text = Annotated[str, StringConstraints(max_length=32768)]
+
+
+class Phase(StrEnum):
+    PENDING = "Pending"
+    PROVISIONING = "Provisioning"
+    RUNNING = "Running"
+    SUCCEEDED = "Succeeded"
+    FAILED = "Failed"
+    SUSPENDED = "Suspended"
+
+
+TERMINAL_PHASES = frozenset({Phase.SUCCEEDED, Phase.FAILED})
+
+
+class Condition(ApiModel):
+    """metav1.Condition."""
+
+    type: Annotated[str, StringConstraints(max_length=316)] = Field(description="Condition type, e.g. Validated.")
+    status: Literal["True", "False", "Unknown"] = Field(description="True, False or Unknown.")
+    reason: Annotated[str, StringConstraints(max_length=1024)] = Field(description="One-word CamelCase reason.")
+    message: Text = Field(default="", description="Human-readable detail.")
+    last_transition_time: str = Field(description="When the status last changed (RFC 3339).")
+    observed_generation: int | None = Field(default=None, ge=0, description="Spec generation the condition reflects.")
+
+
+class RunMetrics(ApiModel):
+    rollout: int | None = Field(default=None, description="Last rollout step reported by the trainer.")
+    raw_reward: float | None = Field(default=None, description="rollout/raw_reward of the last rollout.")
+    repetition_frac: float | None = Field(default=None, description="rollout/repetition_frac of the last rollout.")
+    truncated_ratio: float | None = Field(default=None, description="rollout/truncated_ratio of the last rollout.")
+    step_time_seconds: float | None = Field(default=None, description="perf/step_time of the last step.")
+    updated_at: str | None = Field(default=None, description="When the metrics were scraped (RFC 3339).")
+
+
+class ActorMemory(ApiModel):
+    weights_gib: float = Field(description="bf16 weights of the actor's shard.")
+    grads_gib: float = Field(description="bf16 gradient buffers.")
+    optimizer_gib: float = Field(description="fp32 master weights and Adam moments (sharded by DP when distributed).")
+    activations_gib: float = Field(description="Checkpointed activations, one recomputed layer and the logits.")
+    overhead_gib: float = Field(description="CUDA context, NCCL buffers, allocator slack.")
+    total_gib: float = Field(description="Sum: the per-GPU peak of training.")
+
+
+class RolloutMemory(ApiModel):
+    static_gib: float = Field(description="SGLang's static reservation: memFraction x GPU memory.")
+    weights_gib: float = Field(description="bf16 weights of one engine shard.")
+    kv_cache_gib: float = Field(description="What the static reservation leaves for the KV cache.")
+    kv_cache_tokens: int = Field(description="Tokens the KV cache holds.")
+    free_gib: float = Field(description="GPU memory outside the static reservation.")
+    needed_free_gib: float = Field(description="What must stay free: SGLang workspace, and the offloaded actor's residue when colocated.")
+
+
+class RunPlan(ApiModel):
+    """What the run needs and whether it fits: derived from the spec alone."""
+
+    instance_type: str = Field(description="Worker instance type.")
+    gpu_model: str = Field(description="GPU model of the instance type.")
+    placement: str = Field(description="Colocated or Disaggregated.")
+    worker_replicas: int = Field(description="Worker pods (one per node).")
+    gpus_per_node: int = Field(description="GPUs requested per worker pod (miles --num-gpus-per-node).")
+    actor_gpus: int = Field(description="GPUs of the training actor.")
+    rollout_gpus: int = Field(description="GPUs of the rollout engines.")
+    rollout_engines: int = Field(description="SGLang engines.")
+    total_gpus: int = Field(description="GPUs requested in total.")
+    total_nodes: int = Field(description="GPU nodes used.")
+    data_parallel: int = Field(description="Megatron data-parallel size.")
+    efa_per_node: int = Field(description="EFA devices requested per worker pod.")
+    shm_gib: int = Field(description="/dev/shm size of a worker pod.")
+    ray_resources: dict[str, float] = Field(description="Custom Ray resources of each worker.")
+    distributed_optimizer: bool = Field(description="Whether the distributed optimizer is used.")
+    params_billions: float = Field(description="Model parameters, computed from the architecture.")
+    actor_gib_per_gpu: float = Field(description="Estimated training peak per GPU.")
+    rollout_gib_per_gpu: float = Field(description="Estimated rollout reservation per GPU.")
+    min_free_gpu_gib: float = Field(description="Free GPU memory the preflight requires on each GPU.")
+    gpu_gib: float = Field(description="Usable memory of one GPU.")
+    host_gib_per_node: float = Field(description="Pinned host memory per node (reference weights, offloaded state).")
+    host_capacity_gib: float = Field(description="Host memory of one node.")
+    checkpoint_gib: float = Field(description="Size of one training checkpoint (weights and optimizer state).")
+    checkpoint_dir: str = Field(description="Resolved checkpoint directory.")
+    tensorboard_dir: str = Field(description="Resolved TensorBoard directory.")
+    save_interval: int = Field(description="Resolved save interval in rollouts.")
+    actor_memory: ActorMemory = Field(description="Breakdown of the training estimate.")
+    rollout_memory: RolloutMemory = Field(description="Breakdown of the rollout estimate.")
+    fits: bool = Field(description="Whether the run fits in GPU and host memory.")
+
+
+class GRPORunStatus(ApiModel):
+    """What the operator observed: phase, conditions, progress, metrics and the plan."""
+
+    phase: Phase | None = Field(default=None, description="Pending, Provisioning, Running, Succeeded, Failed or Suspended.")
+    conditions: list[Condition] = Field(
+        default_factory=list,
+        max_length=32,
+        description="Validated, ResourcesReady, RewardServiceReady, JobRunning, Healthy, Complete.",
+        json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["type"]},
+    )
+    observed_generation: int | None = Field(default=None, description="Spec generation this status reflects.")
+    progress: str | None = Field(default=None, description="Rollouts done / total, e.g. 37/100.")
+    metrics: RunMetrics | None = Field(default=None, description="Last metrics scraped from the trainer.")
+    plan: RunPlan | None = Field(default=None, description="The computed plan.")
+    ray_cluster_name: str | None = Field(default=None, description="The RayCluster of this run.")
+    job_submission_id: str | None = Field(default=None, description="Ray job submission id.")
+    job_status: str | None = Field(default=None, description="Last Ray job status seen.")
+    start_time: str | None = Field(default=None, description="When the job was submitted (RFC 3339).")
+    completion_time: str | None = Field(default=None, description="When the run reached a terminal phase (RFC 3339).")
+    last_progress_time: str | None = Field(default=None, description="When the rollout step last advanced (RFC 3339).")
+    repetition_streak: int | None = Field(default=None, description="Consecutive rollouts above the repetition guard.")
+    reason: str | None = Field(default=None, description="Reason of the current phase, one CamelCase word.")
+    message: Text | None = Field(default=None, description="Human-readable detail of the current phase.")

@@ -1,0 +1,172 @@
+"""The `grpo` command: validate, plan and render GRPORun files offline, with the operator's own code.
+
+Exit status: 0 when every document is valid, 1 when any is not (one line per problem), 2 for a usage
+error. A user error never prints a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, TextIO
+
+from grpo_operator.api import GRPORun
+from grpo_operator.api.status import RunPlan
+from grpo_operator.loading import Document, load_documents
+from grpo_operator.plan import make_plan
+from grpo_operator.validation import Problem, errors, validate
+
+
+@dataclass
+class Checked:
+    """A document after structural and semantic validation."""
+
+    doc: Document
+    problems: list[Problem]
+
+    @property
+    def run(self) -> GRPORun | None:
+        return self.doc.run
+
+    @property
+    def valid(self) -> bool:
+        return self.doc.run is not None and not errors(self.problems)
+
+
+def _read(path: str) -> str:
+    if path == "-":
+        return sys.stdin.read()
+    with open(path, encoding="utf-8") as handle:
+        return handle.read()
+
+
+def check_text(text: str) -> tuple[list[Checked], list[Problem]]:
+    documents, file_problems = load_documents(text)
+    checked = []
+    for doc in documents:
+        problems = list(doc.problems) if doc.run is None else validate(doc.run)
+        checked.append(Checked(doc, problems))
+    return checked, file_problems
+
+
+def _emit_problems(checked: list[Checked], out: TextIO) -> None:
+    many = len(checked) > 1
+    for item in checked:
+        for problem in item.problems:
+            print(f"{item.doc.label}: {problem}" if many else str(problem), file=out)
+
+
+def _problem_json(problem: Problem) -> dict[str, str]:
+    return {"path": problem.path, "message": problem.message, "severity": problem.severity.value}
+
+
+def cmd_validate(checked: list[Checked], output: str, out: TextIO) -> int:
+    if output == "json":
+        rows = [{"name": c.doc.label, "valid": c.valid, "problems": [_problem_json(p) for p in c.problems]} for c in checked]
+        print(json.dumps(rows, indent=2), file=out)
+    else:
+        _emit_problems(checked, out)
+        for item in checked:
+            if item.valid:
+                print(f"{item.doc.label}: valid", file=out)
+    return 0 if all(c.valid for c in checked) else 1
+
+
+def plan_table(plan: RunPlan) -> str:
+    a, r = plan.actor_memory, plan.rollout_memory
+    rows = [
+        ("placement", f"{plan.placement} on {plan.instance_type} ({plan.gpu_model}, {plan.gpu_gib} GiB per GPU)"),
+        ("workers", f"{plan.worker_replicas} pod(s) x {plan.gpus_per_node} GPUs = {plan.total_gpus} GPUs"),
+        ("actor", f"{plan.actor_gpus} GPUs, data-parallel {plan.data_parallel}, "
+                  f"distributed optimizer {'on' if plan.distributed_optimizer else 'off'}"),
+        ("rollout", f"{plan.rollout_gpus} GPUs in {plan.rollout_engines} SGLang engine(s)"),
+        ("EFA per worker", str(plan.efa_per_node)),
+        ("/dev/shm", f"{plan.shm_gib} GiB"),
+        ("model", f"{plan.params_billions} B parameters"),
+        ("actor GiB/GPU", f"{plan.actor_gib_per_gpu} (weights {a.weights_gib}, grads {a.grads_gib}, optimizer "
+                          f"{a.optimizer_gib}, activations {a.activations_gib}, overhead {a.overhead_gib})"),
+        ("rollout GiB/GPU", f"{plan.rollout_gib_per_gpu} static (weights {r.weights_gib}, KV cache {r.kv_cache_gib} = "
+                            f"{r.kv_cache_tokens} tokens); free {r.free_gib}, needs {r.needed_free_gib}"),
+        ("host GiB/node", f"{plan.host_gib_per_node} of {plan.host_capacity_gib}"),
+        ("checkpoint", f"{plan.checkpoint_gib} GiB each, every {plan.save_interval} rollouts, in {plan.checkpoint_dir}"),
+        ("tensorboard", plan.tensorboard_dir),
+        ("fits", "yes" if plan.fits else "NO"),
+    ]  # fmt: skip
+    width = max(len(k) for k, _ in rows)
+    return "\n".join(f"{k.ljust(width)}  {v}" for k, v in rows)
+
+
+def cmd_plan(checked: list[Checked], output: str, out: TextIO) -> int:
+    rows: list[dict[str, Any]] = []
+    for item in checked:
+        plan = make_plan(item.run) if item.run is not None else None
+        if output == "json":
+            rows.append({
+                "name": item.doc.label,
+                "valid": item.valid,
+                "plan": plan.model_dump(mode="json", by_alias=True) if plan else None,
+                "problems": [_problem_json(p) for p in item.problems],
+            })  # fmt: skip
+            continue
+        print(f"# {item.doc.label}", file=out)
+        if plan is not None:
+            print(plan_table(plan), file=out)
+        for problem in item.problems:
+            print(str(problem), file=out)
+    if output == "json":
+        print(json.dumps(rows if len(rows) != 1 else rows[0], indent=2), file=out)
+    return 0 if all(c.valid for c in checked) else 1
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="grpo", description="Check, plan and render GRPORun resources offline.")
+    sub = parser.add_subparsers(dest="command", required=True)
+    for name, text in (
+        ("validate", "check every GRPORun in FILE; one line per problem"),
+        ("plan", "print what each GRPORun needs and whether it fits"),
+    ):
+        cmd = sub.add_parser(name, help=text, description=text)
+        cmd.add_argument("-f", "--filename", required=True, help="YAML file with one or more GRPORuns, or - for stdin")
+        cmd.add_argument("-o", "--output", choices=("text", "json", "yaml"), default="text")
+    return parser
+
+
+COMMANDS: dict[str, Callable[[list[Checked], str, TextIO], int]] = {"validate": cmd_validate, "plan": cmd_plan}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        text = _read(args.filename)
+    except OSError as exc:
+        print(f"{args.filename}: cannot read: {exc.strerror}", file=sys.stderr)
+        return 1
+    except UnicodeDecodeError:
+        print(f"{args.filename}: not a text file (UTF-8 expected)", file=sys.stderr)
+        return 1
+    checked, file_problems = check_text(text)
+    if file_problems:
+        for problem in file_problems:
+            print(f"{args.filename}: {problem.message}", file=sys.stdout)
+        return 1
+    return COMMANDS[args.command](checked, args.output, sys.stdout)
+
+
+def entrypoint() -> None:
+    """Console script: `main`, quiet when the reader of stdout goes away (`grpo plan ... | head`)."""
+    try:
+        code = main()
+        sys.stdout.flush()
+    except BrokenPipeError:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        code = 0
+    sys.exit(code)
+
+
+if __name__ == "__main__":
+    entrypoint()

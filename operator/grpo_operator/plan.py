@@ -1,0 +1,154 @@
+"""The run plan: a pure function from a GRPORun to what it needs (pods, GPUs, EFA, memory) and whether it fits.
+
+Everything derived lives here and is computed after the spec is complete, so no value is derived before an
+override is applied (the seed derived WORKER_REPLICAS above the block that changed ACTOR_NUM_NODES).
+"""
+
+from __future__ import annotations
+
+import math
+
+from grpo_operator.api import GRPORun
+from grpo_operator.api.spec import GRPORunSpec, Placement
+from grpo_operator.api.status import ActorMemory, RolloutMemory, RunPlan
+from grpo_operator.instances import INSTANCES, InstanceType
+from grpo_operator.memory import (
+    RELEASED_ROLLOUT_RESIDUE_GIB,
+    ActorEstimate,
+    RolloutEstimate,
+    Sharding,
+    actor_estimate,
+    checkpoint_gib,
+    host_gib_per_node,
+    rollout_estimate,
+)
+from grpo_operator.profiles import PROFILES
+
+HOST_MEMORY_USABLE = 0.9  # worker pods request 90% of a node's memory
+
+
+def _r(value: float) -> float:
+    return round(value, 1)
+
+
+def actor_gpus(spec: GRPORunSpec) -> int:
+    return spec.topology.actor.nodes * spec.topology.actor.gpus_per_node
+
+
+def rollout_gpus(spec: GRPORunSpec) -> int:
+    given = spec.topology.rollout.gpus
+    return given if given is not None else actor_gpus(spec)
+
+
+def worker_replicas(spec: GRPORunSpec) -> int:
+    topo = spec.topology
+    if topo.placement is Placement.COLOCATED:
+        return topo.actor.nodes
+    return math.ceil((actor_gpus(spec) + rollout_gpus(spec)) / topo.actor.gpus_per_node)
+
+
+def efa_per_node(spec: GRPORunSpec, instance: InstanceType) -> int:
+    if spec.topology.efa_per_node is not None:
+        return spec.topology.efa_per_node
+    return instance.efa if worker_replicas(spec) > 1 else 0
+
+
+def sharding(spec: GRPORunSpec) -> Sharding:
+    p = spec.topology.parallelism
+    return Sharding(
+        gpus=actor_gpus(spec),
+        tensor=p.tensor,
+        pipeline=p.pipeline,
+        context=p.context,
+        expert=p.expert,
+        expert_tensor=p.expert_tensor,
+    )
+
+
+def estimates(spec: GRPORunSpec) -> tuple[ActorEstimate, RolloutEstimate]:
+    profile = PROFILES[spec.model.profile]
+    instance = INSTANCES[spec.topology.instance_type]
+    colocated = spec.topology.placement is Placement.COLOCATED
+    actor = actor_estimate(
+        profile, sharding(spec), spec.training.max_tokens_per_gpu, spec.training.distributed_optimizer
+    )
+    rollout = rollout_estimate(
+        profile, spec.topology.rollout.gpus_per_engine, spec.topology.rollout.mem_fraction, instance.gpu_gib, colocated
+    )
+    return actor, rollout
+
+
+def actor_budget_gib(spec: GRPORunSpec) -> float:
+    """GPU memory the actor may use: all of it, less what released SGLang engines keep when colocated."""
+    gpu = INSTANCES[spec.topology.instance_type].gpu_gib
+    return gpu - RELEASED_ROLLOUT_RESIDUE_GIB if spec.topology.placement is Placement.COLOCATED else gpu
+
+
+def run_dirs(run: GRPORun) -> tuple[str, str]:
+    storage = run.spec.storage
+    base = f"{storage.mount_path.rstrip('/')}/grpo/{run.metadata.namespace}/{run.metadata.name}"
+    return (storage.checkpoint_dir or f"{base}/checkpoints", storage.tensorboard_dir or f"{base}/tensorboard")
+
+
+def make_plan(run: GRPORun) -> RunPlan:
+    spec = run.spec
+    profile = PROFILES[spec.model.profile]
+    instance = INSTANCES[spec.topology.instance_type]
+    colocated = spec.topology.placement is Placement.COLOCATED
+    actor, rollout = estimates(spec)
+    replicas = worker_replicas(spec)
+    gpn = spec.topology.actor.gpus_per_node
+    host = host_gib_per_node(actor, rollout, gpn, colocated)
+    host_capacity = instance.memory_gib * HOST_MEMORY_USABLE
+    fits = (
+        actor.total_gib <= actor_budget_gib(spec)
+        and rollout.free_gib >= rollout.needed_free_gib
+        and rollout.kv_cache_tokens >= spec.rollout.max_response_len
+        and host <= host_capacity
+    )
+    checkpoint_dir, tensorboard_dir = run_dirs(run)
+    return RunPlan(
+        instance_type=instance.name.value,
+        gpu_model=instance.gpu_model,
+        placement=spec.topology.placement.value,
+        worker_replicas=replicas,
+        gpus_per_node=gpn,
+        actor_gpus=actor_gpus(spec),
+        rollout_gpus=rollout_gpus(spec),
+        rollout_engines=rollout_gpus(spec) // spec.topology.rollout.gpus_per_engine,
+        total_gpus=replicas * gpn,
+        total_nodes=replicas,
+        data_parallel=sharding(spec).data_parallel,
+        efa_per_node=efa_per_node(spec, instance),
+        shm_gib=instance.shm_gib,
+        ray_resources={"gpu_node": 1.0},
+        distributed_optimizer=spec.training.distributed_optimizer,
+        params_billions=round(profile.total_params / 1e9, 2),
+        actor_gib_per_gpu=_r(actor.total_gib),
+        rollout_gib_per_gpu=_r(rollout.static_gib),
+        min_free_gpu_gib=_r(actor.total_gib if not colocated else max(actor.total_gib, rollout.static_gib)),
+        gpu_gib=instance.gpu_gib,
+        host_gib_per_node=_r(host),
+        host_capacity_gib=_r(host_capacity),
+        checkpoint_gib=_r(checkpoint_gib(profile)),
+        checkpoint_dir=checkpoint_dir,
+        tensorboard_dir=tensorboard_dir,
+        save_interval=spec.storage.save_interval or spec.rollout.num_rollout,
+        actor_memory=ActorMemory(
+            weights_gib=_r(actor.weights_gib),
+            grads_gib=_r(actor.grads_gib),
+            optimizer_gib=_r(actor.optimizer_gib),
+            activations_gib=_r(actor.activations_gib),
+            overhead_gib=_r(actor.overhead_gib),
+            total_gib=_r(actor.total_gib),
+        ),
+        rollout_memory=RolloutMemory(
+            static_gib=_r(rollout.static_gib),
+            weights_gib=_r(rollout.weights_gib),
+            kv_cache_gib=_r(rollout.kv_cache_gib),
+            kv_cache_tokens=rollout.kv_cache_tokens,
+            free_gib=_r(rollout.free_gib),
+            needed_free_gib=_r(rollout.needed_free_gib),
+        ),
+        fits=fits,
+    )

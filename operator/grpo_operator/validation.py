@@ -1,0 +1,212 @@
+"""Semantic validation of a GRPORun: every problem at once, each naming the field, the value, the rule and the fix.
+
+The cross-field rules the API server also checks (CEL in `grpo_operator.api.spec`) are repeated here so
+`grpo validate` gives the same answer offline; the rest need data CEL does not have (model profiles,
+instance types, the memory plan). Pure: no I/O.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+
+from grpo_operator.api import GRPORun
+from grpo_operator.api.spec import GRPORunSpec, Placement, RewardType
+from grpo_operator.flags import MANAGED_FLAGS, flag_name
+from grpo_operator.instances import INSTANCES
+from grpo_operator.plan import actor_budget_gib, actor_gpus, estimates, make_plan, rollout_gpus, sharding
+from grpo_operator.profiles import PROFILES
+
+
+class Severity(StrEnum):
+    ERROR = "error"
+    WARNING = "warning"
+
+
+@dataclass(frozen=True)
+class Problem:
+    path: str
+    message: str
+    severity: Severity = Severity.ERROR
+
+    def __str__(self) -> str:
+        prefix = "warning: " if self.severity is Severity.WARNING else ""
+        return f"{prefix}{self.path}: {self.message}"
+
+
+def errors(problems: list[Problem]) -> list[Problem]:
+    return [p for p in problems if p.severity is Severity.ERROR]
+
+
+def _topology_rules(spec: GRPORunSpec) -> list[Problem]:
+    """The CEL rules of TopologySpec, GRPORunSpec and TrainingSpec, in Python."""
+    t, out = spec.topology, []
+    agpus, rgpus = actor_gpus(spec), rollout_gpus(spec)
+    p = t.parallelism
+    if t.placement is Placement.COLOCATED and t.rollout.gpus is not None and t.rollout.gpus != agpus:
+        out.append(Problem("spec.topology.rollout.gpus",
+            f"{t.rollout.gpus} must equal actor GPUs ({t.actor.nodes} nodes x {t.actor.gpus_per_node} = {agpus}) "
+            "when placement is Colocated; remove rollout.gpus or set it to that number"))  # fmt: skip
+    if t.placement is Placement.DISAGGREGATED and t.rollout.gpus is None:
+        out.append(Problem("spec.topology.rollout.gpus",
+            "is required when placement is Disaggregated: set the GPUs the SGLang engines get of their own"))  # fmt: skip
+    if rgpus % t.rollout.gpus_per_engine:
+        out.append(Problem("spec.topology.rollout.gpusPerEngine",
+            f"rollout GPUs {rgpus} are not a multiple of gpusPerEngine {t.rollout.gpus_per_engine}: "
+            "the left-over GPUs would sit idle; make rollout GPUs a multiple of it"))  # fmt: skip
+    if t.actor.gpus_per_node % t.rollout.gpus_per_engine:
+        out.append(Problem("spec.topology.rollout.gpusPerEngine",
+            f"{t.rollout.gpus_per_engine} does not divide actor.gpusPerNode {t.actor.gpus_per_node}: "
+            "an engine cannot span nodes; use a divisor of it"))  # fmt: skip
+    model_parallel = p.tensor * p.pipeline * p.context
+    if agpus % model_parallel:
+        out.append(Problem("spec.topology.parallelism",
+            f"tensor x pipeline x context = {p.tensor} x {p.pipeline} x {p.context} = {model_parallel} does not "
+            f"divide actor GPUs {agpus}; choose sizes whose product divides it"))  # fmt: skip
+    expert_parallel = p.expert * p.expert_tensor * p.pipeline
+    if agpus % expert_parallel:
+        out.append(Problem("spec.topology.parallelism.expert",
+            f"expert x expertTensor x pipeline = {expert_parallel} does not divide actor GPUs {agpus}"))  # fmt: skip
+    if p.tensor > t.actor.gpus_per_node:
+        out.append(Problem("spec.topology.parallelism.tensor",
+            f"{p.tensor} exceeds actor.gpusPerNode {t.actor.gpus_per_node}: tensor parallelism stays inside a node"))  # fmt: skip
+    if t.rollout.gpus_per_engine % t.rollout.expert_parallel:
+        out.append(Problem("spec.topology.rollout.expertParallel",
+            f"{t.rollout.expert_parallel} does not divide rollout.gpusPerEngine {t.rollout.gpus_per_engine}: SGLang "
+            "expert parallelism runs inside one engine"))  # fmt: skip
+    r, tr = spec.rollout, spec.training
+    if r.batch_size * r.samples_per_prompt != tr.global_batch_size * tr.steps_per_rollout:
+        out.append(Problem("spec.training.globalBatchSize",
+            f"GRPO batch identity: rollout.batchSize x samplesPerPrompt = {r.batch_size} x {r.samples_per_prompt} = "
+            f"{r.batch_size * r.samples_per_prompt} but training.globalBatchSize x stepsPerRollout = "
+            f"{tr.global_batch_size} x {tr.steps_per_rollout} = {tr.global_batch_size * tr.steps_per_rollout}; "
+            f"set globalBatchSize to {r.batch_size * r.samples_per_prompt // tr.steps_per_rollout or 1} or adjust the rollout"))  # fmt: skip
+    if tr.eps_clip_high < tr.eps_clip:
+        out.append(Problem("spec.training.epsClipHigh",
+            f"{tr.eps_clip_high} must be at least epsClip {tr.eps_clip}"))  # fmt: skip
+    if spec.reward.type is RewardType.REMOTE and spec.reward.remote is None:
+        out.append(Problem("spec.reward.remote", "is required when reward.type is remote: add reward.remote"))
+    if spec.reward.type is not RewardType.REMOTE and spec.reward.remote is not None:
+        out.append(Problem("spec.reward.remote",
+            f"is only used when reward.type is remote (type is {spec.reward.type.value}); remove it or set type: remote"))  # fmt: skip
+    return out
+
+
+def _profile_rules(spec: GRPORunSpec) -> list[Problem]:
+    profile, instance = PROFILES[spec.model.profile], INSTANCES[spec.topology.instance_type]
+    p, t, out = spec.topology.parallelism, spec.topology, []
+    name = profile.display
+    if t.actor.gpus_per_node > instance.gpus:
+        out.append(Problem("spec.topology.actor.gpusPerNode",
+            f"{t.actor.gpus_per_node} exceeds the {instance.gpus} GPUs of a {instance.name.value} node"))  # fmt: skip
+    if profile.num_attention_heads % p.tensor or profile.num_query_groups % p.tensor:
+        out.append(Problem("spec.topology.parallelism.tensor",
+            f"{p.tensor} must divide {name}'s {profile.num_attention_heads} attention heads and "
+            f"{profile.num_query_groups} query groups"))  # fmt: skip
+    if profile.num_layers % p.pipeline:
+        out.append(Problem("spec.topology.parallelism.pipeline",
+            f"{p.pipeline} must divide {name}'s {profile.num_layers} layers"))  # fmt: skip
+    if profile.num_attention_heads % t.rollout.gpus_per_engine:
+        out.append(Problem("spec.topology.rollout.gpusPerEngine",
+            f"{t.rollout.gpus_per_engine} must divide {name}'s {profile.num_attention_heads} attention heads "
+            "(it is the SGLang tensor-parallel size)"))  # fmt: skip
+    if profile.moe is None and (p.expert > 1 or p.expert_tensor > 1):
+        out.append(Problem("spec.topology.parallelism.expert",
+            f"expert {p.expert} / expertTensor {p.expert_tensor}: {name} is a dense model; set both to 1"))  # fmt: skip
+    if profile.moe is None and t.rollout.expert_parallel > 1:
+        out.append(Problem("spec.topology.rollout.expertParallel",
+            f"{t.rollout.expert_parallel}: {name} is a dense model; set it to 1"))  # fmt: skip
+    if profile.moe is not None and profile.moe.num_experts % t.rollout.expert_parallel:
+        out.append(Problem("spec.topology.rollout.expertParallel",
+            f"{t.rollout.expert_parallel} must divide {name}'s {profile.moe.num_experts} experts"))  # fmt: skip
+    if profile.moe is not None and profile.moe.num_experts % p.expert:
+        out.append(Problem("spec.topology.parallelism.expert",
+            f"{p.expert} must divide {name}'s {profile.moe.num_experts} experts"))  # fmt: skip
+    dp = sharding(spec).data_parallel
+    if spec.training.global_batch_size % dp:
+        out.append(Problem("spec.training.globalBatchSize",
+            f"{spec.training.global_batch_size} is not divisible by the data-parallel size {dp} "
+            "(actor GPUs / (tensor x pipeline x context))"))  # fmt: skip
+    if t.efa_per_node is not None and t.efa_per_node > instance.efa:
+        out.append(Problem("spec.topology.efaPerNode",
+            f"{t.efa_per_node} exceeds the {instance.efa} EFA devices of a {instance.name.value} node: pods would "
+            "never schedule; remove the override"))  # fmt: skip
+    elif t.efa_per_node is not None and t.efa_per_node < instance.efa:
+        out.append(Problem("spec.topology.efaPerNode",
+            f"{t.efa_per_node} is fewer than the {instance.efa} EFA devices of a {instance.name.value} node: a "
+            "partial request passes all-reduce but breaks point-to-point NCCL traffic", Severity.WARNING))  # fmt: skip
+    return out
+
+
+def _memory_rules(spec: GRPORunSpec) -> list[Problem]:
+    actor, rollout = estimates(spec)
+    instance = INSTANCES[spec.topology.instance_type]
+    p, out = spec.topology.parallelism, []
+    budget = actor_budget_gib(spec)
+    if actor.total_gib > budget:
+        fixes = []
+        if not spec.training.distributed_optimizer:
+            fixes.append("set training.distributedOptimizer: true")
+        fixes.append(f"raise parallelism.tensor/pipeline (now {p.tensor}/{p.pipeline}) or actor.nodes")
+        fixes.append(f"lower training.maxTokensPerGpu (now {spec.training.max_tokens_per_gpu})")
+        out.append(Problem("spec.topology",
+            f"training needs about {actor.total_gib:.1f} GiB per GPU (weights {actor.weights_gib:.1f}, grads "
+            f"{actor.grads_gib:.1f}, optimizer {actor.optimizer_gib:.1f}, activations {actor.activations_gib:.1f}, "
+            f"overhead {actor.overhead_gib:.1f}) but a {instance.gpu_model} gives {budget:.1f} GiB: "
+            + "; or ".join(fixes)))  # fmt: skip
+    if rollout.free_gib < rollout.needed_free_gib:
+        highest = max(0.1, (instance.gpu_gib - rollout.needed_free_gib) / instance.gpu_gib)
+        out.append(Problem("spec.topology.rollout.memFraction",
+            f"{spec.topology.rollout.mem_fraction} leaves {rollout.free_gib:.1f} GiB per GPU outside SGLang's "
+            f"static reservation but {rollout.needed_free_gib:.1f} GiB is needed (SGLang workspace"
+            + (" and the offloaded actor's residue" if spec.topology.placement is Placement.COLOCATED else "")
+            + f"); set it to at most {int(highest * 100) / 100}"))  # fmt: skip
+    elif rollout.kv_cache_tokens < spec.rollout.max_response_len:
+        out.append(Problem("spec.topology.rollout.gpusPerEngine",
+            f"an engine of {spec.topology.rollout.gpus_per_engine} GPU(s) holds {rollout.weights_gib:.1f} GiB of "
+            f"weights per GPU, leaving a KV cache of {rollout.kv_cache_tokens} tokens, fewer than one response "
+            f"({spec.rollout.max_response_len}); raise gpusPerEngine or memFraction"))  # fmt: skip
+    return out
+
+
+def _field_rules(run: GRPORun) -> list[Problem]:
+    spec, out = run.spec, []
+    mount = spec.storage.mount_path.rstrip("/") + "/"
+    plan_dirs = make_plan(run)
+    for path, value in (("spec.storage.checkpointDir", plan_dirs.checkpoint_dir),
+                        ("spec.storage.tensorboardDir", plan_dirs.tensorboard_dir)):  # fmt: skip
+        if not value.startswith(mount):
+            out.append(Problem(path, f"{value} is not under storage.mountPath {mount}: every rank must reach it; "
+                                     "put it on the shared volume"))  # fmt: skip
+    for path, value in (("spec.model.hfCheckpoint", spec.model.hf_checkpoint),
+                        ("spec.model.torchDistCheckpoint", spec.model.torch_dist_checkpoint),
+                        ("spec.data.promptData", spec.data.prompt_data)):  # fmt: skip
+        if not value.startswith(mount):
+            out.append(Problem(path, f"{value} is not under storage.mountPath {mount}; it must exist in the image",
+                               Severity.WARNING))  # fmt: skip
+    if "@sha256:" not in spec.image:
+        out.append(Problem("spec.image", f"{spec.image} is not pinned by digest: nodes may run different builds "
+                                         "under one tag; use name@sha256:<digest>", Severity.WARNING))  # fmt: skip
+    for i, arg in enumerate(spec.extra_args):
+        flag = flag_name(arg)
+        if flag in MANAGED_FLAGS:
+            out.append(Problem(f"spec.extraArgs[{i}]",
+                f"{arg} is managed by the operator; set {MANAGED_FLAGS[flag]} instead"))  # fmt: skip
+    if spec.eval is not None and spec.eval.interval > spec.rollout.num_rollout:
+        out.append(Problem("spec.eval.interval", f"{spec.eval.interval} exceeds rollout.numRollout "
+                           f"{spec.rollout.num_rollout}: evaluation runs only before training", Severity.WARNING))  # fmt: skip
+    if spec.guards.min_reward.after_rollouts > spec.rollout.num_rollout:
+        out.append(Problem("spec.guards.minReward.afterRollouts", f"{spec.guards.min_reward.after_rollouts} exceeds "
+                           f"rollout.numRollout {spec.rollout.num_rollout}: the reward guard never runs",
+                           Severity.WARNING))  # fmt: skip
+    return out
+
+
+def validate(run: GRPORun) -> list[Problem]:
+    """All problems of a structurally valid GRPORun: errors first, then warnings."""
+    problems = _topology_rules(run.spec) + _profile_rules(run.spec)
+    structural = not errors(problems)
+    if structural:  # the memory plan assumes a coherent topology
+        problems += _memory_rules(run.spec)
+    problems += _field_rules(run)
+    return sorted(problems, key=lambda p: p.severity is Severity.WARNING)

@@ -1,0 +1,102 @@
+"""Shared tables of GRPORun inputs: seed defects as bad specs, used by the Python validation tests and by
+the API-server tests (which check that CEL and the schema reject the same inputs).
+
+`base()` is examples/qwen3-4b-colocated.yaml as a dict; each case deep-merges a patch into it.
+`field` is the path the rejection must name. `api_server` says whether the API server (schema or CEL)
+rejects it too; rules that need profile, instance or memory data exist only in Python.
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+REPO = Path(__file__).resolve().parents[2]
+EXAMPLES = REPO / "examples"
+BASE_EXAMPLE = EXAMPLES / "qwen3-4b-colocated.yaml"
+# Examples the API server accepts but `grpo validate` rejects (memory does not fit).
+PYTHON_ONLY_INVALID_EXAMPLES = {"qwen25-72b-disaggregated.yaml"}
+
+
+def base() -> dict[str, Any]:
+    data: dict[str, Any] = yaml.safe_load(BASE_EXAMPLE.read_text())
+    return data
+
+
+def merge(into: dict[str, Any], patch: dict[str, Any]) -> dict[str, Any]:
+    out = copy.deepcopy(into)
+    for key, value in patch.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = merge(out[key], value)
+        else:
+            out[key] = value
+    return out
+
+
+@dataclass(frozen=True)
+class Case:
+    id: str
+    patch: dict[str, Any]
+    field: str
+    api_server: bool = True
+
+    def manifest(self, name: str | None = None) -> dict[str, Any]:
+        doc = merge(base(), {"spec": self.patch})
+        if name:
+            doc["metadata"]["name"] = name
+        return doc
+
+
+def topo(**kw: Any) -> dict[str, Any]:
+    return {"topology": kw}
+
+
+CEL_CASES: list[Case] = [
+    Case("colocated-rollout-16-vs-actor-8", topo(rollout={"gpus": 16}), "spec.topology.rollout.gpus"),
+    Case("disaggregated-without-rollout-gpus", topo(placement="Disaggregated"), "spec.topology.rollout.gpus"),
+    Case("rollout-gpus-not-multiple-of-engine",
+         topo(placement="Disaggregated", rollout={"gpus": 6, "gpusPerEngine": 4}), "spec.topology.rollout.gpusPerEngine"),
+    Case("engine-spans-nodes", topo(actor={"nodes": 2, "gpusPerNode": 6}, rollout={"gpusPerEngine": 4}),
+         "spec.topology.rollout.gpusPerEngine"),
+    Case("model-parallel-does-not-divide-gpus", topo(actor={"gpusPerNode": 6}, parallelism={"tensor": 4}),
+         "spec.topology.parallelism"),
+    Case("tensor-parallel-across-nodes", topo(actor={"nodes": 2, "gpusPerNode": 4}, parallelism={"tensor": 8}),
+         "spec.topology.parallelism.tensor"),
+    Case("rollout-expert-parallel-does-not-divide-engine", topo(rollout={"gpusPerEngine": 2, "expertParallel": 4}),
+         "spec.topology.rollout.expertParallel"),
+    Case("batch-identity-broken", {"training": {"globalBatchSize": 64}}, "spec.training.globalBatchSize"),
+    Case("eps-clip-high-below-eps-clip", {"training": {"epsClip": 0.3, "epsClipHigh": 0.2}}, "spec.training.epsClipHigh"),
+    Case("remote-reward-without-remote-block", {"reward": {"type": "remote"}}, "spec.reward.remote"),
+    Case("remote-block-without-remote-type", {"reward": {"type": "dapo", "remote": {"replicas": 2}}}, "spec.reward.remote"),
+    Case("word-for-a-number", topo(actor={"nodes": "two"}), "spec.topology.actor.nodes"),
+    Case("leading-zero-number", topo(actor={"nodes": "08"}), "spec.topology.actor.nodes"),
+    Case("expert-parallel-zero", topo(parallelism={"expert": 0}), "spec.topology.parallelism.expert"),
+    Case("negative-batch", {"rollout": {"batchSize": -16}}, "spec.rollout.batchSize"),
+    Case("placement-spelled-lowercase", topo(placement="colocated"), "spec.topology.placement"),
+    Case("placement-as-boolean", topo(placement=True), "spec.topology.placement"),
+    Case("unknown-reward-backend",
+         {"reward": {"type": "remote", "remote": {"backend": "math-verify"}}}, "spec.reward.remote.backend"),
+    Case("unknown-profile", {"model": {"profile": "qwen3-5b"}}, "spec.model.profile"),
+    Case("relative-checkpoint-path", {"model": {"hfCheckpoint": "models/Qwen3-4B"}}, "spec.model.hfCheckpoint"),
+    Case("empty-image", {"image": ""}, "spec.image"),
+    Case("mem-fraction-above-bound", topo(rollout={"memFraction": 0.99}), "spec.topology.rollout.memFraction"),
+    # Python only: they need profile, instance or memory data.
+    Case("tensor-parallel-does-not-divide-query-groups",
+         {"model": {"profile": "glm-z1-9b"}, "topology": {"parallelism": {"tensor": 4}}},
+         "spec.topology.parallelism.tensor", api_server=False),
+    Case("expert-parallel-on-dense-model", topo(parallelism={"expert": 2}), "spec.topology.parallelism.expert",
+         api_server=False),
+    Case("colocated-mem-fraction-085-oom", topo(rollout={"memFraction": 0.85}), "spec.topology.rollout.memFraction",
+         api_server=False),
+    Case("managed-flag-in-extra-args", {"extraArgs": ["--sglang-log-level", "WARN"]}, "spec.extraArgs[0]",
+         api_server=False),
+    Case("managed-flag-with-equals-in-extra-args", {"extraArgs": ["--use-tensorboard", "--lr=1e-5"]},
+         "spec.extraArgs[1]", api_server=False),
+    Case("efa-above-instance", topo(efaPerNode=40), "spec.topology.efaPerNode", api_server=False),
+    Case("checkpoint-off-the-shared-volume", {"storage": {"checkpointDir": "/tmp/ckpt"}}, "spec.storage.checkpointDir",
+         api_server=False),
+]  # fmt: skip

@@ -1,0 +1,82 @@
+"""The memory plan agrees with what the seed measured on real H200 nodes (../shared/research/seed-testcase.md §6)."""
+
+from __future__ import annotations
+
+import pytest
+import yaml
+from grpo_operator.plan import make_plan
+from grpo_operator.profiles import PROFILES, ModelProfileName
+
+from tests.api.cases import EXAMPLES, base, merge
+from tests.api.conftest import check
+
+
+def plan_of(patch: dict) -> tuple:  # type: ignore[type-arg]
+    run, problems = check(merge(base(), {"spec": patch}))
+    assert run is not None, problems
+    return make_plan(run), [p for p in problems if p.severity == "error"]
+
+
+def moe_30b(nodes: int, distributed: bool) -> dict:  # type: ignore[type-arg]
+    return {
+        "model": {"profile": "qwen3-30b-a3b"},
+        "topology": {
+            "actor": {"nodes": nodes, "gpusPerNode": 8},
+            "rollout": {"gpusPerEngine": 2, "expertParallel": 2, "memFraction": 0.75},
+            "parallelism": {"tensor": 2, "expert": 2},
+        },
+        "training": {"distributedOptimizer": distributed},
+    }
+
+
+def test_qwen3_4b_colocated_tp1_fits_on_one_p5en() -> None:
+    plan, problems = plan_of({})
+    assert plan.fits and problems == []
+    assert plan.total_gpus == 8 and plan.worker_replicas == 1
+
+
+def test_qwen3_30b_a3b_colocated_on_16_gpus_with_the_distributed_optimizer_fits() -> None:
+    plan, problems = plan_of(moe_30b(nodes=2, distributed=True))
+    assert plan.fits and problems == []
+
+
+def test_qwen3_30b_a3b_on_8_gpus_without_the_distributed_optimizer_does_not_fit() -> None:
+    plan, problems = plan_of(moe_30b(nodes=1, distributed=False))
+    assert not plan.fits
+    assert plan.actor_gib_per_gpu > plan.gpu_gib
+    assert "set training.distributedOptimizer: true" in problems[0].message
+
+
+def test_qwen25_72b_tp4_pp2_dp1_on_two_p5en_does_not_fit_near_the_reported_144_gib() -> None:
+    run, _ = check(yaml.safe_load((EXAMPLES / "qwen25-72b-disaggregated.yaml").read_text()))
+    assert run is not None
+    plan = make_plan(run)
+    assert not plan.fits
+    assert plan.data_parallel == 1
+    assert plan.actor_gib_per_gpu > plan.gpu_gib  # 140.4 GiB on an H200
+    assert plan.actor_gib_per_gpu == pytest.approx(144, rel=0.05)  # the seed reported about 144 GiB per GPU
+
+
+def test_a_qwen3_4b_training_checkpoint_is_about_53_gb() -> None:
+    plan, _ = plan_of({})
+    assert plan.checkpoint_gib == pytest.approx(53, rel=0.05)
+
+
+@pytest.mark.parametrize(
+    ("profile", "billions"),
+    [("qwen3-4b", 4.02), ("qwen3-8b", 8.19), ("qwen3-30b-a3b", 30.5), ("glm-z1-9b", 9.4), ("qwen2.5-72b", 72.7)],
+)
+def test_parameter_counts_computed_from_the_architecture_match_the_published_sizes(profile: str, billions: float) -> None:
+    assert PROFILES[ModelProfileName(profile)].total_params / 1e9 == pytest.approx(billions, rel=0.01)
+
+
+def test_more_tensor_parallelism_lowers_the_actor_estimate() -> None:
+    tp1, _ = plan_of({})
+    tp2, _ = plan_of({"topology": {"parallelism": {"tensor": 2}}})
+    assert tp2.actor_gib_per_gpu < tp1.actor_gib_per_gpu
+
+
+def test_single_node_runs_request_no_efa_and_multi_node_runs_request_all_of_it() -> None:
+    one, _ = plan_of({})
+    two, _ = plan_of({"topology": {"actor": {"nodes": 2}}})
+    assert (one.efa_per_node, two.efa_per_node) == (0, 15)
