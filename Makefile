@@ -31,7 +31,7 @@ crds: install
 
 ## Regenerate the render golden files from examples/.
 golden: install
-	$(PY) -m grpo_operator.golden
+	$(PY) -m tests.render.golden
 
 ## Build (once, cached under ~/.cache/grpo-operator) etcd, kube-apiserver, kubectl, helm and the KubeRay CRDs.
 control-plane: install

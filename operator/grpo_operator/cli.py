@@ -18,6 +18,8 @@ from grpo_operator.api import GRPORun
 from grpo_operator.api.status import RunPlan
 from grpo_operator.loading import Document, load_documents
 from grpo_operator.plan import make_plan
+from grpo_operator.render import MissingRewardImage, RenderSettings, render
+from grpo_operator.render.yamlout import dump_all
 from grpo_operator.validation import Problem, errors, validate
 
 
@@ -122,16 +124,42 @@ def cmd_plan(checked: list[Checked], output: str, out: TextIO) -> int:
     return 0 if all(c.valid for c in checked) else 1
 
 
+def cmd_render(checked: list[Checked], output: str, out: TextIO, *, job: bool, settings: RenderSettings) -> int:
+    """Print the child manifests as multi-document YAML (like `helm template`), or the Ray job as JSON."""
+    if not all(c.valid for c in checked):
+        _emit_problems([c for c in checked if not c.valid], out)
+        return 1
+    documents: list[Any] = []
+    for item in checked:
+        assert item.run is not None
+        try:
+            rendered = render(item.run, make_plan(item.run), settings)
+        except MissingRewardImage as exc:
+            print(str(exc), file=out)
+            return 1
+        documents += [rendered.job.as_dict()] if job else rendered.children
+    if job or output == "json":
+        print(json.dumps(documents if len(documents) != 1 else documents[0], indent=2), file=out)
+    else:
+        print(dump_all(documents), end="", file=out)
+    return 0
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="grpo", description="Check, plan and render GRPORun resources offline.")
     sub = parser.add_subparsers(dest="command", required=True)
     for name, text in (
         ("validate", "check every GRPORun in FILE; one line per problem"),
         ("plan", "print what each GRPORun needs and whether it fits"),
+        ("render", "print the manifests the operator would create"),
     ):
         cmd = sub.add_parser(name, help=text, description=text)
         cmd.add_argument("-f", "--filename", required=True, help="YAML file with one or more GRPORuns, or - for stdin")
         cmd.add_argument("-o", "--output", choices=("text", "json", "yaml"), default="text")
+        if name == "render":
+            cmd.add_argument("--job", action="store_true", help="print the Ray job submission as JSON")
+            cmd.add_argument("--reward-image", default=os.environ.get("GRPO_REWARD_IMAGE"),
+                             help="default reward service image (env GRPO_REWARD_IMAGE)")  # fmt: skip
     return parser
 
 
@@ -153,6 +181,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         for problem in file_problems:
             print(f"{args.filename}: {problem.message}", file=sys.stdout)
         return 1
+    if args.command == "render":
+        return cmd_render(checked, args.output, sys.stdout, job=args.job,
+                          settings=RenderSettings(reward_image=args.reward_image))  # fmt: skip
     return COMMANDS[args.command](checked, args.output, sys.stdout)
 
 

@@ -1,0 +1,167 @@
+"""The RayCluster (ray.io/v1) of a run: a CPU-only head nothing can be scheduled on, and one GPU worker per node.
+
+Seed defects this shape rules out: the head advertised CPUs, so control actors that import CUDA landed on a
+head without libcuda (here `num-cpus: "0"` and `num-gpus: "0"`, on the CPU pool); workers asked for part of
+the node's EFA devices (here the plan's full count); a Service named `prometheus` injected
+`PROMETHEUS_PORT=tcp://...` into miles (here `enableServiceLinks: false` everywhere); the HF token in a
+runtime env (here only a secretKeyRef).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from grpo_operator.api import GRPORun
+from grpo_operator.api.status import RunPlan
+from grpo_operator.instances import INSTANCES
+from grpo_operator.render import names
+from grpo_operator.render.settings import RenderSettings
+
+HOST_SHARE = 0.9  # of a node's vCPUs and memory requested by its worker pod (daemonsets need the rest)
+EFA_ENV = {
+    "FI_PROVIDER": "efa",
+    "FI_EFA_USE_DEVICE_RDMA": "1",
+    "FI_EFA_FORK_SAFE": "1",
+    "RDMAV_FORK_SAFE": "1",
+    "NCCL_PROTO": "Simple",
+}
+
+
+def metadata(run: GRPORun, name: str, component: str) -> dict[str, Any]:
+    meta: dict[str, Any] = {
+        "name": name,
+        "namespace": run.metadata.namespace,
+        "labels": names.labels(run.metadata.name, component),
+    }
+    if run.metadata.uid:
+        meta["ownerReferences"] = [names.owner_reference(run.metadata.name, run.metadata.uid)]
+    return meta
+
+
+def pod_env(run: GRPORun) -> list[dict[str, Any]]:
+    """Environment common to every Ray pod."""
+    env: list[dict[str, Any]] = [
+        {"name": "MILES_HOST_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},
+        {"name": "RAY_DEDUP_LOGS", "value": "0"},
+        {"name": "PYTHONUNBUFFERED", "value": "1"},
+        {"name": "RAY_memory_monitor_refresh_ms", "value": "0"},
+        {"name": "TOKENIZERS_PARALLELISM", "value": "false"},
+        {"name": "NCCL_DEBUG", "value": "WARN"},
+        {"name": "NCCL_SOCKET_IFNAME", "value": "^lo,docker"},
+    ]
+    secret = run.spec.hf_token_secret
+    if secret is not None:
+        env.append({"name": "HF_TOKEN", "valueFrom": {"secretKeyRef": {"name": secret.name, "key": secret.key}}})
+    return env
+
+
+def _config_volume(run: GRPORun) -> dict[str, Any]:
+    return {"name": "run-config", "configMap": {"name": names.config_map(run.metadata.name)}}
+
+
+def _config_mount(settings: RenderSettings) -> dict[str, Any]:
+    return {"name": "run-config", "mountPath": settings.config_dir, "readOnly": True}
+
+
+def head_group(run: GRPORun, settings: RenderSettings) -> dict[str, Any]:
+    spec = run.spec
+    pod: dict[str, Any] = {
+        "enableServiceLinks": False,
+        "containers": [{
+            "name": "ray-head",
+            "image": spec.image,
+            "ports": [{"containerPort": 6379, "name": "gcs"},
+                      {"containerPort": settings.dashboard_port, "name": "dashboard"},
+                      {"containerPort": 10001, "name": "client"}],
+            "env": pod_env(run),
+            "resources": {"requests": {"cpu": settings.head_cpu, "memory": settings.head_memory},
+                          "limits": {"memory": settings.head_memory}},
+            "volumeMounts": [_config_mount(settings)],
+            "securityContext": {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}},
+        }],
+        "volumes": [_config_volume(run)],
+    }  # fmt: skip
+    if spec.scheduling.head_node_selector:
+        pod["nodeSelector"] = dict(spec.scheduling.head_node_selector)
+    if spec.scheduling.priority_class_name:
+        pod["priorityClassName"] = spec.scheduling.priority_class_name
+    return {
+        # Zero CPUs and GPUs: no actor or task can be placed on the head, which has no GPU driver.
+        "rayStartParams": {"dashboard-host": "0.0.0.0", "num-cpus": "0", "num-gpus": "0"},
+        "template": {"metadata": {"labels": names.labels(run.metadata.name, "ray-head")}, "spec": pod},
+    }
+
+
+def worker_group(run: GRPORun, plan: RunPlan, settings: RenderSettings) -> dict[str, Any]:
+    spec = run.spec
+    instance = INSTANCES[spec.topology.instance_type]
+    share = HOST_SHARE * plan.gpus_per_node / instance.gpus
+    cpu = str(int(instance.vcpus * share))
+    memory = f"{int(instance.memory_gib * share)}Gi"
+    limits: dict[str, str] = {"nvidia.com/gpu": str(plan.gpus_per_node), "memory": memory}
+    if plan.efa_per_node:
+        limits["vpc.amazonaws.com/efa"] = str(plan.efa_per_node)
+    requests = {**limits, "cpu": cpu}
+    env = pod_env(run)
+    if plan.efa_per_node:
+        env += [{"name": k, "value": v} for k, v in EFA_ENV.items()]
+    tolerations = [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
+    tolerations += [t.model_dump(by_alias=True, exclude_none=True) for t in spec.scheduling.tolerations]
+    pod: dict[str, Any] = {
+        "enableServiceLinks": False,
+        "terminationGracePeriodSeconds": 300,
+        "affinity": {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [{
+            "labelSelector": {"matchLabels": names.selector(run.metadata.name, "ray-worker")},
+            "topologyKey": "kubernetes.io/hostname",
+        }]}},
+        "tolerations": tolerations,
+        "containers": [{
+            "name": "ray-worker",
+            "image": spec.image,
+            "env": env,
+            "resources": {"requests": requests, "limits": limits},
+            "volumeMounts": [
+                {"name": "shared", "mountPath": spec.storage.mount_path},
+                {"name": "dshm", "mountPath": "/dev/shm"},
+                _config_mount(settings),
+            ],
+            # EFA registers memory with the NIC: it needs to lock pages.
+            "securityContext": {"allowPrivilegeEscalation": False, "capabilities": {"add": ["IPC_LOCK"]}},
+        }],
+        "volumes": [
+            {"name": "shared", "persistentVolumeClaim": {"claimName": spec.storage.claim_name}},
+            {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": f"{plan.shm_gib}Gi"}},
+            _config_volume(run),
+        ],
+    }  # fmt: skip
+    if spec.scheduling.gpu_node_selector:
+        pod["nodeSelector"] = dict(spec.scheduling.gpu_node_selector)
+    if spec.scheduling.priority_class_name:
+        pod["priorityClassName"] = spec.scheduling.priority_class_name
+    return {
+        "groupName": names.WORKER_GROUP,
+        "replicas": plan.worker_replicas,
+        "minReplicas": plan.worker_replicas,
+        "maxReplicas": plan.worker_replicas,
+        "numOfHosts": 1,
+        "rayStartParams": {
+            "num-gpus": str(plan.gpus_per_node),
+            # KubeRay passes this value to `ray start --resources=` verbatim: a JSON string, quoted once more.
+            "resources": json.dumps(json.dumps(plan.ray_resources)),
+        },
+        "template": {"metadata": {"labels": names.labels(run.metadata.name, "ray-worker")}, "spec": pod},
+    }
+
+
+def ray_cluster(run: GRPORun, plan: RunPlan, settings: RenderSettings) -> dict[str, Any]:
+    return {
+        "apiVersion": "ray.io/v1",
+        "kind": "RayCluster",
+        "metadata": metadata(run, names.ray_cluster(run.metadata.name), "ray"),
+        "spec": {
+            "enableInTreeAutoscaling": False,
+            "headGroupSpec": head_group(run, settings),
+            "workerGroupSpecs": [worker_group(run, plan, settings)],
+        },
+    }

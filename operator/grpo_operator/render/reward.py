@@ -1,0 +1,104 @@
+"""The CPU reward service of a run (only for `reward.type: remote`): Deployment, Service, PodDisruptionBudget.
+
+Probes follow the service's contract: startup and readiness on `/ready` (it turns 503 when scoring errors
+pass a threshold or no worker is alive, so miles is never sent to a broken scorer), liveness on `/healthz`
+(answered by the event loop whatever the pool does, so one bad input cannot crash-loop the pod).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from grpo_operator.api import GRPORun
+from grpo_operator.api.spec import RemoteRewardSpec
+from grpo_operator.render import names
+from grpo_operator.render.raycluster import metadata
+from grpo_operator.render.settings import RenderSettings
+
+COMPONENT = "reward"
+
+
+class MissingRewardImage(ValueError):
+    """No image for the reward service: neither in the spec nor in the operator's settings."""
+
+
+def reward_image(remote: RemoteRewardSpec, settings: RenderSettings) -> str:
+    image = remote.image or settings.reward_image
+    if not image:
+        raise MissingRewardImage(
+            "spec.reward.remote.image: not set and the operator has no default reward image; set it, or set "
+            "the operator's GRPO_REWARD_IMAGE (chart value rewardService.image)"
+        )
+    return image
+
+
+def deployment(run: GRPORun, remote: RemoteRewardSpec, settings: RenderSettings) -> dict[str, Any]:
+    name = names.reward_service(run.metadata.name)
+    port = settings.reward_port
+    probe = {"httpGet": {"path": "/ready", "port": "http"}, "periodSeconds": 10, "timeoutSeconds": 5}
+    pod: dict[str, Any] = {
+        "enableServiceLinks": False,
+        "securityContext": {"runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}},
+        "containers": [{
+            "name": "reward",
+            "image": reward_image(remote, settings),
+            "command": ["python", "-m", "reward_service", "--host", "0.0.0.0", "--port", str(port)],
+            "ports": [{"name": "http", "containerPort": port}],
+            "env": [
+                {"name": "REWARD_BACKEND", "value": remote.backend.value},
+                {"name": "REWARD_DEADLINE_S", "value": repr(remote.timeout_seconds)},
+            ],
+            "resources": {"requests": {"cpu": settings.reward_cpu, "memory": settings.reward_memory},
+                          "limits": {"memory": settings.reward_memory}},
+            "startupProbe": {**probe, "failureThreshold": 30},
+            "readinessProbe": {**probe, "failureThreshold": 3},
+            "livenessProbe": {"httpGet": {"path": "/healthz", "port": "http"}, "periodSeconds": 10,
+                              "timeoutSeconds": 5, "failureThreshold": 6},
+            "securityContext": {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True,
+                                "capabilities": {"drop": ["ALL"]}},
+        }],
+    }  # fmt: skip
+    if run.spec.scheduling.head_node_selector:
+        pod["nodeSelector"] = dict(run.spec.scheduling.head_node_selector)
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": metadata(run, name, COMPONENT),
+        "spec": {
+            "replicas": remote.replicas,
+            "selector": {"matchLabels": names.selector(run.metadata.name, COMPONENT)},
+            "template": {"metadata": {"labels": names.labels(run.metadata.name, COMPONENT)}, "spec": pod},
+        },
+    }
+
+
+def service(run: GRPORun, settings: RenderSettings) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": metadata(run, names.reward_service(run.metadata.name), COMPONENT),
+        "spec": {
+            "selector": names.selector(run.metadata.name, COMPONENT),
+            "ports": [{"name": "http", "port": settings.reward_port, "targetPort": "http"}],
+        },
+    }
+
+
+def disruption_budget(run: GRPORun, remote: RemoteRewardSpec) -> dict[str, Any]:
+    # Keep at least one scorer up during voluntary disruptions: miles does not retry a failed call.
+    return {
+        "apiVersion": "policy/v1",
+        "kind": "PodDisruptionBudget",
+        "metadata": metadata(run, names.reward_service(run.metadata.name), COMPONENT),
+        "spec": {
+            "minAvailable": max(1, remote.replicas - 1),
+            "selector": {"matchLabels": names.selector(run.metadata.name, COMPONENT)},
+        },
+    }
+
+
+def reward_children(run: GRPORun, settings: RenderSettings) -> list[dict[str, Any]]:
+    remote = run.spec.reward.remote
+    if remote is None:
+        return []
+    return [deployment(run, remote, settings), service(run, settings), disruption_budget(run, remote)]

@@ -1,0 +1,26 @@
+"""Operator settings that rendering needs beyond the spec (ports, paths, default images, head size).
+
+A plain typed value: the operator builds it from its environment at start (`grpo_operator.config`),
+tests and the CLI build it directly. Rendering never reads the environment itself.
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class RenderSettings(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    reward_image: str | None = Field(default=None, description="Default reward service image.")
+    prometheus_port: int = Field(default=9400, description="miles --prometheus-port on the job driver's node.")
+    launcher_metrics_port: int = Field(default=9465, description="grpo_launcher provenance metrics port.")
+    dashboard_port: int = Field(default=8265, description="Ray dashboard / Jobs API port of the head.")
+    reward_port: int = Field(default=8000, description="Reward service HTTP port.")
+    config_dir: str = Field(default="/etc/grpo", description="Where the run config is mounted in Ray pods.")
+    miles_train: str = Field(default="/root/miles/train.py", description="miles's synchronous GRPO entry point.")
+    python: str = Field(default="python3", description="Interpreter in the trainer image.")
+    head_cpu: str = "2"
+    head_memory: str = "8Gi"
+    reward_cpu: str = "2"
+    reward_memory: str = "4Gi"
