@@ -224,6 +224,12 @@ _ERRORS: dict[int | str, dict[str, Any]] = {
 }
 
 
+async def _watch_pool(pool: ScoringPool, period_s: float = 0.5) -> None:
+    while True:
+        await asyncio.sleep(period_s)
+        await asyncio.to_thread(pool.ensure_running)
+
+
 def create_app(settings: RewardSettings) -> FastAPI:
     """The app; its lifespan starts the worker pool before serving and stops it on shutdown."""
     service = RewardService(settings)
@@ -232,9 +238,11 @@ def create_app(settings: RewardSettings) -> FastAPI:
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         await asyncio.to_thread(service.pool.start)
         log.info("reward service ready: %s", settings.public_summary())
+        watchdog = asyncio.create_task(_watch_pool(service.pool))
         try:
             yield
         finally:
+            watchdog.cancel()
             await asyncio.to_thread(service.pool.close)
 
     app = FastAPI(title="grpo reward service", version="0.1.0", lifespan=lifespan)

@@ -17,9 +17,11 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import logging
 import multiprocessing
 import threading
+import time
 from concurrent.futures.process import BrokenProcessPool
 from multiprocessing.sharedctypes import Synchronized
 from typing import Any
@@ -44,23 +46,57 @@ def _count_start_and_initialize(starts: Synchronized[int], config: worker.Worker
     worker.initialize(config)
 
 
+class _Generation:
+    """One pebble pool and the futures scheduled on it, with the time of its last progress."""
+
+    def __init__(self, pool: pebble.ProcessPool) -> None:
+        self.pool = pool
+        self.pending: set[concurrent.futures.Future[Any]] = set()
+        self.last_progress = time.monotonic()
+
+    def track(self, future: concurrent.futures.Future[Any]) -> None:
+        if not self.pending:
+            self.last_progress = time.monotonic()
+        self.pending.add(future)
+        future.add_done_callback(self._done)
+
+    def _done(self, future: concurrent.futures.Future[Any]) -> None:
+        self.pending.discard(future)
+        self.last_progress = time.monotonic()
+
+    def stalled_for(self) -> float:
+        return time.monotonic() - self.last_progress if self.pending else 0.0
+
+    def abandon(self, reason: str) -> None:
+        """Fail every item still pending here: nothing in a replaced pool will ever finish them."""
+        for future in list(self.pending):
+            with contextlib.suppress(concurrent.futures.InvalidStateError):
+                future.set_exception(BrokenProcessPool(reason))
+
+
 class ScoringPool:
-    """Worker processes with a hard per-item deadline; `score` is awaited from the event loop."""
+    """Worker processes with a hard per-item deadline; `score` is awaited from the event loop.
+
+    The pool is replaced when pebble reports it broken (all workers lost) or when it stalls: items
+    pending and none finished for `stall_s` (more than any item may take). A stall is what a worker
+    killed from outside (the OOM killer) leaves behind if it died holding pebble's channel lock.
+    """
 
     def __init__(self, config: worker.WorkerConfig, workers: int, deadline_s: float) -> None:
         self.config = config
         self.workers = workers
         self.deadline_s = deadline_s
+        self.stall_s = deadline_s + 10.0
         self.rebuilds = 0
         self._context = multiprocessing.get_context("forkserver")
         self._context.set_forkserver_preload([PRELOAD_MODULE])
         self._starts: Synchronized[int] = self._context.Value("q", 0)
-        self._pool: pebble.ProcessPool | None = None
+        self._generation: _Generation | None = None
         self._lock = threading.Lock()
 
     # --- lifecycle -------------------------------------------------------------------------------
 
-    def _new_pool(self) -> pebble.ProcessPool:
+    def _new_generation(self) -> _Generation:
         pool = pebble.ProcessPool(
             max_workers=self.workers,
             initializer=_count_start_and_initialize,
@@ -69,34 +105,48 @@ class ScoringPool:
         )
         if not pool.active:  # starts the workers now rather than at the first request
             raise PoolError("the worker pool failed to start")
-        return pool
+        return _Generation(pool)
 
     def start(self, warm_up_timeout_s: float = 120.0) -> None:
         """Start the workers and wait until each can answer (the first start loads the forkserver)."""
-        self._pool = self._new_pool()
-        futures = [self._pool.schedule(worker.warm_up) for _ in range(self.workers)]
+        generation = self._new_generation()
+        futures = [generation.pool.schedule(worker.warm_up) for _ in range(self.workers)]
         for future in futures:
             future.result(timeout=warm_up_timeout_s)
+        self._generation = generation
 
-    def _current_pool(self) -> pebble.ProcessPool:
+    def _current(self) -> _Generation:
         with self._lock:
-            pool = self._pool
-            if pool is None:
+            generation = self._generation
+            if generation is None:
                 raise PoolError("the worker pool is not running")
-            if not pool.active:
-                log.error("the worker pool broke (all workers lost); starting a new one")
+            reason = None
+            if not generation.pool.active:
+                reason = "the worker pool broke (all workers lost)"
+            elif generation.stalled_for() > self.stall_s:
+                reason = (f"the worker pool stalled: {len(generation.pending)} items pending and none "
+                          f"finished in {self.stall_s:g} s")
+            if reason is not None:
+                log.error("%s; replacing it with a new pool", reason)
                 self.rebuilds += 1
-                old, pool = pool, self._new_pool()
-                self._pool = pool
-                threading.Thread(target=_stop_quietly, args=(old,), daemon=True).start()
-            return pool
+                old, generation = generation, self._new_generation()
+                self._generation = generation
+                old.abandon(reason)
+                threading.Thread(target=_stop_quietly, args=(old.pool,), daemon=True).start()
+            return generation
+
+    def ensure_running(self) -> None:
+        """Replace the pool if it broke or stalled; called periodically, so it heals without traffic."""
+        with contextlib.suppress(PoolError):
+            self._current()
 
     def close(self) -> None:
         """Stop the workers (killing any item still running) and wait for them to exit."""
         with self._lock:
-            pool, self._pool = self._pool, None
-        if pool is not None:
-            _stop_quietly(pool)
+            generation, self._generation = self._generation, None
+        if generation is not None:
+            generation.abandon("the service is shutting down")
+            _stop_quietly(generation.pool)
 
     # --- observation -----------------------------------------------------------------------------
 
@@ -111,11 +161,13 @@ class ScoringPool:
     # --- scoring ---------------------------------------------------------------------------------
 
     async def score(self, label: str | None, response: str, prompt: Any = None) -> worker.ItemResult:
-        pool = self._current_pool()
+        generation = self._current()
         try:
-            future = pool.schedule(worker.score, args=(label, response, prompt), timeout=self.deadline_s)
+            future = generation.pool.schedule(worker.score, args=(label, response, prompt),
+                                              timeout=self.deadline_s)
         except RuntimeError as error:  # the pool broke between the check and the call
             raise PoolError(f"the worker pool is not accepting work: {error}") from error
+        generation.track(future)
         try:
             # shield: a cancelled request must not cancel (and so kill) the worker's item
             return await asyncio.shield(asyncio.wrap_future(future))
