@@ -35,7 +35,7 @@ class HostPaths:
     """Where the host checks look; the defaults are the real locations in the trainer image."""
 
     libcuda: str = "libcuda.so.1"
-    shm: Path = Path("/dev/shm")  # noqa: S108 (inspected, never written)
+    shm: Path = Path("/dev/shm")
     infiniband_dev: Path = Path("/dev/infiniband")
     infiniband_sysfs: Path = Path("/sys/class/infiniband")
     fi_info: Path = Path("/opt/amazon/efa/bin/fi_info")
