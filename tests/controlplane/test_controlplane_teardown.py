@@ -88,10 +88,11 @@ def daemon_names(pids: set[int]) -> set[str]:
 @pytest.mark.parametrize("how", [signal.SIGINT, signal.SIGTERM, signal.SIGKILL], ids=lambda s: s.name)
 def test_up_leaves_no_process_behind_when_its_owner_is_signalled(tmp_path: Path, how: signal.Signals) -> None:
     kubeconfig = tmp_path / "kubeconfig"
-    argv = [sys.executable, "-m", "grpo_operator.localcluster", "up", "--kubeconfig", str(kubeconfig)]
+    argv = [sys.executable, "-m", "grpo_operator.localcluster", "up", "--kubeconfig", str(kubeconfig),
+            "--no-crds", "--scheduler"]
     child = start_until_ready(argv, "ready: export KUBECONFIG=")
     started = descendants(child.pid)
-    assert {"etcd", "kube-apiserver"} <= daemon_names(started)
+    assert {"etcd", "kube-apiserver", "kube-controller", "kube-scheduler"} <= daemon_names(started)
     assert kubeconfig.is_file()
 
     os.kill(child.pid, how)

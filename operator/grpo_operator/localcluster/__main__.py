@@ -28,9 +28,10 @@ def _build() -> int:
     return 0
 
 
-def _up(kubeconfig: Path, scheduler: bool) -> int:
-    with ControlPlane(kubeconfig=kubeconfig.resolve(), scheduler=scheduler,
-                      report=lambda line: print(line, flush=True)) as plane:
+def _up(kubeconfig: Path, scheduler: bool, crds: bool) -> int:
+    crd_dirs: list[Path] | None = None if crds else []
+    with ControlPlane(kubeconfig=kubeconfig.resolve(), scheduler=scheduler, crd_dirs=crd_dirs,
+                      kuberay_crds=crds, report=lambda line: print(line, flush=True)) as plane:
         print(f"ready: export KUBECONFIG={plane.kubeconfig}   (Ctrl-C stops it)", flush=True)
         try:
             while not (dead := plane.dead()):
@@ -51,11 +52,13 @@ def main(argv: list[str] | None = None) -> int:
     up.add_argument("--kubeconfig", type=Path, default=Path(".grpo/kubeconfig"),
                     help="where to write the admin kubeconfig (default: .grpo/kubeconfig)")
     up.add_argument("--scheduler", action="store_true", help="also run kube-scheduler")
+    up.add_argument("--no-crds", dest="crds", action="store_false",
+                    help="install neither crds/ nor the KubeRay CRDs")
     args = parser.parse_args(argv)
     try:
         if args.command == "build":
             return _build()
-        return _up(args.kubeconfig, args.scheduler)
+        return _up(args.kubeconfig, args.scheduler, args.crds)
     except (BuildError, ControlPlaneError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 1

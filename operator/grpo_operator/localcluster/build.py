@@ -195,7 +195,7 @@ def kubernetes_go_mod(kubernetes_go_mod_text: str, version: str) -> str:
     tag v0.<minor>.<patch>; the go and godebug lines are copied so runtime defaults match upstream.
     """
     staging_version = "v0." + version.removeprefix("v1.")
-    required = re.findall(r"^\s*(k8s\.io/\S+)\s+v0\.0\.0\b", kubernetes_go_mod_text, re.MULTILINE)
+    required = re.findall(r"^\s*(k8s\.io/\S+)\s+v0\.0\.0(?:\s|$)", kubernetes_go_mod_text, re.MULTILINE)
     replaced = re.findall(r"^\s*(k8s\.io/\S+)\s*=>\s*\./staging/", kubernetes_go_mod_text, re.MULTILINE)
     staging = sorted(set(required) | set(replaced))
     if not staging:
@@ -235,7 +235,7 @@ def _build_kubernetes(component: v.Component, out: Path, report: Report) -> None
     report("  go mod tidy (resolves the staging modules at their published tags)")
     _go(["mod", "tidy"], workdir, log)
     packages = [f"k8s.io/kubernetes/cmd/{binary}" for binary in v.KUBERNETES_BINARIES]
-    report(f"  go build -p 2 {' '.join(v.KUBERNETES_BINARIES)} (about 25-40 min cold on 2 cores)")
+    report(f"  go build -p 2 {' '.join(v.KUBERNETES_BINARIES)} (about 8-10 min cold on 2 cores)")
     _go(["build", "-p", "2", "-ldflags", _version_ldflags(component.version), "-o", f"{out}/", *packages],
         workdir, log)
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import shutil
 import socket
 import ssl
@@ -37,6 +38,7 @@ if TYPE_CHECKING:
 
 REPO_CRD_DIR = Path(__file__).resolve().parents[3] / "crds"
 SERVICE_CLUSTER_IP_RANGE = "10.96.0.0/16"
+WORKDIR_PREFIX = "grpo-controlplane-"
 
 
 class ControlPlaneError(RuntimeError):
@@ -48,6 +50,17 @@ def _free_port() -> int:
         sock.bind(("127.0.0.1", 0))
         port: int = sock.getsockname()[1]
         return port
+
+
+def _remove_orphaned_workdirs() -> None:
+    """Delete work directories left by owners that were SIGKILLed (their daemons died with them)."""
+    for workdir in Path(tempfile.gettempdir()).glob(f"{WORKDIR_PREFIX}*"):
+        try:
+            owner = int((workdir / "owner.pid").read_text())
+        except (OSError, ValueError):
+            continue
+        if not Path(f"/proc/{owner}").exists():
+            shutil.rmtree(workdir, ignore_errors=True)
 
 
 def _quiet(_: str) -> None:
@@ -130,7 +143,9 @@ class ControlPlane:
         self._kubectl_bin = binaries["kubectl"]
         self._signals = contextlib.ExitStack()
         self._signals.enter_context(terminate_on_signals())
-        self._workdir = Path(tempfile.mkdtemp(prefix="grpo-controlplane-"))
+        _remove_orphaned_workdirs()
+        self._workdir = Path(tempfile.mkdtemp(prefix=WORKDIR_PREFIX))
+        (self._workdir / "owner.pid").write_text(str(os.getpid()))
         try:
             self._start(binaries)
         except BaseException:
