@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -26,6 +27,8 @@ pytestmark = pytest.mark.integration
 Kubectl = Callable[..., subprocess.CompletedProcess[str]]
 CRD = Path(__file__).resolve().parents[2] / "crds" / "grporuns.grpo.dev.yaml"
 EXAMPLE_FILES = sorted(EXAMPLES.glob("*.yaml"))
+RENDERABLE = [p for p in EXAMPLE_FILES if p.name not in PYTHON_ONLY_INVALID_EXAMPLES]
+REWARD_IMAGE = "registry.example/grpo/reward-service@sha256:" + "0" * 64
 
 
 def python_errors(doc: dict[str, Any]) -> list[str]:
@@ -125,3 +128,16 @@ def test_spec_changes_through_the_status_subresource_are_ignored(namespace: str,
     stored = json.loads(kubectl("get", "grporun", "quickstart", "-n", namespace, "-o", "json").stdout)
     assert stored["spec"]["image"] != "other:1"
     assert stored["status"]["phase"] == "Pending"
+
+
+@pytest.mark.parametrize("example", RENDERABLE, ids=lambda p: p.name)
+def test_every_manifest_grpo_render_produces_passes_server_side_dry_run(example: Path, kubectl: Kubectl) -> None:
+    grpo = Path(sys.executable).parent / "grpo"
+    rendered = subprocess.run([str(grpo), "render", "-f", str(example), "--reward-image", REWARD_IMAGE],
+                              capture_output=True, text=True, check=True, timeout=120).stdout
+    documents = [d for d in yaml.safe_load_all(rendered) if d]
+    assert {d["kind"] for d in documents} >= {"ConfigMap", "RayCluster"}
+    result = kubectl("apply", "--dry-run=server", "-f", "-", input=rendered, check=False)
+    assert result.returncode == 0, result.stderr
+    assert len(result.stdout.splitlines()) == len(documents)
+    assert all(line.endswith("created (server dry run)") for line in result.stdout.splitlines()), result.stdout

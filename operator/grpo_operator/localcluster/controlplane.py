@@ -144,13 +144,21 @@ class ControlPlane:
         self._signals = contextlib.ExitStack()
         self._signals.enter_context(terminate_on_signals())
         _remove_orphaned_workdirs()
-        self._workdir = Path(tempfile.mkdtemp(prefix=WORKDIR_PREFIX))
-        (self._workdir / "owner.pid").write_text(str(os.getpid()))
-        try:
-            self._start(binaries)
-        except BaseException:
-            self.stop()
-            raise
+        for attempt in range(3):
+            self._workdir = Path(tempfile.mkdtemp(prefix=WORKDIR_PREFIX))
+            (self._workdir / "owner.pid").write_text(str(os.getpid()))
+            try:
+                self._start(binaries)
+                return
+            except ControlPlaneError as error:
+                self._stop_processes()
+                # a free port picked here can be taken by another program before the daemon binds it
+                if "address already in use" not in str(error) or attempt == 2:
+                    self.stop()
+                    raise
+            except BaseException:
+                self.stop()
+                raise
 
     def _start(self, binaries: dict[str, Path]) -> None:
         work = self.workdir
@@ -233,13 +241,20 @@ class ControlPlane:
         self.apply_crds(crd_files)
         self._report(f"control plane ready at {self.server} in {time.monotonic() - started:.1f}s")
 
-    def stop(self) -> None:
-        """Stop every daemon (newest first), delete the work directory and the kubeconfig it wrote."""
+    def _stop_processes(self) -> None:
         try:
             for process in reversed(self._processes):
                 process.stop()
         finally:
             self._processes = []
+            if self._workdir is not None:
+                shutil.rmtree(self._workdir, ignore_errors=True)
+
+    def stop(self) -> None:
+        """Stop every daemon (newest first), delete the work directory and the kubeconfig it wrote."""
+        try:
+            self._stop_processes()
+        finally:
             if self._requested_kubeconfig is not None and self._kubeconfig is not None:
                 self._requested_kubeconfig.unlink(missing_ok=True)
             if self._workdir is not None:
