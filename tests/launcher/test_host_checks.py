@@ -149,6 +149,15 @@ def test_libfabric_without_the_efa_provider_fails_with_its_message(host: HostPat
     assert "No data available" in result.reason
 
 
+def test_an_fi_info_that_cannot_run_fails_with_the_reason(host: HostPaths) -> None:
+    _efa(host, visible=4, on_node=4, fi_info=None)
+    host.fi_info.parent.mkdir(parents=True, exist_ok=True)
+    host.fi_info.write_text("not a program")  # present but not executable
+    result = check_efa(host, expected=4)
+    assert result.status is Status.FAIL
+    assert "cannot run: Permission denied" in result.reason
+
+
 # -- GDRCopy ------------------------------------------------------------------------------------------------
 
 

@@ -28,6 +28,7 @@ _CU_ERRORS = {
 }
 
 FULL_FS_FRACTION = 0.80
+FI_INFO_TIMEOUT = 60
 
 
 @dataclass(frozen=True)
@@ -80,7 +81,8 @@ def check_libcuda(paths: HostPaths, gpus_expected: int) -> CheckResult:
     code = int(lib.cuInit(0))
     version = ctypes.c_int(0)
     driver_cuda = ""
-    if code == 0 and int(lib.cuDriverGetVersion(ctypes.byref(version))) == 0:
+    get_version = getattr(lib, "cuDriverGetVersion", None)
+    if code == 0 and get_version is not None and int(get_version(ctypes.byref(version))) == 0:
         driver_cuda = f"{version.value // 1000}.{version.value % 1000 // 10}"
     where = f" from {path}" if path else ""
     if code != 0:
@@ -152,13 +154,18 @@ def check_efa(paths: HostPaths, expected: int) -> CheckResult:
             f"{found} EFA devices but {paths.fi_info} is missing: the image lacks the EFA installer",
             **data,
         )
-    probe = subprocess.run(
-        [str(paths.fi_info), "-p", "efa", "-t", "FI_EP_RDM"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    try:
+        probe = subprocess.run(
+            [str(paths.fi_info), "-p", "efa", "-t", "FI_EP_RDM"],
+            capture_output=True,
+            text=True,
+            timeout=FI_INFO_TIMEOUT,
+            check=False,
+        )
+    except subprocess.TimeoutExpired:
+        return failed(name, f"fi_info -p efa did not answer within {FI_INFO_TIMEOUT} s", **data)
+    except OSError as exc:
+        return failed(name, f"{paths.fi_info} cannot run: {exc.strerror}", **data)
     if probe.returncode != 0:
         detail = (probe.stderr or probe.stdout).strip().splitlines()
         return failed(
