@@ -53,6 +53,12 @@ PY
   echo "== preflight with one GPU more than present (expected exit 3)"
   set +e; python3 -m grpo_launcher preflight --config "$work/bad.json" | tail -n 1; bad=${PIPESTATUS[0]}; set -e
   echo "negative preflight exit code $bad"
+  if [ "$gpus" -ge 2 ]; then
+    write_config "$work/floor.json" "$gpus" 2000
+    echo "== preflight with a bus-bandwidth floor of 2000 GB/s (expected exit 3)"
+    set +e; python3 -m grpo_launcher preflight --config "$work/floor.json" | tail -n 1; floorrc=${PIPESTATUS[0]}; set -e
+    echo "floor preflight exit code $floorrc"
+  fi
   echo "== run: provenance, metrics, preflight, then the stand-in argv (expected exit 7)"
   mapfile -t argv < <(python3 -c 'import json,sys; print("\n".join(json.load(open(sys.argv[1]))["argv"]))' "$work/ok.json")
   set +e; python3 -m grpo_launcher run --metrics-addr 127.0.0.1 --config "$work/ok.json" -- "${argv[@]}"; runrc=$?; set -e
