@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import json
 import subprocess
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 from grpo_operator.localcluster import ControlPlane, tool_path
+from grpo_operator.localcluster.build import kuberay_crd_dir
 from grpo_operator.localcluster.versions import KUBERNETES_VERSION
 
 pytestmark = pytest.mark.integration
@@ -110,3 +112,29 @@ def test_deleting_a_namespace_removes_it_and_its_contents(kubectl: Kubectl) -> N
     gone = kubectl("get", "namespace", name, check=False)
     assert gone.returncode != 0
     assert "NotFound" in gone.stderr
+
+
+def test_existing_binaries_are_used_without_building_anything(tmp_path: Path) -> None:
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for name in ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl", "helm"):
+        (bin_dir / name).symlink_to(tool_path(name))
+    crd_dir = kuberay_crd_dir()
+    empty_cache = tmp_path / "cache"
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "GRPO_CACHE_DIR": str(empty_cache),
+           "GRPO_CONTROL_PLANE_BIN_DIR": str(bin_dir), "GRPO_KUBERAY_CRD_DIR": str(crd_dir)}
+    result = subprocess.run([sys.executable, "-m", "grpo_operator.localcluster", "build"],
+                            env=env, capture_output=True, text=True, timeout=120, check=False)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.count(" external ") == 4, result.stdout
+    assert not empty_cache.exists()
+
+
+def test_a_missing_go_toolchain_is_reported_with_the_fix(tmp_path: Path) -> None:
+    env = {"PATH": "/nonexistent", "HOME": str(tmp_path), "GRPO_CACHE_DIR": str(tmp_path / "cache")}
+    result = subprocess.run([sys.executable, "-m", "grpo_operator.localcluster", "build"],
+                            env=env, capture_output=True, text=True, timeout=120, check=False)
+    assert result.returncode == 1
+    assert "Traceback" not in result.stderr
+    assert "the `go` command is not on PATH" in result.stderr
+    assert "GRPO_CONTROL_PLANE_BIN_DIR" in result.stderr

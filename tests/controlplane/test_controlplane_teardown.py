@@ -131,3 +131,43 @@ def test_an_exception_inside_the_with_block_stops_every_process(tmp_path: Path) 
     assert child.returncode == 1
     assert "RuntimeError: a failing test" in output
     assert wait_until_gone(started) == set()
+
+
+def test_a_pytest_session_stopped_with_sigterm_tears_its_control_plane_down(tmp_path: Path) -> None:
+    (tmp_path / "conftest.py").write_text(textwrap.dedent("""
+        import pytest
+        from grpo_operator.localcluster import ControlPlane
+
+        @pytest.fixture(scope="session")
+        def control_plane():
+            with ControlPlane(crd_dirs=[], kuberay_crds=False) as plane:
+                yield plane
+    """))
+    (tmp_path / "test_slow.py").write_text(textwrap.dedent("""
+        import time
+
+        def test_waits(control_plane):
+            print("inside", control_plane.server, flush=True)
+            time.sleep(600)
+
+        def test_never_reached():
+            raise AssertionError("the session should have stopped")
+    """))
+    argv = [sys.executable, "-m", "pytest", "-s", "-p", "no:cacheprovider", "-o", "addopts=", str(tmp_path)]
+    child = subprocess.Popen(argv, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    assert child.stdout is not None
+    deadline = time.monotonic() + READY_TIMEOUT
+    line = ""
+    while "inside" not in line and time.monotonic() < deadline:
+        line = child.stdout.readline()
+        if not line:
+            break
+    started = descendants(child.pid)
+    assert {"etcd", "kube-apiserver", "kube-controller"} <= daemon_names(started)
+
+    child.send_signal(signal.SIGTERM)
+    output = child.stdout.read()
+    child.wait(timeout=120)
+    assert wait_until_gone(started) == set()
+    assert "KeyboardInterrupt" in output or "received SIGTERM" in output
+    assert "test_never_reached" not in output

@@ -16,6 +16,7 @@ from pathlib import Path
 from grpo_operator.localcluster import versions
 from grpo_operator.localcluster.build import BuildError, build_all, directory_size
 from grpo_operator.localcluster.controlplane import ControlPlane, ControlPlaneError
+from grpo_operator.localcluster.processes import Terminated
 
 
 def _build() -> int:
@@ -36,9 +37,9 @@ def _up(kubeconfig: Path, scheduler: bool, crds: bool) -> int:
         try:
             while not (dead := plane.dead()):
                 time.sleep(1.0)
-        except KeyboardInterrupt:
+        except KeyboardInterrupt as interrupt:
             print("stopping", flush=True)
-            return 0
+            return interrupt.exit_code if isinstance(interrupt, Terminated) else 0
         print("a control-plane process stopped on its own:\n" + "\n".join(dead), file=sys.stderr)
         return 1
 
@@ -62,8 +63,8 @@ def main(argv: list[str] | None = None) -> int:
     except (BuildError, ControlPlaneError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 1
-    except KeyboardInterrupt:
-        return 130
+    except KeyboardInterrupt as interrupt:
+        return interrupt.exit_code if isinstance(interrupt, Terminated) else 130
 
 
 if __name__ == "__main__":

@@ -136,10 +136,9 @@ class ControlPlane:
     def start(self) -> None:
         if self._workdir is not None:
             raise ControlPlaneError("this ControlPlane is already running")
-        binaries = {
-            name: tool_path(name, self._report)
-            for name in ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl")
-        }
+        needed = ["etcd", "kube-apiserver", "kube-controller-manager", "kubectl"]
+        needed += ["kube-scheduler"] if self._scheduler else []
+        binaries = {name: tool_path(name, self._report) for name in needed}
         self._kubectl_bin = binaries["kubectl"]
         self._signals = contextlib.ExitStack()
         self._signals.enter_context(terminate_on_signals())

@@ -4,7 +4,7 @@ This module owns the lifetime of the control-plane daemons (etcd, kube-apiserver
 its own process group (so a stop reaches anything it forked) with the Linux parent-death signal set to
 SIGKILL (so it dies even when its parent is killed with SIGKILL and no Python code runs). A stop sends
 SIGTERM to the group, waits, then SIGKILLs it. Every live process is also stopped at interpreter exit, and
-`terminate_on_signals` turns SIGTERM/SIGHUP into a normal Python exit so `with` blocks unwind.
+`terminate_on_signals` turns SIGTERM/SIGHUP into an exception (like Ctrl-C) so `with` blocks unwind.
 """
 
 from __future__ import annotations
@@ -110,15 +110,22 @@ def stop_all() -> None:
 atexit.register(stop_all)
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM or SIGHUP arrived. A KeyboardInterrupt so everything unwinds as on Ctrl-C (pytest too)."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(f"received {signal.Signals(signum).name}")
+        self.exit_code = 128 + signum
+
+
 def _exit_on_signal(signum: int, _frame: FrameType | None) -> None:
-    # Unwind like Ctrl-C does, so `with ControlPlane()` blocks and atexit handlers run.
     signal.signal(signum, signal.SIG_IGN)  # a second signal must not interrupt the teardown
-    raise SystemExit(128 + signum)
+    raise Terminated(signum)
 
 
 @contextlib.contextmanager
 def terminate_on_signals() -> Iterator[None]:
-    """While active (main thread only), SIGTERM and SIGHUP raise SystemExit instead of killing Python."""
+    """While active (main thread only), SIGTERM and SIGHUP raise `Terminated` instead of killing Python."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
