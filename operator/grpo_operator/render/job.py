@@ -133,7 +133,8 @@ def config_path(settings: RenderSettings) -> str:
 
 def job_submission(run: GRPORun, plan: RunPlan, settings: RenderSettings) -> JobSubmission:
     miles = miles_argv(run, plan, settings)
-    entry = [settings.python, "-m", "grpo_launcher", "run", "--config", config_path(settings), "--", *miles]
+    launcher = settings.launcher or (settings.python, "-m", "grpo_launcher", "run", "--config", config_path(settings), "--")
+    entry = [*launcher, *miles]
     meta = run.metadata
     return JobSubmission(
         submission_id=names.submission_id(meta.name, meta.uid or "offline", meta.generation or 1),

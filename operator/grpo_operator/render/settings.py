@@ -20,6 +20,11 @@ class RenderSettings(BaseModel):
     config_dir: str = Field(default="/etc/grpo", description="Where the run config is mounted in Ray pods.")
     miles_train: str = Field(default="/root/miles/train.py", description="miles's synchronous GRPO entry point.")
     python: str = Field(default="python3", description="Interpreter in the trainer image.")
+    launcher: tuple[str, ...] | None = Field(
+        default=None,
+        description="Entrypoint argv placed before miles's argv; default: the grpo launcher with the run config. "
+        "Tests and local runs replace it with a stand-in for miles.",
+    )
     head_cpu: str = "2"
     head_memory: str = "8Gi"
     reward_cpu: str = "2"

@@ -1,0 +1,81 @@
+"""Read the state of a run's children in the children's own words: the RayCluster's status as KubeRay writes
+it, pod problems as the scheduler and kubelet state them, the reward Deployment's readiness. Pure.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kubernetes import client
+
+from grpo_operator.observation import ClusterObservation, RewardObservation
+
+WAITING_PROBLEMS = {
+    "ErrImagePull", "ImagePullBackOff", "InvalidImageName", "CrashLoopBackOff", "CreateContainerConfigError",
+    "CreateContainerError", "RunContainerError",
+}  # fmt: skip
+
+
+def _condition(status: dict[str, Any], type_: str) -> dict[str, Any] | None:
+    return next((c for c in status.get("conditions") or [] if c.get("type") == type_), None)
+
+
+def cluster_ready(cluster: dict[str, Any], workers: int) -> tuple[bool, str]:
+    """KubeRay v1.5 reports `RayClusterProvisioned` (all pods ready once) and `HeadPodReady`; older versions
+    only `state: ready`. Ready needs the head and every worker."""
+    status = cluster.get("status") or {}
+    provisioned = _condition(status, "RayClusterProvisioned")
+    head = _condition(status, "HeadPodReady")
+    ready_workers = int(status.get("readyWorkerReplicas") or 0)
+    if provisioned is not None or head is not None:
+        ok = bool(provisioned and provisioned.get("status") == "True" and head and head.get("status") == "True")
+    else:
+        ok = status.get("state") == "ready"
+    ok = ok and ready_workers >= workers
+    if ok:
+        return True, "the RayCluster is ready"
+    return False, f"waiting for KubeRay: {ready_workers}/{workers} workers ready" + (
+        f", head: {head.get('reason')}" if head is not None and head.get("status") != "True" else ""
+    )
+
+
+def pod_problems(pods: list[client.V1Pod]) -> list[str]:
+    """One line per pod that cannot make progress, with the scheduler's or kubelet's own words."""
+    lines = []
+    for pod in pods:
+        name = pod.metadata.name if pod.metadata else "?"
+        status = pod.status
+        if status is None:
+            continue
+        for cond in status.conditions or []:
+            if cond.type == "PodScheduled" and cond.status == "False" and cond.reason == "Unschedulable":
+                lines.append(f"pod {name} unschedulable: {cond.message}")
+        for container in (status.init_container_statuses or []) + (status.container_statuses or []):
+            waiting = container.state.waiting if container.state else None
+            if waiting is not None and waiting.reason in WAITING_PROBLEMS:
+                detail = f": {waiting.message}" if waiting.message else ""
+                lines.append(f"pod {name} container {container.name} {waiting.reason}{detail}")
+    return lines
+
+
+def cluster_observation(cluster: dict[str, Any] | None, workers: int, pods: list[client.V1Pod]) -> ClusterObservation | None:
+    if cluster is None:
+        return None
+    ready, message = cluster_ready(cluster, workers)
+    problems = pod_problems(pods)
+    if problems:
+        message = "; ".join(problems)
+    return ClusterObservation(ready=ready, message=message)
+
+
+def reward_observation(deployment: client.V1Deployment | None, error_ratio: float | None, max_ratio: float) -> RewardObservation | None:
+    if deployment is None:
+        return None
+    status = deployment.status
+    ready = int((status.ready_replicas if status else 0) or 0)
+    if ready < 1:
+        return RewardObservation(False, "NotReady", "no reward service replica is ready")
+    if error_ratio is not None and error_ratio > max_ratio:
+        return RewardObservation(False, "ScoringErrors",
+                                 f"service error ratio {error_ratio:g} above {max_ratio:g}: scoring is failing")  # fmt: skip
+    return RewardObservation(True, "Ready", f"{ready} replica(s) ready")

@@ -1,0 +1,28 @@
+"""Where a run's Ray Jobs API and metrics live: in-cluster Service DNS names by default, overridable for local
+runs and tests (a local Ray head on loopback). The one place these addresses are decided.
+"""
+
+from __future__ import annotations
+
+from grpo_operator.config import OperatorSettings
+from grpo_operator.render import names
+
+
+def ray_address(namespace: str, run: str, settings: OperatorSettings) -> str:
+    if settings.ray_address:
+        return settings.ray_address
+    host = f"{names.head_service(run)}.{namespace}.svc.cluster.local"
+    return f"http://{host}:{settings.render.dashboard_port}"
+
+
+def trainer_metrics_url(driver_ip: str, settings: OperatorSettings) -> str:
+    port = settings.render.prometheus_port
+    template = settings.trainer_metrics_url or "http://{host}:{port}/metrics"
+    host = f"[{driver_ip}]" if ":" in driver_ip else driver_ip
+    return template.format(host=host, port=port)
+
+
+def reward_metrics_url(namespace: str, run: str, settings: OperatorSettings) -> str:
+    service = names.reward_service(run)
+    template = settings.reward_metrics_url or "http://{service}.{namespace}.svc.cluster.local:{port}/metrics"
+    return template.format(service=service, namespace=namespace, port=settings.render.reward_port)

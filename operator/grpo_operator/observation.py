@@ -1,0 +1,84 @@
+"""What one reconcile observed about a run's children, its Ray job and its trainer: plain values, no I/O.
+
+The reconciler fills these in from the API server, the Ray Jobs API and the metrics endpoints; the pure
+functions in `grpo_operator.lifecycle` and `grpo_operator.guards` turn them into a status.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from enum import StrEnum
+
+from grpo_operator.api.status import RunPlan
+
+
+class JobState(StrEnum):
+    """Ray's JobStatus values."""
+
+    PENDING = "PENDING"
+    RUNNING = "RUNNING"
+    SUCCEEDED = "SUCCEEDED"
+    FAILED = "FAILED"
+    STOPPED = "STOPPED"
+
+    @property
+    def active(self) -> bool:
+        return self in (JobState.PENDING, JobState.RUNNING)
+
+
+@dataclass(frozen=True)
+class ClusterObservation:
+    ready: bool
+    message: str = ""
+
+
+@dataclass(frozen=True)
+class RewardObservation:
+    ready: bool
+    reason: str = "Ready"
+    message: str = ""
+
+
+@dataclass(frozen=True)
+class JobObservation:
+    submission_id: str
+    state: JobState
+    message: str = ""
+    driver_ip: str | None = None
+
+
+@dataclass(frozen=True)
+class TrainerMetrics:
+    """The gauges miles's Prometheus collector serves (`miles_metric_<key>`), for one run."""
+
+    rollout: int | None = None
+    raw_reward: float | None = None
+    repetition_frac: float | None = None
+    truncated_ratio: float | None = None
+    step_time_seconds: float | None = None
+
+
+@dataclass(frozen=True)
+class Observation:
+    now: datetime
+    generation: int
+    problems: tuple[str, ...] = ()
+    plan: RunPlan | None = None
+    suspend: bool = False
+    cluster: ClusterObservation | None = None
+    reward: RewardObservation | None = None
+    reward_required: bool = False
+    job: JobObservation | None = None
+    metrics: TrainerMetrics | None = None
+    notes: tuple[str, ...] = field(default=())
+
+
+def rfc3339(moment: datetime) -> str:
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def parse_rfc3339(text: str | None) -> datetime | None:
+    if not text:
+        return None
+    return datetime.strptime(text, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)

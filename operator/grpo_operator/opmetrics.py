@@ -1,0 +1,74 @@
+"""The operator's own Prometheus metrics: reconciles, their duration, runs by phase, guard trips, scrape errors,
+and per-run gauges (reward, repetition, progress) for dashboards and alerts.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+
+from prometheus_client import REGISTRY, CollectorRegistry, Counter, Histogram, start_http_server
+from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from grpo_operator.api.status import GRPORunStatus, Phase
+
+RECONCILES = Counter("grpo_operator_reconcile", "Reconciles by result", ["result"])
+RECONCILE_SECONDS = Histogram("grpo_operator_reconcile_duration_seconds", "Duration of one reconcile")
+GUARD_TRIPS = Counter("grpo_run_guard_trips", "Guard trips by reason", ["namespace", "name", "reason"])
+SCRAPE_ERRORS = Counter("grpo_operator_scrape_errors", "Failed metric scrapes by target", ["target"])
+
+
+class _RunCollector(Collector):
+    """Per-run gauges, read from the last status each run reconciled to."""
+
+    def __init__(self) -> None:
+        self._runs: dict[tuple[str, str], GRPORunStatus] = {}
+        self._lock = threading.Lock()
+
+    def update(self, namespace: str, name: str, status: GRPORunStatus) -> None:
+        with self._lock:
+            self._runs[(namespace, name)] = status
+
+    def forget(self, namespace: str, name: str) -> None:
+        with self._lock:
+            self._runs.pop((namespace, name), None)
+
+    def collect(self) -> Iterator[Metric]:
+        with self._lock:
+            runs = dict(self._runs)
+        by_phase = GaugeMetricFamily("grpo_runs", "GRPORuns by phase", labels=["phase"])
+        counts = {phase: 0 for phase in Phase}
+        phase = GaugeMetricFamily("grpo_run_phase", "1 for the run's current phase", labels=["namespace", "name", "phase"])
+        reward = GaugeMetricFamily("grpo_run_reward", "Last rollout/raw_reward", labels=["namespace", "name"])
+        repetition = GaugeMetricFamily("grpo_run_repetition_frac", "Last rollout/repetition_frac",
+                                       labels=["namespace", "name"])  # fmt: skip
+        rollout = GaugeMetricFamily("grpo_run_rollout", "Last rollout step seen", labels=["namespace", "name"])
+        healthy = GaugeMetricFamily("grpo_run_healthy", "1 healthy, 0 degenerate or stalled", labels=["namespace", "name"])
+        for (namespace, name), status in runs.items():
+            if status.phase is not None:
+                counts[status.phase] += 1
+                for candidate in Phase:
+                    phase.add_metric([namespace, name, candidate.value], 1.0 if candidate is status.phase else 0.0)
+            metrics = status.metrics
+            if metrics is not None and metrics.raw_reward is not None:
+                reward.add_metric([namespace, name], metrics.raw_reward)
+            if metrics is not None and metrics.repetition_frac is not None:
+                repetition.add_metric([namespace, name], metrics.repetition_frac)
+            if metrics is not None and metrics.rollout is not None:
+                rollout.add_metric([namespace, name], metrics.rollout)
+            health = next((c for c in status.conditions if c.type == "Healthy"), None)
+            if health is not None and health.status != "Unknown":
+                healthy.add_metric([namespace, name], 1.0 if health.status == "True" else 0.0)
+        for key, count in counts.items():
+            by_phase.add_metric([key.value], count)
+        yield from (by_phase, phase, reward, repetition, rollout, healthy)
+
+
+RUNS = _RunCollector()
+REGISTRY.register(RUNS)
+
+
+def serve(port: int, registry: CollectorRegistry = REGISTRY) -> None:
+    if port:
+        start_http_server(port, registry=registry)

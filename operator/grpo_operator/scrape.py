@@ -1,0 +1,67 @@
+"""Scrape Prometheus text endpoints: the trainer's miles gauges and the reward service's health numbers.
+
+Parsing uses prometheus_client's own text parser; the reading of metric names follows miles's collector
+(`miles_metric_` + key with `/` and `-` turned into `_`, label `run_name`) and the reward service's
+`reward_service_*` families.
+"""
+
+from __future__ import annotations
+
+import urllib.request
+from collections.abc import Iterable
+
+from prometheus_client.parser import text_string_to_metric_families
+from prometheus_client.samples import Sample
+
+from grpo_operator.observation import TrainerMetrics
+
+TRAINER_GAUGES = {
+    "miles_metric_rollout_step": "rollout",
+    "miles_metric_rollout_raw_reward": "raw_reward",
+    "miles_metric_rollout_repetition_frac": "repetition_frac",
+    "miles_metric_rollout_truncated_ratio": "truncated_ratio",
+    "miles_metric_perf_step_time": "step_time_seconds",
+}
+REWARD_ERROR_RATIO = "reward_service_service_error_ratio"
+
+
+class ScrapeError(RuntimeError):
+    """The endpoint could not be read or parsed."""
+
+
+def fetch(url: str, timeout: float) -> str:
+    if not url.startswith(("http://", "https://")):
+        raise ScrapeError(f"{url}: only http(s) metrics URLs are scraped")
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as response:  # noqa: S310 - scheme checked above
+            body: bytes = response.read(8 * 1024 * 1024)
+    except OSError as exc:
+        raise ScrapeError(f"{url}: {exc}") from None
+    return body.decode("utf-8", errors="replace")
+
+
+def _samples(text: str) -> Iterable[Sample]:
+    try:
+        for family in text_string_to_metric_families(text):
+            yield from family.samples
+    except ValueError as exc:
+        raise ScrapeError(f"not Prometheus text: {exc}") from None
+
+
+def trainer_metrics(text: str, run_name: str) -> TrainerMetrics:
+    """The run's gauges; samples labelled for another run (a shared driver node) are ignored."""
+    values: dict[str, float] = {}
+    for sample in _samples(text):
+        field = TRAINER_GAUGES.get(sample.name)
+        if field is None or sample.labels.get("run_name", run_name) != run_name:
+            continue
+        values[field] = float(sample.value)
+    rollout = values.pop("rollout", None)
+    return TrainerMetrics(rollout=int(rollout) if rollout is not None else None, **values)
+
+
+def reward_error_ratio(text: str) -> float | None:
+    for sample in _samples(text):
+        if sample.name == REWARD_ERROR_RATIO:
+            return float(sample.value)
+    return None

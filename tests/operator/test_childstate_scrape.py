@@ -1,0 +1,82 @@
+"""Reading children and metrics: KubeRay status, pod problems, reward readiness, Prometheus text."""
+
+from __future__ import annotations
+
+import pytest
+from kubernetes import client
+
+from grpo_operator import childstate, scrape
+from grpo_operator.config import SettingsError, load_settings
+
+
+def pod(name: str, *, unschedulable: str | None = None, waiting: tuple[str, str] | None = None) -> client.V1Pod:
+    conditions = [client.V1PodCondition(type="PodScheduled", status="False", reason="Unschedulable", message=unschedulable)] if unschedulable else []
+    statuses = []
+    if waiting:
+        statuses = [client.V1ContainerStatus(name="ray-worker", image="i", image_id="", ready=False, restart_count=0,
+                    state=client.V1ContainerState(waiting=client.V1ContainerStateWaiting(reason=waiting[0], message=waiting[1])))]
+    return client.V1Pod(metadata=client.V1ObjectMeta(name=name), status=client.V1PodStatus(conditions=conditions, container_statuses=statuses))
+
+
+def test_kuberay_conditions_and_worker_counts_decide_readiness() -> None:
+    ready = {"status": {"readyWorkerReplicas": 2, "conditions": [
+        {"type": "RayClusterProvisioned", "status": "True"}, {"type": "HeadPodReady", "status": "True"}]}}
+    assert childstate.cluster_ready(ready, 2)[0]
+    assert not childstate.cluster_ready(ready, 3)[0]
+    assert not childstate.cluster_ready({"status": {}}, 1)[0]
+    assert childstate.cluster_ready({"status": {"state": "ready", "readyWorkerReplicas": 1}}, 1)[0]
+
+
+def test_pod_problems_are_quoted_from_the_scheduler_and_kubelet() -> None:
+    lines = childstate.pod_problems([
+        pod("w-0", unschedulable="0/4 nodes are available: 4 Insufficient vpc.amazonaws.com/efa."),
+        pod("w-1", waiting=("ImagePullBackOff", 'Back-off pulling image "miles@sha256:x"')),
+        pod("w-2", waiting=("ContainerCreating", "")),
+    ])
+    assert lines == [
+        "pod w-0 unschedulable: 0/4 nodes are available: 4 Insufficient vpc.amazonaws.com/efa.",
+        'pod w-1 container ray-worker ImagePullBackOff: Back-off pulling image "miles@sha256:x"',
+    ]
+
+
+def test_reward_service_with_failing_scoring_is_not_ready() -> None:
+    deployment = client.V1Deployment.model_construct(status=client.V1DeploymentStatus(ready_replicas=2))
+    assert childstate.reward_observation(deployment, 0.0, 0.1).ready  # type: ignore[union-attr]
+    failing = childstate.reward_observation(deployment, 0.5, 0.1)
+    assert failing is not None and not failing.ready and failing.reason == "ScoringErrors"
+    none_ready = childstate.reward_observation(client.V1Deployment.model_construct(status=client.V1DeploymentStatus()), None, 0.1)
+    assert none_ready is not None and none_ready.reason == "NotReady"
+
+
+MILES_TEXT = """# HELP miles_metric_rollout_raw_reward rollout/raw_reward
+# TYPE miles_metric_rollout_raw_reward gauge
+miles_metric_rollout_raw_reward{run_name="quickstart"} 0.531
+miles_metric_rollout_raw_reward{run_name="other"} 0.1
+# TYPE miles_metric_rollout_step gauge
+miles_metric_rollout_step{run_name="quickstart"} 36.0
+# TYPE miles_metric_rollout_repetition_frac gauge
+miles_metric_rollout_repetition_frac{run_name="quickstart"} 0.0
+# TYPE miles_metric_perf_step_time gauge
+miles_metric_perf_step_time{run_name="quickstart"} 273.5
+"""
+
+
+def test_trainer_gauges_are_read_for_this_run_only() -> None:
+    m = scrape.trainer_metrics(MILES_TEXT, "quickstart")
+    assert (m.rollout, m.raw_reward, m.repetition_frac, m.step_time_seconds) == (36, 0.531, 0.0, 273.5)
+    assert scrape.trainer_metrics(MILES_TEXT, "missing").rollout is None
+
+
+def test_garbage_is_a_scrape_error_not_a_crash() -> None:
+    with pytest.raises(scrape.ScrapeError):
+        scrape.trainer_metrics("miles_metric_rollout_step{run_name=\"x\" 1\n", "x")
+    with pytest.raises(scrape.ScrapeError):
+        scrape.fetch("file:///etc/passwd", 1)
+
+
+def test_operator_settings_name_the_variable_and_rule() -> None:
+    with pytest.raises(SettingsError, match="GRPO_RECONCILE_INTERVAL_SECONDS='0'"):
+        load_settings({"GRPO_RECONCILE_INTERVAL_SECONDS": "0"})
+    with pytest.raises(SettingsError, match="GRPO_TYPO: unknown setting"):
+        load_settings({"GRPO_TYPO": "1"})
+    assert load_settings({"GRPO_RAY_ADDRESS": "http://127.0.0.1:8265"}).ray_address == "http://127.0.0.1:8265"

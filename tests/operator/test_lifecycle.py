@@ -1,0 +1,170 @@
+"""The run lifecycle as a table: previous status + observation -> phase, conditions and actions."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from grpo_operator.api.spec import GRPORunSpec
+from grpo_operator.api.status import Phase
+from grpo_operator.lifecycle import Decision, decide
+from grpo_operator.observation import (
+    ClusterObservation,
+    JobObservation,
+    JobState,
+    Observation,
+    RewardObservation,
+    TrainerMetrics,
+)
+from tests.api.cases import base, merge
+from tests.api.conftest import check
+
+T0 = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
+READY = ClusterObservation(ready=True)
+
+
+def spec(patch: dict | None = None) -> GRPORunSpec:  # type: ignore[type-arg]
+    run, _ = check(merge(base(), {"spec": patch or {}}))
+    assert run is not None
+    return run.spec
+
+
+def job(state: JobState, message: str = "") -> JobObservation:
+    return JobObservation("grpo-x-1", state, message, driver_ip="10.0.0.5")
+
+
+def step(prev: Decision | None, obs: Observation, s: GRPORunSpec | None = None) -> Decision:
+    return decide(prev.status if prev else None, obs, s or spec())
+
+
+def cond(decision: Decision, type_: str) -> tuple[str, str]:
+    c = next(c for c in decision.status.conditions if c.type == type_)
+    return c.status, c.reason
+
+
+def test_an_invalid_spec_fails_with_validated_false_and_no_actions() -> None:
+    d = decide(None, Observation(now=T0, generation=1, problems=("spec.rollout.batchSize: bad",)), None)
+    assert d.status.phase is Phase.FAILED and d.status.reason == "InvalidSpec"
+    assert cond(d, "Validated") == ("False", "InvalidSpec")
+    assert not (d.apply_children or d.submit_job or d.stop_job)
+
+
+def test_a_new_run_is_pending_and_creates_its_children() -> None:
+    d = step(None, Observation(now=T0, generation=1))
+    assert d.status.phase is Phase.PENDING and d.apply_children and not d.submit_job
+    assert d.status.progress == "0/100"
+
+
+def test_a_cluster_with_unschedulable_pods_is_provisioning_in_the_schedulers_words() -> None:
+    msg = "pod w-1 unschedulable: 0/3 nodes are available: 3 Insufficient nvidia.com/gpu."
+    d = step(None, Observation(now=T0, generation=1, cluster=ClusterObservation(ready=False, message=msg)))
+    assert d.status.phase is Phase.PROVISIONING
+    assert d.status.message == msg
+    assert cond(d, "ResourcesReady") == ("False", "Provisioning")
+
+
+def test_a_ready_cluster_gets_the_job_submitted() -> None:
+    d = step(None, Observation(now=T0, generation=1, cluster=READY))
+    assert d.submit_job and d.status.phase is Phase.PROVISIONING
+
+
+def test_a_remote_reward_run_waits_for_the_reward_service() -> None:
+    obs = Observation(now=T0, generation=1, cluster=READY, reward_required=True,
+                      reward=RewardObservation(False, "NotReady", "no reward service replica is ready"))
+    d = step(None, obs)
+    assert not d.submit_job and d.status.phase is Phase.PROVISIONING
+    assert cond(d, "RewardServiceReady") == ("False", "NotReady")
+
+
+def test_a_running_job_with_healthy_metrics_is_running_with_progress() -> None:
+    metrics = TrainerMetrics(rollout=36, raw_reward=0.53, repetition_frac=0.0)
+    d = step(None, Observation(now=T0, generation=1, cluster=READY, job=job(JobState.RUNNING), metrics=metrics))
+    assert d.status.phase is Phase.RUNNING and d.status.progress == "37/100"
+    assert d.status.metrics is not None and d.status.metrics.raw_reward == 0.53
+    assert cond(d, "Healthy") == ("True", "MetricsHealthy")
+    assert cond(d, "JobRunning") == ("True", "Running")
+
+
+def test_repetition_for_consecutive_rollouts_stops_the_job_and_fails_the_run() -> None:
+    degenerate = TrainerMetrics(rollout=0, raw_reward=0.4, repetition_frac=0.56)
+    first = step(None, Observation(now=T0, generation=1, cluster=READY, job=job(JobState.RUNNING), metrics=degenerate))
+    assert first.status.phase is Phase.RUNNING  # one rollout is not yet a streak of two
+    second_metrics = TrainerMetrics(rollout=1, raw_reward=0.4, repetition_frac=0.6)
+    second = step(first, Observation(now=T0 + timedelta(minutes=1), generation=1, cluster=READY,
+                                     job=job(JobState.RUNNING), metrics=second_metrics))
+    assert second.status.phase is Phase.FAILED and second.status.reason == "DegenerateOutput"
+    assert second.stop_job
+    assert cond(second, "Healthy") == ("False", "DegenerateOutput")
+
+
+def test_the_same_rollout_scraped_twice_counts_once() -> None:
+    metrics = TrainerMetrics(rollout=0, raw_reward=0.4, repetition_frac=0.9)
+    obs = Observation(now=T0, generation=1, cluster=READY, job=job(JobState.RUNNING), metrics=metrics)
+    d = step(step(step(None, obs), obs), obs)
+    assert d.status.phase is Phase.RUNNING and d.status.repetition_streak == 1
+
+
+def test_warn_action_keeps_running_with_healthy_false() -> None:
+    s = spec({"guards": {"action": "Warn", "consecutiveRollouts": 1}})
+    metrics = TrainerMetrics(rollout=0, raw_reward=0.4, repetition_frac=0.9)
+    d = decide(None, Observation(now=T0, generation=1, cluster=READY, job=job(JobState.RUNNING), metrics=metrics), s)
+    assert d.status.phase is Phase.RUNNING and not d.stop_job and d.warnings
+    assert cond(d, "Healthy") == ("False", "DegenerateOutput")
+
+
+def test_reward_at_the_floor_after_warmup_is_degenerate() -> None:
+    metrics = TrainerMetrics(rollout=2, raw_reward=0.0, repetition_frac=0.0)
+    d = step(None, Observation(now=T0, generation=1, cluster=READY, job=job(JobState.RUNNING), metrics=metrics))
+    assert d.status.phase is Phase.FAILED and "raw_reward 0 at or below" in (d.status.message or "")
+
+
+def test_a_succeeded_job_with_degenerate_metrics_is_not_succeeded() -> None:
+    metrics = TrainerMetrics(rollout=99, raw_reward=0.0, repetition_frac=0.56)
+    d = step(None, Observation(now=T0, generation=1, cluster=READY, job=job(JobState.SUCCEEDED), metrics=metrics))
+    assert d.status.phase is Phase.FAILED and d.status.reason == "DegenerateOutput"
+    assert "succeeded but the output is degenerate" in (d.status.message or "")
+
+
+def test_a_succeeded_job_with_healthy_metrics_succeeds_and_keeps_them() -> None:
+    metrics = TrainerMetrics(rollout=99, raw_reward=0.53, repetition_frac=0.0)
+    running = step(None, Observation(now=T0, generation=1, cluster=READY, job=job(JobState.RUNNING), metrics=metrics))
+    done = step(running, Observation(now=T0, generation=1, cluster=READY, job=job(JobState.SUCCEEDED), metrics=None))
+    assert done.status.phase is Phase.SUCCEEDED and done.status.progress == "100/100"
+    assert done.status.metrics is not None and done.status.metrics.raw_reward == 0.53
+    assert done.status.completion_time is not None
+
+
+def test_no_progress_past_the_stall_timeout_is_a_stall() -> None:
+    metrics = TrainerMetrics(rollout=3, raw_reward=0.5, repetition_frac=0.0)
+    first = step(None, Observation(now=T0, generation=1, cluster=READY, job=job(JobState.RUNNING), metrics=metrics))
+    later = step(first, Observation(now=T0 + timedelta(seconds=3601), generation=1, cluster=READY,
+                                    job=job(JobState.RUNNING), metrics=metrics))
+    assert later.status.phase is Phase.FAILED and later.status.reason == "Stalled" and later.stop_job
+
+
+def test_a_failed_preflight_is_reported_in_its_own_words() -> None:
+    message = "Job entrypoint command failed with exit code 3, last logs:\n...\npreflight failed: gpus: 7 visible, plan needs 8"
+    d = step(None, Observation(now=T0, generation=1, cluster=READY, job=job(JobState.FAILED, message)))
+    assert d.status.phase is Phase.FAILED and d.status.reason == "PreflightFailed"
+    assert d.status.message == "preflight failed: gpus: 7 visible, plan needs 8"
+
+
+def test_terminal_phases_never_change() -> None:
+    done = step(None, Observation(now=T0, generation=1, cluster=READY, job=job(JobState.SUCCEEDED),
+                                  metrics=TrainerMetrics(rollout=99, raw_reward=0.5, repetition_frac=0.0)))
+    later = step(done, Observation(now=T0, generation=2, cluster=READY, job=job(JobState.FAILED, "boom")))
+    assert later.status == done.status
+
+
+def test_suspend_stops_the_job_and_deletes_the_cluster() -> None:
+    d = step(None, Observation(now=T0, generation=2, suspend=True, cluster=READY, job=job(JobState.RUNNING)))
+    assert d.status.phase is Phase.SUSPENDED and d.stop_job and d.delete_cluster
+
+
+@pytest.mark.parametrize("state", [JobState.RUNNING, JobState.PENDING])
+def test_condition_transition_times_move_only_on_change(state: JobState) -> None:
+    obs = Observation(now=T0, generation=1, cluster=READY, job=job(state))
+    first = step(None, obs)
+    second = step(first, Observation(now=T0 + timedelta(minutes=5), generation=1, cluster=READY, job=job(state)))
+    assert [c.last_transition_time for c in first.status.conditions] == [c.last_transition_time for c in second.status.conditions]
