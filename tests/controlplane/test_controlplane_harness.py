@@ -34,6 +34,14 @@ def test_api_server_is_ready_and_runs_the_pinned_kubernetes_release(kubectl: Kub
     assert version["serverVersion"]["gitVersion"] == KUBERNETES_VERSION
 
 
+def test_the_python_client_talks_to_the_same_api_server(control_plane: ControlPlane, namespace: str) -> None:
+    from kubernetes import client
+
+    with control_plane.api_client() as api:
+        names = [ns.metadata.name for ns in client.CoreV1Api(api).list_namespace().items]
+    assert namespace in names
+
+
 def test_serviceaccount_token_is_authenticated_and_rbac_denies_what_no_role_grants(
     control_plane: ControlPlane, namespace: str, kubectl: Kubectl
 ) -> None:

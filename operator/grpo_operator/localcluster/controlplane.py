@@ -95,6 +95,7 @@ class ControlPlane:
         self._workdir: Path | None = None
         self._kubeconfig: Path | None = None
         self._ssl: ssl.SSLContext | None = None
+        self._kubectl_bin: Path | None = None
         self.server = ""
 
     # --- lifecycle -----------------------------------------------------------------------------------
@@ -297,7 +298,7 @@ class ControlPlane:
         self, *args: str, input: str | None = None, check: bool = True
     ) -> subprocess.CompletedProcess[str]:
         """Run the real kubectl against this control plane as admin; raise on failure when `check`."""
-        argv = [str(self._kubectl_bin), f"--kubeconfig={self.kubeconfig}", *args]
+        argv = [str(self._kubectl_bin or tool_path("kubectl")), f"--kubeconfig={self.kubeconfig}", *args]
         result = subprocess.run(argv, check=False, input=input, capture_output=True, text=True, timeout=300)
         if check and result.returncode != 0:
             raise ControlPlaneError(
