@@ -14,7 +14,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -35,6 +35,16 @@ def service_env(**settings: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.upper().startswith("REWARD_")}
     env.update({f"REWARD_{k.upper()}": str(v) for k, v in settings.items()})
     return env
+
+
+def eventually(condition: Callable[[], bool], within_s: float = 10.0) -> bool:
+    """Poll `condition` until it holds (True) or `within_s` passed (False); for asynchronous effects."""
+    deadline = time.monotonic() + within_s
+    while not condition():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
 
 
 @dataclass

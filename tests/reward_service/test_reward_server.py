@@ -14,7 +14,7 @@ import httpx
 import psutil
 import pytest
 from math_verify import parse, verify
-from reward_harness import RewardServer
+from reward_harness import RewardServer, eventually
 
 pytestmark = pytest.mark.integration
 
@@ -144,7 +144,7 @@ def test_a_pathological_response_is_killed_at_the_deadline_scored_zero_and_its_w
         assert reply.status_code == 200
         assert reply.json() == 0.0
         assert server.outcome("timeout") == 1
-        assert server.metric("reward_service_worker_restarts_total") == 1
+        assert eventually(lambda: server.metric("reward_service_worker_restarts_total") == 1)
         assert worker_before not in server.worker_pids()
         assert not psutil.pid_exists(worker_before) or psutil.Process(worker_before).status() == "zombie"
         assert server.score("$\\boxed{42}$").json() == 1.0  # the replacement scores normally
@@ -179,10 +179,7 @@ def test_liveness_answers_while_every_worker_is_stuck(
     with reward_server(workers="1", deadline_s="8", soft_deadline_s="0") as server, \
             ThreadPoolExecutor(1) as pool:
         stuck = pool.submit(server.score, HANGS, "42", 90)
-        for _ in range(100):
-            if server.metric("reward_service_queue_depth") == 1:
-                break
-            threading.Event().wait(0.05)
+        assert eventually(lambda: server.metric("reward_service_queue_depth") == 1)
         assert httpx.get(server.url + "/healthz", timeout=5).status_code == 200
         assert not stuck.done()  # the liveness answer did not wait for the stuck worker
         assert stuck.result().json() == 0.0
@@ -238,20 +235,15 @@ def test_ready_flips_under_sustained_service_errors_and_recovers(
             killer.join()
         assert 503 in statuses, statuses
         assert all(status in (200, 503) for status in statuses)  # a failure is never a reward of 0
-        for _ in range(100):  # a broken pool is replaced without traffic; wait for its workers
-            if server.metric("reward_service_pool_workers") == 2:
-                break
-            threading.Event().wait(0.05)
+        # a broken pool is replaced without traffic; wait for its workers
+        assert eventually(lambda: server.metric("reward_service_pool_workers") == 2)
         ready = httpx.get(server.url + "/ready")
         assert ready.status_code == 503
         assert "scoring is failing" in ready.json()["detail"]
         assert server.outcome("service_error") >= 1
         assert httpx.get(server.url + "/healthz").status_code == 200  # liveness is not readiness
 
-        for _ in range(300):  # the errors age out of the 6 s window
-            if httpx.get(server.url + "/ready").status_code == 200:
-                break
-            threading.Event().wait(0.1)
-        assert httpx.get(server.url + "/ready").status_code == 200
+        # the errors age out of the 6 s window
+        assert eventually(lambda: httpx.get(server.url + "/ready").status_code == 200, within_s=30)
         assert server.score("$\\boxed{42}$").json() == 1.0
         assert len(server.worker_pids()) == 2

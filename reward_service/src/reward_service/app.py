@@ -21,10 +21,12 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 from fastapi import FastAPI, Request
+from fastapi.exception_handlers import http_exception_handler
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse, Response
+from fastapi.responses import JSONResponse, PlainTextResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, StrictFloat, StrictInt, StrictStr
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from reward_service import worker
 from reward_service.extraction import LabelError, label_text
@@ -218,6 +220,7 @@ def _validation_message(error: RequestValidationError) -> str:
 
 
 _ERRORS: dict[int | str, dict[str, Any]] = {
+    400: {"model": ErrorBody, "description": "The body is not JSON"},
     413: {"model": ErrorBody, "description": "The batch is larger than the queue"},
     422: {"model": ErrorBody, "description": "The body or the gold label cannot be used"},
     503: {"model": ErrorBody, "description": "Queue full or service failure (Retry-After is set)"},
@@ -252,6 +255,15 @@ def create_app(settings: RewardSettings) -> FastAPI:
     async def bad_body(request: Request, error: RequestValidationError) -> JSONResponse:
         service.metrics.count(Outcome.BAD_REQUEST)
         return JSONResponse({"detail": _validation_message(error), "outcome": Outcome.BAD_REQUEST.value}, 422)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(request: Request, error: StarletteHTTPException) -> Response:
+        if error.status_code != 400:
+            return await http_exception_handler(request, error)
+        service.metrics.count(Outcome.BAD_REQUEST)
+        detail = (f"the body could not be read as JSON ({error.detail}); send UTF-8 JSON with "
+                  "Content-Type: application/json")
+        return JSONResponse({"detail": detail, "outcome": Outcome.BAD_REQUEST.value}, 400)
 
     async def timed(endpoint: str, items: Sequence[ScoreRequest], batch: bool) -> Response:
         started = time.perf_counter()
@@ -288,8 +300,9 @@ def create_app(settings: RewardSettings) -> FastAPI:
             return JSONResponse({"detail": reason, "outcome": "not_ready", **body}, 503)
         return JSONResponse({"status": "ready", **body})
 
-    @app.get("/metrics")
+    @app.get("/metrics", response_class=PlainTextResponse)
     async def metrics() -> Response:
+        """Prometheus text exposition format."""
         return Response(generate_latest(service.metrics.registry), media_type=CONTENT_TYPE_LATEST)
 
     @app.get("/")

@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
+import gc
 import logging
 import multiprocessing
 import threading
@@ -90,7 +91,8 @@ class ScoringPool:
         self.rebuilds = 0
         self._context = multiprocessing.get_context("forkserver")
         self._context.set_forkserver_preload([PRELOAD_MODULE])
-        self._starts: Synchronized[int] = self._context.Value("q", 0)
+        self._starts: Synchronized[int] | None = self._context.Value("q", 0)
+        self._final_starts = 0
         self._generation: _Generation | None = None
         self._lock = threading.Lock()
 
@@ -100,7 +102,7 @@ class ScoringPool:
         pool = pebble.ProcessPool(
             max_workers=self.workers,
             initializer=_count_start_and_initialize,
-            initargs=(self._starts, self.config),
+            initargs=(self._starts_counter(), self.config),
             context=self._context,
         )
         if not pool.active:  # starts the workers now rather than at the first request
@@ -147,6 +149,15 @@ class ScoringPool:
         if generation is not None:
             generation.abandon("the service is shutting down")
             _stop_quietly(generation.pool)
+        if self._starts is not None:  # release the shared counter's semaphore before exit
+            self._final_starts, self._starts = int(self._starts.value), None
+        del generation
+        gc.collect()  # the pebble pool sits in reference cycles; free its semaphores now
+
+    def _starts_counter(self) -> Synchronized[int]:
+        if self._starts is None:
+            raise PoolError("the worker pool was closed")
+        return self._starts
 
     # --- observation -----------------------------------------------------------------------------
 
@@ -156,7 +167,8 @@ class ScoringPool:
     @property
     def restarts(self) -> int:
         """Workers started after the initial ones: replacements of killed or dead workers."""
-        return max(0, int(self._starts.value) - self.workers * (1 + self.rebuilds))
+        starts = self._final_starts if self._starts is None else int(self._starts.value)
+        return max(0, starts - self.workers * (1 + self.rebuilds))
 
     # --- scoring ---------------------------------------------------------------------------------
 
