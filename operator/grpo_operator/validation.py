@@ -195,6 +195,10 @@ def _field_rules(run: GRPORun) -> list[Problem]:
     if spec.eval is not None and spec.eval.interval > spec.rollout.num_rollout:
         out.append(Problem("spec.eval.interval", f"{spec.eval.interval} exceeds rollout.numRollout "
                            f"{spec.rollout.num_rollout}: evaluation runs only before training", Severity.WARNING))  # fmt: skip
+    if spec.guards.stall_timeout_seconds < 600:
+        out.append(Problem("spec.guards.stallTimeoutSeconds", f"{spec.guards.stall_timeout_seconds} s is shorter than "
+                           "miles's start-up and a checkpoint save (minutes each): the run may be stopped as stalled "
+                           "while healthy", Severity.WARNING))  # fmt: skip
     if spec.guards.min_reward.after_rollouts > spec.rollout.num_rollout:
         out.append(Problem("spec.guards.minReward.afterRollouts", f"{spec.guards.min_reward.after_rollouts} exceeds "
                            f"rollout.numRollout {spec.rollout.num_rollout}: the reward guard never runs",

@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import pytest
-from kubernetes import client
-
 from grpo_operator import childstate, scrape
 from grpo_operator.config import SettingsError, load_settings
+from kubernetes import client
 
 
 def pod(name: str, *, unschedulable: str | None = None, waiting: tuple[str, str] | None = None) -> client.V1Pod:

@@ -5,7 +5,6 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 import pytest
-
 from grpo_operator.api.spec import GRPORunSpec
 from grpo_operator.api.status import Phase
 from grpo_operator.lifecycle import Decision, decide
@@ -17,6 +16,7 @@ from grpo_operator.observation import (
     RewardObservation,
     TrainerMetrics,
 )
+
 from tests.api.cases import base, merge
 from tests.api.conftest import check
 

@@ -1,0 +1,94 @@
+"""`make run`: the operator on a local embedded control plane and a local Ray head, with the quickstart applied.
+
+Starts the real kube-apiserver and etcd (grpo_operator.localcluster) with the CRDs installed, a real Ray
+head on loopback (grpo_operator.localray), and the operator against both; applies examples/quickstart.yaml
+and prints `kubectl get grporuns` every few seconds. The kubeconfig goes to .grpo/kubeconfig. Ctrl-C stops
+everything and leaves no process behind.
+
+No KubeRay runs here, so the quickstart waits in Provisioning ("waiting for KubeRay") exactly as it would on
+a cluster without it. `GRPO_DEMO=1 make run` plays KubeRay's part (marks the RayCluster ready) and runs a
+stand-in for miles (tests/operator/fake_miles.py) so the whole loop can be watched to Succeeded.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from grpo_operator.localcluster import ControlPlane, tool_path
+from grpo_operator.localray import LocalRayHead
+from grpo_operator.render import names
+
+REPO = Path(__file__).resolve().parents[2]
+KUBECONFIG = REPO / ".grpo" / "kubeconfig"
+QUICKSTART = REPO / "examples" / "quickstart.yaml"
+FAKE_MILES = REPO / "tests" / "operator" / "fake_miles.py"
+
+
+def _say(line: str) -> None:
+    print(f"[make run] {line}", flush=True)
+
+
+def _mark_cluster_ready(plane: ControlPlane, run: str) -> bool:
+    """Demo only: write what KubeRay writes once the head and the worker are running."""
+    cluster = names.ray_cluster(run)
+    if plane.kubectl("get", "raycluster", cluster, check=False).returncode != 0:
+        return False
+    now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    conditions = [{"type": t, "status": "True", "reason": "Demo", "message": "played by make run",
+                   "lastTransitionTime": now} for t in ("RayClusterProvisioned", "HeadPodReady")]  # fmt: skip
+    status = {"state": "ready", "readyWorkerReplicas": 1, "desiredWorkerReplicas": 1, "conditions": conditions}
+    plane.kubectl("patch", "raycluster", cluster, "--subresource=status", "--type=merge",
+                  "-p", json.dumps({"status": status}))  # fmt: skip
+    return True
+
+
+def main() -> int:
+    demo = os.environ.get("GRPO_DEMO") == "1"
+    KUBECONFIG.parent.mkdir(exist_ok=True)
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
+    operator: subprocess.Popen[bytes] | None = None
+    try:
+        with ControlPlane(kubeconfig=KUBECONFIG, report=_say) as plane, LocalRayHead() as head:
+            _say(f"Ray head: {head.dashboard_url}")
+            env = {**os.environ, "KUBECONFIG": str(plane.kubeconfig), "GRPO_RAY_ADDRESS": head.dashboard_url,
+                   "GRPO_RECONCILE_INTERVAL_SECONDS": "3"}  # fmt: skip
+            env.pop("GRPO_DEMO", None)
+            if demo:
+                env["GRPO_ENTRYPOINT_PREFIX"] = json.dumps([sys.executable, str(FAKE_MILES)])
+            operator = subprocess.Popen([sys.executable, "-m", "grpo_operator", "--standalone", "--all-namespaces"],
+                                        env=env, start_new_session=True)  # fmt: skip
+            quickstart = QUICKSTART.read_text()
+            if demo:
+                quickstart += "  extraArgs: [--fake-step-seconds, '2', --fake-reward, '0.5']\n"
+            plane.kubectl("apply", "-f", "-", input=quickstart)
+            kubectl = tool_path("kubectl")
+            _say(f"from another shell: export KUBECONFIG={plane.kubeconfig}; {kubectl} get grporuns -w")
+            _say("Ctrl-C stops everything")
+            marked = False
+            while operator.poll() is None:
+                if demo and not marked:
+                    marked = _mark_cluster_ready(plane, "quickstart")
+                print(plane.kubectl("get", "grporuns", check=False).stdout, flush=True)
+                time.sleep(5)
+            _say(f"the operator exited with code {operator.returncode}")
+            return 1
+    except KeyboardInterrupt:
+        _say("stopping")
+        return 0
+    finally:
+        if operator is not None and operator.poll() is None:
+            os.killpg(operator.pid, signal.SIGTERM)
+            try:
+                operator.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                os.killpg(operator.pid, signal.SIGKILL)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

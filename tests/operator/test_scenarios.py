@@ -1,0 +1,157 @@
+"""The operator end to end, through the real API server and a real Ray head: what a user sees with kubectl.
+
+KubeRay is played by patching the RayCluster's status; miles by tests/operator/fake_miles.py, which serves
+miles's Prometheus gauges and exits as told.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from grpo_operator.render import names
+from ray.job_submission import JobStatus, JobSubmissionClient
+
+from tests.operator.harness import fake, manifest, phase_is, play_kuberay_ready, running_operator, wait_for
+
+pytestmark = pytest.mark.integration
+
+
+def jobs_of(ray_url: str, namespace: str, run: str) -> list[Any]:
+    return [j for j in JobSubmissionClient(ray_url).list_jobs()
+            if (j.metadata or {}).get("grpo.dev/run") == run and (j.metadata or {}).get("grpo.dev/namespace") == namespace]  # fmt: skip
+
+
+def condition(run: dict[str, Any], type_: str) -> dict[str, Any]:
+    return next(c for c in run["status"]["conditions"] if c["type"] == type_)
+
+
+@pytest.fixture
+def env(control_plane, ray_head, namespace, kubectl, tmp_path: Path):  # type: ignore[no-untyped-def]
+    with running_operator(control_plane, namespace, ray_head.dashboard_url, tmp_path) as op:
+        yield op, namespace, kubectl, ray_head.dashboard_url
+
+
+def test_happy_path_reaches_succeeded_with_metrics_and_filled_columns(env) -> None:  # type: ignore[no-untyped-def]
+    _op, ns, kubectl, ray_url = env
+    kubectl("apply", "-f", "-", input=manifest("happy", ns, fake("--fake-reward", "0.5", "--fake-repetition", "0.0", rollouts=6)))
+    wait_for("phase Provisioning", lambda: phase_is(kubectl, ns, "happy", "Pending", "Provisioning"))
+    play_kuberay_ready(kubectl, ns, "happy")
+    running = wait_for("metrics while Running", lambda: (r := phase_is(kubectl, ns, "happy", "Running"))
+                       and r["status"].get("metrics") and r)  # fmt: skip
+    table = kubectl("get", "grporuns", "-n", ns).stdout.splitlines()
+    assert table[0].split() == ["NAME", "PHASE", "MODEL", "PROGRESS", "REWARD", "REPETITION", "AGE"]
+    row = table[1].split()
+    assert row[1] == "Running" and row[2] == "qwen3-4b" and row[3].endswith("/6") and row[4] == "0.5" and row[5] == "0"
+    assert condition(running, "JobRunning")["status"] == "True"
+    done = wait_for("Succeeded", lambda: phase_is(kubectl, ns, "happy", "Succeeded", "Failed"), timeout=180)
+    assert done["status"]["phase"] == "Succeeded", done["status"]
+    assert done["status"]["progress"] == "6/6"
+    assert done["status"]["metrics"]["rawReward"] == 0.5
+    assert condition(done, "Complete")["status"] == "True"
+    assert done["status"]["observedGeneration"] == done["metadata"]["generation"]
+    events = kubectl("get", "events", "-n", ns, "--field-selector", "involvedObject.name=happy", "-o", "json").stdout
+    assert {"Succeeded"} <= {e["reason"] for e in json.loads(events)["items"]}
+    assert len(jobs_of(ray_url, ns, "happy")) == 1
+    # A finished run gives its GPUs back.
+    wait_for("RayCluster deleted", lambda: kubectl("get", "raycluster", names.ray_cluster("happy"), "-n", ns, check=False).returncode != 0)
+
+
+def test_an_invalid_spec_fails_with_the_reason_and_creates_nothing(env) -> None:  # type: ignore[no-untyped-def]
+    _op, ns, kubectl, _ = env
+    kubectl("apply", "-f", "-", input=manifest("invalid", ns, {"extraArgs": ["--lr", "0.1"]}))
+    run = wait_for("Failed", lambda: phase_is(kubectl, ns, "invalid", "Failed"))
+    assert run["status"]["reason"] == "InvalidSpec"
+    validated = condition(run, "Validated")
+    assert validated["status"] == "False" and "spec.extraArgs[0]: --lr is managed" in validated["message"]
+    assert kubectl("get", "rayclusters,configmaps,deployments", "-n", ns, "-l", "grpo.dev/run=invalid", "-o", "name").stdout.strip() == ""
+    warnings = json.loads(kubectl("get", "events", "-n", ns, "-o", "json").stdout)["items"]
+    assert any(e["type"] == "Warning" and e["involvedObject"]["name"] == "invalid" for e in warnings)
+
+
+def test_degenerate_output_stops_the_job_and_fails_the_run(env) -> None:  # type: ignore[no-untyped-def]
+    _op, ns, kubectl, ray_url = env
+    kubectl("apply", "-f", "-", input=manifest("degenerate", ns, fake("--fake-reward", "0.4", "--fake-repetition", "0.56", rollouts=50)))
+    play_kuberay_ready(kubectl, ns, "degenerate")
+    run = wait_for("Failed", lambda: phase_is(kubectl, ns, "degenerate", "Failed", "Succeeded"), timeout=180)
+    assert run["status"]["reason"] == "DegenerateOutput"
+    assert "repetition_frac 0.56" in run["status"]["message"]
+    assert condition(run, "Healthy")["status"] == "False"
+    [job] = jobs_of(ray_url, ns, "degenerate")
+    wait_for("job stopped", lambda: JobSubmissionClient(ray_url).get_job_status(job.submission_id) == JobStatus.STOPPED)
+
+
+def test_a_job_that_succeeds_with_degenerate_metrics_is_not_succeeded(env) -> None:  # type: ignore[no-untyped-def]
+    _op, ns, kubectl, _ = env
+    spec = fake("--fake-reward", "0.0", rollouts=3, guards={"action": "Warn", "minReward": {"afterRollouts": 2}})
+    kubectl("apply", "-f", "-", input=manifest("zero-reward", ns, spec))
+    play_kuberay_ready(kubectl, ns, "zero-reward")
+    run = wait_for("terminal", lambda: phase_is(kubectl, ns, "zero-reward", "Failed", "Succeeded"), timeout=180)
+    assert run["status"]["phase"] == "Failed" and run["status"]["reason"] == "DegenerateOutput"
+    assert run["status"]["jobStatus"] == "SUCCEEDED"
+    assert "succeeded but the output is degenerate" in run["status"]["message"]
+
+
+def test_a_stalled_run_is_stopped(env) -> None:  # type: ignore[no-untyped-def]
+    _op, ns, kubectl, ray_url = env
+    spec = fake("--fake-stall-after", "1", rollouts=10, guards={"stallTimeoutSeconds": 5})
+    kubectl("apply", "-f", "-", input=manifest("stall", ns, spec))
+    play_kuberay_ready(kubectl, ns, "stall")
+    run = wait_for("Failed", lambda: phase_is(kubectl, ns, "stall", "Failed", "Succeeded"), timeout=180)
+    assert run["status"]["reason"] == "Stalled" and "no rollout progress" in run["status"]["message"]
+    [job] = jobs_of(ray_url, ns, "stall")
+    wait_for("job stopped", lambda: JobSubmissionClient(ray_url).get_job_status(job.submission_id) == JobStatus.STOPPED)
+
+
+def test_an_operator_restart_mid_run_submits_nothing_twice(env) -> None:  # type: ignore[no-untyped-def]
+    op, ns, kubectl, ray_url = env
+    kubectl("apply", "-f", "-", input=manifest("restart", ns, fake("--fake-reward", "0.5", rollouts=12)))
+    play_kuberay_ready(kubectl, ns, "restart")
+    before = wait_for("Running with metrics", lambda: (r := phase_is(kubectl, ns, "restart", "Running"))
+                      and r["status"].get("metrics") and r)  # fmt: skip
+    op.restart()  # SIGKILL: no chance to clean up
+    done = wait_for("Succeeded", lambda: phase_is(kubectl, ns, "restart", "Succeeded", "Failed"), timeout=180)
+    assert done["status"]["phase"] == "Succeeded"
+    assert done["status"]["jobSubmissionId"] == before["status"]["jobSubmissionId"]
+    assert len(jobs_of(ray_url, ns, "restart")) == 1
+
+
+def test_deleting_a_run_mid_run_stops_its_job(env) -> None:  # type: ignore[no-untyped-def]
+    _op, ns, kubectl, ray_url = env
+    kubectl("apply", "-f", "-", input=manifest("doomed", ns, fake(rollouts=100)))
+    play_kuberay_ready(kubectl, ns, "doomed")
+    wait_for("Running", lambda: phase_is(kubectl, ns, "doomed", "Running"))
+    [job] = jobs_of(ray_url, ns, "doomed")
+    kubectl("delete", "grporun", "doomed", "-n", ns, "--wait=true", "--timeout=120s")
+    wait_for("job stopped", lambda: JobSubmissionClient(ray_url).get_job_status(job.submission_id) == JobStatus.STOPPED)
+    wait_for("children garbage-collected", lambda: kubectl(
+        "get", "configmap", names.config_map("doomed"), "-n", ns, check=False).returncode != 0)  # fmt: skip
+
+
+def test_suspend_stops_and_frees_gpus_and_resume_resubmits(env) -> None:  # type: ignore[no-untyped-def]
+    _op, ns, kubectl, ray_url = env
+    kubectl("apply", "-f", "-", input=manifest("pausable", ns, fake(rollouts=100)))
+    play_kuberay_ready(kubectl, ns, "pausable")
+    wait_for("Running", lambda: phase_is(kubectl, ns, "pausable", "Running"))
+    kubectl("patch", "grporun", "pausable", "-n", ns, "--type=merge", "-p", '{"spec": {"suspend": true}}')
+    wait_for("Suspended", lambda: phase_is(kubectl, ns, "pausable", "Suspended"))
+    wait_for("RayCluster deleted", lambda: kubectl("get", "raycluster", names.ray_cluster("pausable"), "-n", ns,
+                                                   check=False).returncode != 0)  # fmt: skip
+    [first] = jobs_of(ray_url, ns, "pausable")
+    wait_for("job stopped", lambda: JobSubmissionClient(ray_url).get_job_status(first.submission_id) == JobStatus.STOPPED)
+    kubectl("patch", "grporun", "pausable", "-n", ns, "--type=merge", "-p", '{"spec": {"suspend": false}}')
+    play_kuberay_ready(kubectl, ns, "pausable")
+    resumed = wait_for("Running again", lambda: phase_is(kubectl, ns, "pausable", "Running"))
+    assert resumed["status"]["jobSubmissionId"] != first.submission_id
+    assert len(jobs_of(ray_url, ns, "pausable")) == 2
+
+
+def test_spec_edits_other_than_suspend_and_guards_are_refused(env) -> None:  # type: ignore[no-untyped-def]
+    _op, ns, kubectl, _ = env
+    kubectl("apply", "-f", "-", input=manifest("frozen", ns, fake(rollouts=100)))
+    refused = kubectl("patch", "grporun", "frozen", "-n", ns, "--type=merge", "-p", '{"spec": {"rollout": {"numRollout": 5}}}', check=False)
+    assert refused.returncode != 0 and "only spec.suspend and spec.guards can change" in refused.stderr
+    allowed = kubectl("patch", "grporun", "frozen", "-n", ns, "--type=merge", "-p", '{"spec": {"guards": {"maxRepetitionFrac": 0.5}}}')
+    assert allowed.returncode == 0
