@@ -1,0 +1,387 @@
+"""A real, CPU-only Ray head on 127.0.0.1 for `make run` and the operator tests, and its complete teardown.
+
+`LocalRayHead` runs `ray start --head` with every port on loopback (GCS, dashboard, client server, raylet,
+object manager, agents, metrics), a short private temp dir under /tmp, usage stats off, and the custom
+resource `{"gpu_node": 1}` that the operator's job submissions ask for, exactly as on a real cluster. It
+waits until the Jobs API answers at `dashboard_url` (what `ray.job_submission.JobSubmissionClient` takes).
+
+Teardown is scoped to this head, never a machine-wide `ray stop`: every process of the head (daemons,
+workers, job supervisors and job entrypoints) inherits the environment variable `GRPO_LOCALRAY_HEAD=<temp
+dir>`, and `stop()` signals exactly the processes whose environment carries it (SIGTERM, then SIGKILL),
+then removes the temp dir. It runs on `with`-block exit (normal or exception), on SIGINT/SIGTERM/SIGHUP
+(turned into a normal Python exit), at interpreter exit, and, through a small reaper process that waits
+for its parent's pipe to close, even when the owning process is SIGKILLed.
+
+`python -m grpo_operator.localray up` prints the dashboard URL and blocks until Ctrl-C.
+"""
+
+from __future__ import annotations
+
+import argparse
+import atexit
+import contextlib
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from types import TracebackType
+
+from grpo_operator.localcluster.processes import terminate_on_signals
+
+MARKER_ENV = "GRPO_LOCALRAY_HEAD"
+HOST = "127.0.0.1"
+DEFAULT_RESOURCES: Mapping[str, float] = {"gpu_node": 1}
+
+_LIVE: set[LocalRayHead] = set()
+_LIVE_LOCK = threading.Lock()
+
+
+class LocalRayHeadError(RuntimeError):
+    """The head could not be started (the message carries the tail of `ray start`'s log)."""
+
+
+@dataclass(frozen=True)
+class HeadPorts:
+    """Every TCP port the head listens on, all chosen free on 127.0.0.1."""
+
+    gcs: int
+    dashboard: int
+    client_server: int
+    node_manager: int
+    object_manager: int
+    metrics_export: int
+    agent_listen: int
+    agent_grpc: int
+    runtime_env_agent: int
+
+    @classmethod
+    def pick(cls) -> HeadPorts:
+        """Ask the kernel for distinct free ports (held open together so none repeats)."""
+        with contextlib.ExitStack() as stack:
+            ports = []
+            for _ in range(9):
+                sock = stack.enter_context(socket.socket(socket.AF_INET, socket.SOCK_STREAM))
+                sock.bind((HOST, 0))
+                ports.append(int(sock.getsockname()[1]))
+        return cls(*ports)
+
+
+def _ray_cli() -> str:
+    beside = Path(sys.executable).with_name("ray")
+    if beside.exists():
+        return str(beside)
+    found = shutil.which("ray")
+    if found is None:
+        raise LocalRayHeadError("no `ray` executable next to this Python or on PATH: pip install 'ray[default]'")
+    return found
+
+
+def head_pids(temp_dir: str | Path) -> list[int]:
+    """Live processes (not zombies) whose environment marks them as part of the head using `temp_dir`."""
+    needle = f"{MARKER_ENV}={temp_dir}".encode() + b"\0"
+    me = os.getpid()
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == me:
+            continue
+        try:
+            environ = (entry / "environ").read_bytes()
+        except OSError:  # gone, or not ours
+            continue
+        if environ.startswith(needle) or b"\0" + needle in environ or environ.endswith(b"\0" + needle[:-1]):
+            found.append(int(entry.name))
+    return sorted(found)
+
+
+def terminate(temp_dir: str | Path, grace_seconds: float = 5.0, settle_seconds: float = 1.0) -> list[int]:
+    """SIGTERM every process of the head, then SIGKILL what is left; returns the survivors (normally none).
+
+    SIGKILL comes after `grace_seconds`, or sooner once no process has exited for `settle_seconds`: Ray
+    2.60's gcs_server logs "received SIGTERM, shutting down" and then hangs flushing its event recorder,
+    and the autoscaler monitor hangs waiting for it, so waiting longer gains nothing.
+    """
+    for sig, wait in ((signal.SIGTERM, grace_seconds), (signal.SIGKILL, 10.0)):
+        pids = head_pids(temp_dir)
+        if not pids:
+            return []
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, sig)
+        deadline = time.monotonic() + wait
+        last_change, previous = time.monotonic(), pids
+        while (left := head_pids(temp_dir)) and time.monotonic() < deadline:
+            if left != previous:
+                last_change, previous = time.monotonic(), left
+            elif sig == signal.SIGTERM and time.monotonic() - last_change > settle_seconds:
+                break
+            time.sleep(0.1)
+    return head_pids(temp_dir)
+
+
+class LocalRayHead:
+    """A `ray start --head` on loopback; use as a context manager, or call `start()` and `stop()`."""
+
+    def __init__(
+        self,
+        *,
+        num_cpus: int = 8,
+        resources: Mapping[str, float] | None = None,
+        object_store_bytes: int = 128 * 1024 * 1024,
+        startup_timeout: float = 120.0,
+        ray_executable: str | None = None,
+    ) -> None:
+        self.num_cpus = num_cpus
+        self.resources = dict(DEFAULT_RESOURCES if resources is None else resources)
+        self.object_store_bytes = object_store_bytes
+        self.startup_timeout = startup_timeout
+        self.ray_executable = ray_executable or _ray_cli()
+        self._temp_dir: Path | None = None
+        self._ports: HeadPorts | None = None
+        self._reaper: subprocess.Popen[bytes] | None = None
+        self._signals: contextlib.ExitStack | None = None
+
+    # ---- what callers use -------------------------------------------------------------------------------
+    @property
+    def temp_dir(self) -> Path:
+        if self._temp_dir is None:
+            raise RuntimeError("the Ray head is not started")
+        return self._temp_dir
+
+    @property
+    def ports(self) -> HeadPorts:
+        if self._ports is None:
+            raise RuntimeError("the Ray head is not started")
+        return self._ports
+
+    @property
+    def dashboard_url(self) -> str:
+        """The Jobs API / dashboard address, e.g. for `JobSubmissionClient(head.dashboard_url)`."""
+        return f"http://{HOST}:{self.ports.dashboard}"
+
+    @property
+    def gcs_address(self) -> str:
+        """`host:port` of the GCS, e.g. for `ray.init(address=...)` or `RAY_ADDRESS`."""
+        return f"{HOST}:{self.ports.gcs}"
+
+    @property
+    def node_ip(self) -> str:
+        """The node IP Ray reports for this head (and hence in a job's driver_info)."""
+        return HOST
+
+    def pids(self) -> list[int]:
+        """Live processes belonging to this head (daemons, workers, job entrypoints)."""
+        return head_pids(self.temp_dir) if self._temp_dir is not None else []
+
+    def log_path(self) -> Path:
+        return self.temp_dir / "ray-start.log"
+
+    def __enter__(self) -> LocalRayHead:
+        self._signals = contextlib.ExitStack()
+        self._signals.enter_context(terminate_on_signals())
+        try:
+            return self.start()
+        except BaseException:
+            self._signals.close()
+            raise
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        try:
+            self.stop()
+        finally:
+            if self._signals is not None:
+                self._signals.close()
+
+    # ---- lifecycle --------------------------------------------------------------------------------------
+    def start(self, attempts: int = 3) -> LocalRayHead:
+        """Start the head and wait until its Jobs API answers; retries with fresh ports if one was taken."""
+        if self._temp_dir is not None:
+            raise RuntimeError("the Ray head is already started")
+        for attempt in range(1, attempts + 1):
+            self._temp_dir = Path(tempfile.mkdtemp(prefix="rh-", dir="/tmp"))
+            self._ports = HeadPorts.pick()
+            with _LIVE_LOCK:
+                _LIVE.add(self)
+            self._reaper = self._start_reaper()
+            try:
+                self._ray_start()
+                self._wait_ready()
+                return self
+            except LocalRayHeadError:
+                self.stop()
+                if attempt == attempts:
+                    raise
+            except BaseException:
+                self.stop()
+                raise
+        raise AssertionError("unreachable")
+
+    def stop(self, grace_seconds: float = 5.0) -> None:
+        """Stop every process of this head and remove its temp dir; idempotent."""
+        temp_dir, reaper = self._temp_dir, self._reaper
+        if temp_dir is None:
+            return
+        try:
+            survivors = terminate(temp_dir, grace_seconds)
+            if survivors:
+                print(f"localray: processes {survivors} of {temp_dir} survived SIGKILL", file=sys.stderr)
+            shutil.rmtree(temp_dir, ignore_errors=True)
+        finally:
+            if reaper is not None:
+                with contextlib.suppress(OSError):
+                    if reaper.stdin is not None:
+                        reaper.stdin.close()
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    reaper.wait(timeout=30)
+            self._temp_dir = None
+            self._reaper = None
+            with _LIVE_LOCK:
+                _LIVE.discard(self)
+
+    # ---- internals --------------------------------------------------------------------------------------
+    def _environment(self) -> dict[str, str]:
+        env = {k: v for k, v in os.environ.items() if k not in ("RAY_ADDRESS", "RAY_API_SERVER_ADDRESS")}
+        env[MARKER_ENV] = str(self.temp_dir)
+        env["RAY_USAGE_STATS_ENABLED"] = "0"
+        # Without this Ray replaces a loopback --node-ip-address by the host's routable IP and binds to it.
+        env["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
+        return env
+
+    def ray_start_argv(self) -> list[str]:
+        p = self.ports
+        return [
+            self.ray_executable, "start", "--head", "--disable-usage-stats",
+            f"--node-ip-address={HOST}", f"--port={p.gcs}", f"--temp-dir={self.temp_dir}",
+            "--include-dashboard=true", f"--dashboard-host={HOST}", f"--dashboard-port={p.dashboard}",
+            f"--ray-client-server-port={p.client_server}", f"--node-manager-port={p.node_manager}",
+            f"--object-manager-port={p.object_manager}", f"--metrics-export-port={p.metrics_export}",
+            f"--dashboard-agent-listen-port={p.agent_listen}", f"--dashboard-agent-grpc-port={p.agent_grpc}",
+            f"--runtime-env-agent-port={p.runtime_env_agent}",
+            f"--num-cpus={self.num_cpus}", "--num-gpus=0", f"--resources={json.dumps(self.resources)}",
+            f"--object-store-memory={self.object_store_bytes}",
+        ]  # fmt: skip
+
+    def _ray_start(self) -> None:
+        with self.log_path().open("wb") as log:
+            try:
+                done = subprocess.run(
+                    self.ray_start_argv(),
+                    stdin=subprocess.DEVNULL,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    env=self._environment(),
+                    start_new_session=True,  # Ctrl-C in a terminal reaches only us; we tear down in order
+                    timeout=self.startup_timeout,
+                    check=False,
+                )
+            except subprocess.TimeoutExpired:
+                raise LocalRayHeadError(
+                    f"`ray start --head` did not finish within {self.startup_timeout:.0f}s:\n{self._log_tail()}"
+                ) from None
+        if done.returncode != 0:
+            raise LocalRayHeadError(f"`ray start --head` exited with {done.returncode}:\n{self._log_tail()}")
+
+    def _wait_ready(self) -> None:
+        deadline = time.monotonic() + self.startup_timeout
+        last = "no answer yet"
+        while time.monotonic() < deadline:
+            try:
+                with urllib.request.urlopen(f"{self.dashboard_url}/api/jobs/", timeout=5) as reply:  # noqa: S310
+                    if reply.status == 200:
+                        return
+                    last = f"HTTP {reply.status}"
+            except (urllib.error.URLError, OSError) as exc:
+                last = str(exc)
+            time.sleep(0.2)
+        raise LocalRayHeadError(
+            f"the Ray Jobs API at {self.dashboard_url} did not answer within {self.startup_timeout:.0f}s "
+            f"(last: {last}):\n{self._log_tail()}"
+        )
+
+    def _log_tail(self, lines: int = 30) -> str:
+        try:
+            return "\n".join(self.log_path().read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return "(no ray start log)"
+
+    def _start_reaper(self) -> subprocess.Popen[bytes]:
+        env = {k: v for k, v in os.environ.items() if k != MARKER_ENV}
+        return subprocess.Popen(
+            [sys.executable, "-m", "grpo_operator.localray", "_reap", str(self.temp_dir)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.DEVNULL,
+            env=env,
+            start_new_session=True,  # survives our process group being killed
+        )
+
+
+def stop_all() -> None:
+    """Stop every head this interpreter started and has not stopped (runs at interpreter exit)."""
+    with _LIVE_LOCK:
+        live = list(_LIVE)
+    for head in live:
+        head.stop()
+
+
+atexit.register(stop_all)
+
+
+def _reap(temp_dir: str) -> int:
+    """Reaper process: wait until the owner's pipe closes (stop, exit or SIGKILL), then clean up."""
+    for sig in (signal.SIGINT, signal.SIGHUP):
+        signal.signal(sig, signal.SIG_IGN)
+    with contextlib.suppress(OSError):
+        while sys.stdin.buffer.read(4096):
+            pass
+    terminate(temp_dir)
+    shutil.rmtree(temp_dir, ignore_errors=True)
+    return 0
+
+
+@contextlib.contextmanager
+def _printing_errors() -> Iterator[None]:
+    try:
+        yield
+    except LocalRayHeadError as exc:
+        print(f"localray: {exc}", file=sys.stderr)
+        raise SystemExit(1) from None
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m grpo_operator.localray", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    up = sub.add_parser("up", help="start a local Ray head, print its dashboard URL, block until Ctrl-C")
+    up.add_argument("--num-cpus", type=int, default=8, help="CPUs the head advertises (default 8)")
+    reap = sub.add_parser("_reap", help=argparse.SUPPRESS)
+    reap.add_argument("temp_dir")
+    args = parser.parse_args(argv)
+    if args.command == "_reap":
+        return _reap(args.temp_dir)
+    with _printing_errors(), LocalRayHead(num_cpus=args.num_cpus) as head:
+        print(head.dashboard_url, flush=True)
+        print(
+            f"localray: Ray head up (GCS {head.gcs_address}, temp dir {head.temp_dir}); "
+            f"use it with RAY_ADDRESS={head.dashboard_url}; Ctrl-C stops it",
+            file=sys.stderr,
+            flush=True,
+        )
+        with contextlib.suppress(KeyboardInterrupt):
+            while True:
+                time.sleep(3600)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,235 @@
+"""A test double for miles's `train.py`, run as a Ray job entrypoint: serves miles-format gauges, then exits.
+
+Usage (the operator's rendered miles argv, unchanged, after this script's path):
+
+    python tests/operator/fake_miles.py python3 /root/miles/train.py <miles flags...> [--fake-* knobs]
+
+It reads only the miles flags it needs (`--num-rollout`, `--use-prometheus`, `--prometheus-port`,
+`--prometheus-run-name`, `--wandb-group`, `--load`, `--save`, `--save-interval`, `--save-trigger-sentinel`)
+and ignores every other one. Like miles (radixark/miles `miles/utils/tracking_utils/prometheus_utils.py`),
+with `--use-prometheus` it serves with prometheus_client's `start_http_server` one Gauge per logged key,
+named `miles_metric_` + the key with `/` and `-` as `_` and `@` as `_at_`, documented with the key,
+labelled `run_name` (`--prometheus-run-name`, else `--wandb-group`, else `miles_training`). Once per
+rollout (0-based `rollout_id`, which is also `rollout/step`) it sets `rollout/step`, `rollout/raw_reward`,
+`rollout/repetition_frac`, `rollout/truncated_ratio` and `perf/step_time`, and prints miles-style
+`rollout <id>: {...}` and `perf <id>: {...}` lines. No gauge exists before the first rollout, as in miles.
+When run as a Ray job (RAY_ADDRESS set) it connects with `ray.init()` first, as miles's driver does, so the
+job's `driver_info` carries the node IP to scrape.
+
+With `--fake-checkpoints` (off by default, so a test never writes under the rendered `/fsx/...` paths unless
+it asks), checkpoints follow miles's `train.py` loop: resume at `latest_checkpointed_iteration.txt` + 1 under
+`--load`; save (`--save/iter_XXXXXXX/fake_checkpoint` and `latest_checkpointed_iteration.txt`) when
+`(rollout_id + 1) % --save-interval == 0`, at the last rollout, or when the `--save-trigger-sentinel` file
+exists (then removed). An unwritable `--save` fails the run, as it would fail miles.
+
+Knobs: `--fake-step-seconds` (0.3); `--fake-reward`, `--fake-repetition`, `--fake-truncated` (a float, or a
+comma list indexed by rollout_id whose last value repeats); `--fake-exit-code` (0); `--fake-fail-message TEXT`
+(printed as the last stderr line; implies exit code 1 unless `--fake-exit-code` is non-zero);
+`--fake-fail-after N` (exit at rollout_id N instead of after the last rollout); `--fake-stall-after N` (stop
+advancing at rollout_id N but keep serving until killed); `--fake-linger-seconds` (2: keep serving after the
+last rollout before exiting); `--fake-bind-address` (127.0.0.1: miles binds 0.0.0.0, but this project's
+local servers listen on loopback only). SIGTERM (Ray's stop_job) exits at once with 143.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+METRIC_PREFIX = "miles_metric_"
+DEFAULT_RUN_NAME = "miles_training"
+CHECKPOINT_MARKER = "latest_checkpointed_iteration.txt"
+
+
+class Terminated(Exception):
+    """SIGTERM arrived (Ray's stop_job)."""
+
+
+def series(text: str) -> list[float]:
+    """`0.5` or `0.1,0.2,0.3` -> values indexed by rollout_id, the last one repeating."""
+    try:
+        values = [float(part) for part in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a float or a comma-separated list of floats") from None
+    return values
+
+
+def at(values: list[float], rollout_id: int) -> float:
+    return values[min(rollout_id, len(values) - 1)]
+
+
+def gauge_name(key: str) -> str:
+    """miles's `_PrometheusCollector.update` naming, verbatim."""
+    return METRIC_PREFIX + key.replace("/", "_").replace("-", "_").replace("@", "_at_")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="fake_miles.py", allow_abbrev=False, description=__doc__.splitlines()[0])
+    miles = parser.add_argument_group("miles flags it reads (all others are ignored)")
+    miles.add_argument("--num-rollout", type=int, default=None)
+    miles.add_argument("--use-prometheus", action="store_true")
+    # miles: default=int(os.environ.get("PROMETHEUS_PORT", "9090")) at parser build time (a k8s Service named
+    # `prometheus` injecting PROMETHEUS_PORT=tcp://... breaks it there, and here).
+    miles.add_argument("--prometheus-port", type=int, default=int(os.environ.get("PROMETHEUS_PORT", "9090")))
+    miles.add_argument("--prometheus-run-name", default=None)
+    miles.add_argument("--wandb-group", default=None)
+    miles.add_argument("--load", default=None)
+    miles.add_argument("--save", default=None)
+    miles.add_argument("--save-interval", type=int, default=None)
+    miles.add_argument("--save-trigger-sentinel", default=None)
+    fake = parser.add_argument_group("test-double knobs")
+    fake.add_argument("--fake-step-seconds", type=float, default=0.3)
+    fake.add_argument("--fake-reward", type=series, default=[0.5])
+    fake.add_argument("--fake-repetition", type=series, default=[0.0])
+    fake.add_argument("--fake-truncated", type=series, default=[0.0])
+    fake.add_argument("--fake-exit-code", type=int, default=0)
+    fake.add_argument("--fake-fail-message", default=None)
+    fake.add_argument("--fake-fail-after", type=int, default=None)
+    fake.add_argument("--fake-stall-after", type=int, default=None)
+    fake.add_argument("--fake-linger-seconds", type=float, default=2.0)
+    fake.add_argument("--fake-bind-address", default="127.0.0.1")
+    fake.add_argument("--fake-checkpoints", action="store_true")
+    return parser
+
+
+@dataclass
+class Checkpoints:
+    """miles's save/resume cadence with marker files in place of torch_dist checkpoints."""
+
+    load: str | None
+    save: str | None
+    interval: int | None
+    sentinel: str | None
+    num_rollout: int
+
+    def start_rollout_id(self) -> int:
+        if self.load is None:
+            return 0
+        marker = Path(self.load) / CHECKPOINT_MARKER
+        if not marker.is_file():
+            return 0
+        iteration = int(marker.read_text().strip())
+        log(f"loaded checkpoint iteration {iteration} from {self.load}, resuming at rollout {iteration + 1}")
+        return iteration + 1
+
+    def after_rollout(self, rollout_id: int) -> None:
+        if self.save is None:
+            return
+        external = self.sentinel is not None and os.path.exists(self.sentinel)
+        periodic = self.interval is not None and (
+            rollout_id == self.num_rollout - 1 or (rollout_id + 1) % self.interval == 0
+        )
+        if not (external or periodic):
+            return
+        directory = Path(self.save) / f"iter_{rollout_id:07d}"
+        directory.mkdir(parents=True, exist_ok=True)
+        (directory / "fake_checkpoint").write_text(f"{rollout_id}\n")
+        (Path(self.save) / CHECKPOINT_MARKER).write_text(f"{rollout_id}\n")
+        log(f"saved checkpoint iteration {rollout_id} to {self.save}" + (" (sentinel)" if external else ""))
+        if external and self.sentinel is not None:
+            os.remove(self.sentinel)
+
+
+class Gauges:
+    """The Prometheus side of miles's collector actor, in this process."""
+
+    def __init__(self, run_name: str) -> None:
+        from prometheus_client import Gauge
+
+        self._gauge_type = Gauge
+        self._gauges: dict[str, Any] = {}
+        self._run_name = run_name
+
+    def update(self, metrics: dict[str, float]) -> None:
+        for key, value in metrics.items():
+            name = gauge_name(key)
+            if name not in self._gauges:
+                self._gauges[name] = self._gauge_type(name, key, ["run_name"])
+            self._gauges[name].labels(self._run_name).set(value)
+
+
+def log(message: str, stream: Any = None) -> None:
+    stamp = time.strftime("%Y-%m-%d %H:%M:%S")
+    print(f"[{stamp} main] fake_miles.py - {message}", file=stream or sys.stdout, flush=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    raw = sys.argv[1:] if argv is None else argv
+    # A launcher's `--` before miles's argv must not turn miles's flags into positionals.
+    args, ignored = build_parser().parse_known_args([a for a in raw if a != "--"])
+    if args.num_rollout is None:
+        print("fake_miles: --num-rollout is required (this stand-in cannot derive it from --num-epoch)", file=sys.stderr)
+        return 2
+    stop = threading.Event()
+
+    def on_sigterm(signum: int, _frame: FrameType | None) -> None:
+        stop.set()
+
+    if "RAY_ADDRESS" in os.environ:  # a Ray job: register a driver like miles does, so driver_info is filled
+        import ray
+
+        ray.init(log_to_driver=False)
+    signal.signal(signal.SIGTERM, on_sigterm)  # after ray.init, which installs its own
+
+    def sleep(seconds: float) -> None:
+        if stop.wait(seconds):
+            raise Terminated
+
+    checkpoints = Checkpoints(args.load, args.save, args.save_interval, args.save_trigger_sentinel, args.num_rollout)
+    if not args.fake_checkpoints:
+        checkpoints = Checkpoints(None, None, None, None, args.num_rollout)
+    exit_code = args.fake_exit_code or (1 if args.fake_fail_message else 0)
+    gauges: Gauges | None = None
+    try:
+        if args.use_prometheus:
+            from prometheus_client import start_http_server
+
+            run_name = args.prometheus_run_name or args.wandb_group or DEFAULT_RUN_NAME
+            start_http_server(args.prometheus_port, addr=args.fake_bind_address)
+            gauges = Gauges(run_name)
+            log(f"Prometheus metrics server on {args.fake_bind_address}:{args.prometheus_port}, run_name={run_name}")
+        log(f"ignoring {len(ignored)} other arguments; num_rollout={args.num_rollout}")
+        start = checkpoints.start_rollout_id()
+        for rollout_id in range(start, args.num_rollout):
+            if args.fake_fail_after is not None and rollout_id >= args.fake_fail_after:
+                break
+            if args.fake_stall_after is not None and rollout_id >= args.fake_stall_after:
+                log(f"stalled before rollout {rollout_id} (--fake-stall-after {args.fake_stall_after})")
+                stop.wait()
+                raise Terminated
+            began = time.monotonic()
+            sleep(args.fake_step_seconds)
+            rollout = {
+                "rollout/raw_reward": at(args.fake_reward, rollout_id),
+                "rollout/repetition_frac": at(args.fake_repetition, rollout_id),
+                "rollout/truncated_ratio": at(args.fake_truncated, rollout_id),
+            }
+            perf = {"perf/step_time": time.monotonic() - began}
+            if gauges is not None:
+                gauges.update({**rollout, **perf, "rollout/step": rollout_id})
+            log(f"perf {rollout_id}: {perf}")
+            log(f"rollout {rollout_id}: {rollout}")
+            checkpoints.after_rollout(rollout_id)
+        if gauges is not None:
+            sleep(args.fake_linger_seconds)
+    except Terminated:
+        log("received SIGTERM, exiting", sys.stderr)
+        return 128 + signal.SIGTERM
+    except OSError as exc:  # e.g. an unwritable --save: miles would crash too
+        print(f"fake_miles: {exc}", file=sys.stderr, flush=True)
+        return 1
+    if args.fake_fail_message:
+        print(args.fake_fail_message, file=sys.stderr, flush=True)
+    return exit_code
+
+
+if __name__ == "__main__":
+    sys.exit(main())
