@@ -119,6 +119,9 @@ def worker_group(run: GRPORun, plan: RunPlan, settings: RenderSettings) -> dict[
         "containers": [{
             "name": "ray-worker",
             "image": spec.image,
+            # The job driver runs here: miles's Prometheus collector and the launcher's provenance metric.
+            "ports": [{"containerPort": settings.prometheus_port, "name": "trainer-metrics"},
+                      {"containerPort": settings.launcher_metrics_port, "name": "launcher-metric"}],
             "env": env,
             "resources": {"requests": requests, "limits": limits},
             "volumeMounts": [
