@@ -81,13 +81,15 @@ def decide(prev: GRPORunStatus | None, obs: Observation, spec: GRPORunSpec | Non
         return Decision(status=prev, stop_job=obs.job is not None and obs.job.state.active)
     now = obs.now
     conds = _Conditions(prev, obs.generation, now)
+    # A resumed run starts a new job: what the suspended one was called is not carried over.
+    carried = prev if prev is not None and prev.phase is not Phase.SUSPENDED else None
     base = {
         "observed_generation": obs.generation,
         "plan": obs.plan,
         "ray_cluster_name": prev.ray_cluster_name if prev else None,
-        "job_submission_id": obs.job.submission_id if obs.job else (prev.job_submission_id if prev else None),
-        "job_status": obs.job.state.value if obs.job else (prev.job_status if prev else None),
-        "start_time": prev.start_time if prev else None,
+        "job_submission_id": obs.job.submission_id if obs.job else (carried.job_submission_id if carried else None),
+        "job_status": obs.job.state.value if obs.job else (carried.job_status if carried else None),
+        "start_time": carried.start_time if carried else None,
     }
 
     def status(phase: Phase, reason: str, message: str, **extra: object) -> GRPORunStatus:

@@ -168,3 +168,10 @@ def test_condition_transition_times_move_only_on_change(state: JobState) -> None
     first = step(None, obs)
     second = step(first, Observation(now=T0 + timedelta(minutes=5), generation=1, cluster=READY, job=job(state)))
     assert [c.last_transition_time for c in first.status.conditions] == [c.last_transition_time for c in second.status.conditions]
+
+
+def test_a_resumed_run_forgets_the_suspended_job() -> None:
+    running = step(None, Observation(now=T0, generation=1, cluster=READY, job=job(JobState.RUNNING)))
+    suspended = step(running, Observation(now=T0, generation=2, suspend=True, cluster=READY, job=job(JobState.RUNNING)))
+    resumed = step(suspended, Observation(now=T0, generation=3))
+    assert resumed.status.phase is Phase.PENDING and resumed.status.job_submission_id is None
