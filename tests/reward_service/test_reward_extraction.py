@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import pytest
-from reward_service.extraction import LabelError, extract_final_answer, label_text
+from math_verify import parse, verify
+from reward_service.extraction import LabelError, extract_final_answer, integer_verdict, label_text
 from reward_service.settings import Extraction
 
 COT = "We expand: $\\binom{6}{2} = 15$, so there are 15 pairs.\n"
@@ -74,3 +75,21 @@ def test_numeric_and_string_labels_become_answer_text(label: object, text: str) 
 def test_unusable_labels_are_refused_with_a_reason(label: object, says: str) -> None:
     with pytest.raises(LabelError, match=says):
         label_text(label)  # type: ignore[arg-type]
+
+
+INTEGER_PAIRS = [("15", "15"), ("15", "16"), ("0", "0"), ("-7", "-7"), ("-7", "7"), ("100", "1000"),
+                 ("123456789012345678901234567890", "123456789012345678901234567890"),
+                 ("123456789012345678901234567890", "123456789012345678901234567891"), ("42", "-42")]
+
+
+@pytest.mark.parametrize(("label", "answer"), INTEGER_PAIRS)
+def test_the_integer_fast_path_gives_math_verifys_verdict(label: str, answer: str) -> None:
+    expected = verify(parse("\\boxed{" + label + "}", parsing_timeout=None),
+                      parse("\\boxed{" + answer + "}", parsing_timeout=None), timeout_seconds=None)
+    assert integer_verdict(label, answer) == (1.0 if expected else 0.0)
+
+
+@pytest.mark.parametrize(("label", "answer"), [("15", "15.0"), ("15", "015"), ("1/2", "1"), ("15", "x"),
+                                               ("-0", "0"), ("1" * 31, "1" * 31), ("15", "1,5")])
+def test_anything_but_two_canonical_integers_goes_to_math_verify(label: str, answer: str) -> None:
+    assert integer_verdict(label, answer) is None

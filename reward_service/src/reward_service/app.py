@@ -91,7 +91,7 @@ class RewardService:
                 backend=settings.backend,
                 extraction=settings.extraction,
                 budget_s=settings.worker_budget_s,
-                gold_cache_size=settings.gold_cache_size,
+                cache_size=settings.cache_size,
                 model_name=settings.model_name,
                 max_length=settings.max_length,
                 torch_threads=settings.torch_threads,

@@ -5,7 +5,7 @@ Each worker scores in its own main thread, so a signal-based budget is legal her
 process has only one alarm), and an item that overruns returns `timeout` while the worker stays alive and
 warm. What a signal cannot interrupt (a long GMP call, a stuck C extension) is the parent's business: the
 pool kills the worker at the hard deadline. SIGTERM is reset to its default action so that such a kill
-takes effect at once. The parsed gold answer is cached per worker, since 8-16 samples share one gold.
+takes effect at once. Parses are cached per worker: 8-16 samples share one gold, and often one answer.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from types import FrameType
 from typing import Any, NamedTuple
 
-from reward_service.extraction import answer_latex, extract_final_answer, gold_latex
+from reward_service.extraction import answer_latex, extract_final_answer, gold_latex, integer_verdict
 from reward_service.reward_model import RewardModel
 from reward_service.settings import Backend, Extraction
 
@@ -48,7 +48,7 @@ class WorkerConfig:
     backend: Backend
     extraction: Extraction
     budget_s: float
-    gold_cache_size: int
+    cache_size: int
     model_name: str = ""
     max_length: int = 2048
     torch_threads: int = 1
@@ -62,13 +62,25 @@ def _parse_uncached(text: str) -> list[Any]:
     return list(parse(text, parsing_timeout=None))
 
 
+def _verify_uncached(gold_text: str, answer_text: str) -> bool:
+    gold, predicted = _state.parse_cached(gold_text), _state.parse_cached(answer_text)
+    return bool(predicted) and bool(verify(gold, predicted, timeout_seconds=None))
+
+
 class _WorkerState:
-    """This process's configuration, gold cache and alarm flag (set by `initialize`)."""
+    """This process's configuration, parse cache and alarm flag (set by `initialize`).
+
+    One LRU cache serves gold labels and extracted answers: both are `\\boxed{...}` strings, so the
+    samples of a prompt that give the gold answer verbatim reuse the gold's parse. A second one keeps
+    the verdict per (gold, answer) pair, for the samples that repeat an answer. Both hold pure results
+    of math_verify (sympy objects are immutable), so a hit changes nothing but the time.
+    """
 
     def __init__(self) -> None:
         self.config: WorkerConfig | None = None
         self.armed = False
-        self.parse_gold: Callable[[str], list[Any]] = _parse_uncached
+        self.parse_cached: Callable[[str], list[Any]] = _parse_uncached
+        self.verify_cached: Callable[[str, str], bool] = _verify_uncached
         self.reward_model: Any = None
 
 
@@ -87,29 +99,41 @@ def initialize(config: WorkerConfig) -> None:
     signal.signal(signal.SIGALRM, _on_alarm)
     for name in ("math_verify", "latex2sympy2_extended"):
         logging.getLogger(name).setLevel(logging.CRITICAL)
-    _state.parse_gold = functools.lru_cache(maxsize=config.gold_cache_size)(_parse_uncached)
+    _state.parse_cached = functools.lru_cache(maxsize=config.cache_size)(_parse_uncached)
+    _state.verify_cached = functools.lru_cache(maxsize=config.cache_size)(_verify_uncached)
     if config.backend is Backend.REWARD_MODEL:
         _state.reward_model = RewardModel(config.model_name, config.max_length, config.torch_threads)
 
 
+_WARM_UP_PAIRS = (
+    ("\\frac{1}{2}", "0.5"), ("\\sqrt{8}", "2\\sqrt{2}"), ("3", "x=3"), ("(x+1)^2", "x^2+2x+1"),
+    ("\\frac{\\pi}{4}", "0.785398"), ("\\{1,2\\}", "(1, 2)"), ("10", "\\binom{5}{2}"), ("42", "42^\\circ"),
+)
+
+
 def warm_up() -> None:
-    """Load math_verify's grammar and regexes (about 0.1 s), so a freshly forked worker starts warm."""
+    """Load math_verify's grammar and the sympy modules its comparisons import lazily (about 1 s).
+
+    Run once in the forkserver (see `preload`), so each forked worker, including every replacement,
+    starts with them loaded instead of paying for the imports during its first requests.
+    """
     logging.getLogger("math_verify").setLevel(logging.CRITICAL)
-    verify(parse("\\boxed{\\frac{1}{2}}", parsing_timeout=None), parse("$0.5$", parsing_timeout=None),
-           timeout_seconds=None)
+    for gold, answer in _WARM_UP_PAIRS:
+        verify(parse("\\boxed{" + gold + "}", parsing_timeout=None),
+               parse("\\boxed{" + answer + "}", parsing_timeout=None), timeout_seconds=None)
 
 
 def _score_math(label: str, response: str, extraction: Extraction) -> ItemResult:
-    gold = _state.parse_gold(gold_latex(label))
-    if not gold:
+    gold_text = gold_latex(label)
+    if not _state.parse_cached(gold_text):
         return ItemResult(BAD_LABEL, 0.0, f"math_verify cannot parse the gold label {label[:200]!r}")
     answer = extract_final_answer(response, extraction)
     if answer is None:
         return ItemResult(NO_ANSWER, 0.0)
-    predicted = parse(answer_latex(answer), parsing_timeout=None)
-    if not predicted:
-        return ItemResult(SCORED, 0.0, "unparseable final answer")
-    return ItemResult(SCORED, 1.0 if verify(gold, predicted, timeout_seconds=None) else 0.0)
+    exact = integer_verdict(label, answer)
+    if exact is not None:
+        return ItemResult(SCORED, exact)
+    return ItemResult(SCORED, 1.0 if _state.verify_cached(gold_text, answer_latex(answer)) else 0.0)
 
 
 def score(label: str | None, response: str, prompt: Any = None) -> ItemResult:
