@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import json
 import subprocess
 import sys
@@ -146,3 +147,20 @@ def test_a_missing_go_toolchain_is_reported_with_the_fix(tmp_path: Path) -> None
     assert "Traceback" not in result.stderr
     assert "the `go` command is not on PATH" in result.stderr
     assert "GRPO_CONTROL_PLANE_BIN_DIR" in result.stderr
+
+
+def test_a_legacy_serviceaccount_token_secret_is_filled_and_accepted(
+    control_plane: ControlPlane, namespace: str, kubectl: Kubectl
+) -> None:
+    kubectl("create", "serviceaccount", "legacy", "-n", namespace)
+    secret = {"apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/service-account-token",
+              "metadata": {"name": "legacy-token", "namespace": namespace,
+                           "annotations": {"kubernetes.io/service-account.name": "legacy"}}}
+    kubectl("apply", "-f", "-", input=json.dumps(secret))
+    kubectl("wait", "secret/legacy-token", "-n", namespace, "--for=jsonpath={.data.token}", "--timeout=60s")
+    encoded = kubectl("get", "secret", "legacy-token", "-n", namespace, "-o", "jsonpath={.data.token}").stdout
+    token = base64.b64decode(encoded).decode()
+    whoami = kubectl_as(Path("/dev/null"), f"--server={control_plane.server}", f"--token={token}",
+                        f"--certificate-authority={control_plane.workdir / 'pki' / 'ca.crt'}",
+                        "auth", "whoami", "-o", "jsonpath={.status.userInfo.username}")
+    assert whoami.stdout == f"system:serviceaccount:{namespace}:legacy", whoami.stderr
