@@ -164,3 +164,13 @@ def test_a_sigkilled_owner_still_leaves_no_ray_process_behind() -> None:
         up.wait(timeout=30)
     wait_until("the reaper to clean up", lambda: not live_processes_mentioning(temp_dir, token))
     wait_until("the temp dir to go", lambda: not Path(temp_dir).exists())
+
+
+def test_a_head_started_without_a_with_block_is_stopped_at_interpreter_exit() -> None:
+    script = "from grpo_operator.localray import LocalRayHead; print(LocalRayHead(num_cpus=1).start().temp_dir)"
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300, check=False)
+    assert done.returncode == 0, done.stderr
+    temp_dir = done.stdout.strip()
+    assert temp_dir.startswith("/tmp/rh-")
+    assert live_processes_mentioning(temp_dir) == []
+    assert not Path(temp_dir).exists()
