@@ -204,6 +204,28 @@ def test_a_full_queue_answers_503_with_retry_after_and_counts_it(
         assert "REWARD_MAX_QUEUE=2" in reply.json()["detail"]
 
 
+def test_a_worker_that_dies_mid_item_is_a_503_and_never_a_reward(
+    reward_server: Callable[..., contextlib.AbstractContextManager[RewardServer]],
+) -> None:
+    # seed review, batch 3: the seed turned every handler exception into HTTP 200 with reward 0.0
+    with reward_server(workers="1", deadline_s="60", soft_deadline_s="0") as server, \
+            ThreadPoolExecutor(1) as pool:
+        (worker,) = server.worker_pids()
+        idle_cpu = psutil.Process(worker).cpu_times().user
+        pending = pool.submit(server.score, HANGS, "42", 90)
+        # the worker is inside the item once it burns CPU on it
+        assert eventually(lambda: psutil.Process(worker).cpu_times().user > idle_cpu + 0.3, within_s=30)
+        os.kill(worker, signal.SIGKILL)  # what the OOM killer does
+        reply = pending.result()
+        assert reply.status_code == 503
+        assert "no reward was computed" in reply.json()["detail"]
+        assert reply.json()["outcome"] == "service_error"
+        assert "retry-after" in reply.headers
+        assert server.outcome("service_error") == 1
+        assert server.outcome("scored") == 0
+        assert server.score("$\\boxed{42}$").json() == 1.0  # a replacement worker took over
+
+
 def _kill_workers_until(server: RewardServer, stop: threading.Event) -> None:
     while not stop.is_set():
         for pid in server.worker_pids():
