@@ -107,3 +107,13 @@ def test_overload_and_bad_bodies_do_not_count_towards_readiness() -> None:
         window.record(Outcome.OVERLOADED)
         window.record(Outcome.BAD_REQUEST)
     assert window.counts() == (0, 0)
+
+
+def test_a_read_only_temp_dir_is_named_with_the_fix() -> None:
+    from reward_service.__main__ import temp_dir_problem
+
+    assert temp_dir_problem() is None
+    problem = temp_dir_problem("/proc")  # not writable, even for root
+    assert problem is not None
+    assert "/proc" in problem
+    assert "(an emptyDir) at /tmp" in problem

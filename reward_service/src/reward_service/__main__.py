@@ -1,7 +1,8 @@
 """Command line: `python -m reward_service --host H --port P` (settings come from REWARD_* variables).
 
-An invalid setting stops the start with one line per problem on stderr (variable, value, rule, fix) and
-exit status 2, before any worker or socket exists; no traceback reaches the user.
+An invalid setting, or no writable temporary directory (a read-only root filesystem without a volume at
+/tmp), stops the start with one line per problem on stderr (what, the value, the rule, the fix) and exit
+status 2, before any worker or socket exists; no traceback reaches the user.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ import argparse
 import logging
 import os
 import sys
+import tempfile
 
 import uvicorn
 
@@ -29,6 +31,18 @@ def _port(text: str) -> int:
     return port
 
 
+def temp_dir_problem(directory: str | None = None) -> str | None:
+    """Why the worker pool could not start here, or None: its forkserver needs a writable temp dir."""
+    try:
+        os.rmdir(tempfile.mkdtemp(prefix="reward-service-check-", dir=directory))
+    except OSError as error:
+        where = directory or os.environ.get("TMPDIR") or "/tmp"
+        return (f"no writable temporary directory ({where}: {error.strerror or error}); the worker pool's "
+                "forkserver needs one for its socket: mount a writable volume (an emptyDir) at /tmp, or "
+                "set TMPDIR to a writable directory")
+    return None
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog=PROG,
@@ -44,6 +58,11 @@ def main(argv: list[str] | None = None) -> int:
     except SettingsError as error:
         for line in str(error).splitlines():
             print(f"{PROG}: invalid setting: {line}", file=sys.stderr)
+        return 2
+
+    problem = temp_dir_problem()
+    if problem:
+        print(f"{PROG}: cannot start: {problem}", file=sys.stderr)
         return 2
 
     logging.basicConfig(level=settings.log_level.value.upper(),
