@@ -69,35 +69,34 @@ def _handler(b: Behaviour) -> type[BaseHTTPRequestHandler]:
                 b.in_flight += 1
                 b.max_in_flight = max(b.max_in_flight, b.in_flight)
                 b.bodies.append(body)
+            # The request stops counting as in flight before the reply is written: once the client has the
+            # reply it may send its next request, which must not be counted against this one.
             try:
                 time.sleep(b.delay)
                 if b.fail_every and call % b.fail_every == 0:
-                    self._send(500, {"object": "error", "message": "Internal server error", "code": 500})
-                    return
-                prompt = body["messages"][-1]["content"]
-                with b.lock:
-                    n = next(b.per_prompt[prompt])
-                replies = b.answers[prompt]
-                content = replies[n % len(replies)]
-                self._send(
-                    200,
-                    {
+                    status, reply = 500, {"object": "error", "message": "Internal server error", "code": 500}
+                else:
+                    prompt = body["messages"][-1]["content"]
+                    with b.lock:
+                        n = next(b.per_prompt[prompt])
+                    replies = b.answers[prompt]
+                    status, reply = 200, {
                         "id": f"chatcmpl-{call}",
                         "object": "chat.completion",
                         "model": body["model"],
                         "choices": [
                             {
                                 "index": 0,
-                                "message": {"role": "assistant", "content": content},
+                                "message": {"role": "assistant", "content": replies[n % len(replies)]},
                                 "finish_reason": b.finish_reason,
                             }
                         ],
                         "usage": {"prompt_tokens": 10, "completion_tokens": 20, "total_tokens": 30},
-                    },
-                )
+                    }
             finally:
                 with b.lock:
                     b.in_flight -= 1
+            self._send(status, reply)
 
     return Handler
 
