@@ -1,0 +1,85 @@
+{{/* Names and labels shared by every template of the chart. */}}
+
+{{- define "grpo-operator.name" -}}
+{{- .Chart.Name | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{- define "grpo-operator.fullname" -}}
+{{- if contains .Chart.Name .Release.Name -}}
+{{- .Release.Name | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- printf "%s-%s" .Release.Name .Chart.Name | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "grpo-operator.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "grpo-operator.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end -}}
+
+{{- define "grpo-operator.labels" -}}
+{{ include "grpo-operator.selectorLabels" . }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/part-of: grpo-operator
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
+{{- end -}}
+
+{{- define "grpo-operator.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create -}}
+{{- default (include "grpo-operator.fullname" .) .Values.serviceAccount.name -}}
+{{- else -}}
+{{- required "serviceAccount.name is required when serviceAccount.create is false" .Values.serviceAccount.name -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "grpo-operator.image" -}}
+{{- if .Values.image.digest -}}
+{{- printf "%s@%s" .Values.image.repository .Values.image.digest -}}
+{{- else -}}
+{{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) -}}
+{{- end -}}
+{{- end -}}
+
+{{/*
+The permissions the operator uses inside a namespace it watches (a ClusterRole's rules when it watches
+every namespace, a Role's rules in each watched namespace otherwise). Each rule names the call that needs it;
+tests/chart/test_rbac.py proves they are enough for a run to reach Succeeded, and no broader.
+*/}}
+{{- define "grpo-operator.namespacedRules" -}}
+# kopf: watch GRPORuns; patch them for its finalizer and its progress annotations (grpo.dev/*).
+- apiGroups: ["grpo.dev"]
+  resources: ["grporuns"]
+  verbs: ["list", "watch", "patch"]
+# kube.patch_status: the operator writes GRPORun.status through the status subresource.
+- apiGroups: ["grpo.dev"]
+  resources: ["grporuns/status"]
+  verbs: ["patch"]
+# Children carry an ownerReference with blockOwnerDeletion: clusters that enforce
+# OwnerReferencesPermissionEnforcement require update on the owner's finalizers subresource.
+- apiGroups: ["grpo.dev"]
+  resources: ["grporuns/finalizers"]
+  verbs: ["update"]
+# kopf.event / kopf.warn: phase transitions and guard warnings as Events on the GRPORun.
+- apiGroups: [""]
+  resources: ["events"]
+  verbs: ["create"]
+# Children, applied with server-side apply (PATCH; creating through apply also needs create).
+- apiGroups: [""]
+  resources: ["configmaps", "services"]
+  verbs: ["create", "patch"]
+- apiGroups: ["apps"]
+  resources: ["deployments"]
+  verbs: ["create", "patch", "get"]
+- apiGroups: ["policy"]
+  resources: ["poddisruptionbudgets"]
+  verbs: ["create", "patch"]
+# The RayCluster: applied, read for its status, deleted when a run ends or is suspended.
+- apiGroups: ["ray.io"]
+  resources: ["rayclusters"]
+  verbs: ["create", "patch", "get", "delete"]
+# Pod states of a run (image pull errors, unschedulable pods) for its status message.
+- apiGroups: [""]
+  resources: ["pods"]
+  verbs: ["list"]
+{{- end -}}
