@@ -321,6 +321,7 @@ def main() -> int:
     parser.add_argument("--prompts", type=int, default=128, help="prompts per mix (8 samples each)")
     parser.add_argument("--cap-s", type=float, default=30.0, help="cap on the baseline when it hangs")
     parser.add_argument("--seed", type=int, default=20261130)
+    parser.add_argument("--rounds", type=int, default=3, help="back-to-back seed/service pairs for the target")
     parser.add_argument("--baseline-child", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.baseline_child:
@@ -373,9 +374,24 @@ def main() -> int:
     rows.append(row(base_again, base_clean.rewards))
     rows += service_rows
     base_rate = max(base_clean.rate(), base_again.rate())
-    speedup = fastest_clean / base_rate
-    checks.insert(0, (f"clean c=64: {fastest_clean:.0f} responses/s = {speedup:.2f}x the faster of the two seed "
-                      f"runs ({base_rate:.0f}/s) (target >= 1.6x)", speedup >= 1.6))
+    facts = [f"clean c=64 in the table: {fastest_clean:.0f} responses/s = {fastest_clean / base_rate:.2f}x the "
+             f"faster of the two seed runs ({base_rate:.0f}/s)"]
+
+    # The machine's cores are shared, so the target is judged on back-to-back pairs (seed, then service
+    # at c=64, each on a fresh workload and a fresh process), and on the median ratio of the pairs.
+    ratios = []
+    for round_index in range(args.rounds):
+        fresh = make_workload(args.seed + 10 + round_index, args.prompts)
+        seed_run = run_baseline(fresh, args.cap_s, f"pair {round_index + 1}: seed design, clean")
+        service_run, _, _ = service_cell(env, warm_up, fresh, 64, f"pair {round_index + 1}: service c=64, clean")
+        rows += [row(seed_run, None), row(service_run, seed_run.rewards)]
+        ratios.append(service_run.rate() / seed_run.rate())
+        checks.append((f"pair {round_index + 1}: rewards identical to the seed's math_verify on "
+                       f"{sum(service_run.rewards.get(i) == r for i, r in seed_run.rewards.items())} of "
+                       f"{len(fresh)} items", service_run.rewards == seed_run.rewards))
+    median = sorted(ratios)[len(ratios) // 2]
+    checks.insert(0, (f"clean c=64: median {median:.2f}x the seed design over {len(ratios)} back-to-back pairs "
+                      f"({', '.join(f'{r:.2f}x' for r in ratios)}) (target >= 1.6x)", median >= 1.6))
 
     print()
     print("| run | answered | wall s | responses/s | p50 ms | p99 ms | scoring CPU ms/response | outcomes "
@@ -384,6 +400,8 @@ def main() -> int:
     for line in rows:
         print(line)
     print()
+    for text in facts:
+        print(f"- {text}")
     for text, ok in checks:
         print(f"- [{'x' if ok else ' '}] {text}")
     print(f"\n# after: {other_load()}")

@@ -57,6 +57,18 @@ def test_integer_float_and_string_labels_get_a_bare_number(
     assert isinstance(reply.json(), float)
 
 
+def test_integer_answers_decided_in_the_server_match_the_workers_verdicts(
+    shared_server: RewardServer,
+    reward_server: Callable[..., contextlib.AbstractContextManager[RewardServer]],
+) -> None:
+    cases = [("so $\\boxed{42}$", 42), ("so $\\boxed{41}$", 42), ("Answer: -7", -7), ("no answer", 3),
+             ("$\\boxed{}$", 15), ("so $\\boxed{42.0}$", 42), ("so $\\boxed{007}$", 7)]
+    inline = [score(shared_server, response, label).json() for response, label in cases]
+    with reward_server(workers="1", inline_max_chars="0") as pool_only:
+        assert [score(pool_only, response, label).json() for response, label in cases] == inline
+    assert inline == [1.0, 0.0, 1.0, 0.0, 0.0, 1.0, 1.0]
+
+
 def test_an_empty_final_box_scores_zero_where_math_verify_alone_would_rescue_it(
     shared_server: RewardServer,
 ) -> None:

@@ -154,13 +154,20 @@ class RewardService:
                            "retry after the Retry-After delay", Outcome.OVERLOADED,
                            self.settings.retry_after_s)
 
+    async def _score_one(self, label: str | None, item: ScoreRequest) -> worker.ItemResult:
+        if label is not None and self.settings.inline_max_chars:
+            quick = worker.quick_verdict(label, item.response, self.settings.extraction,
+                                         self.settings.inline_max_chars)
+            if quick is not None:
+                return quick
+        return await self.pool.score(label, item.response, item.prompt)
+
     async def score(self, items: Sequence[ScoreRequest], batch: bool = False) -> list[float]:
         labels = self._labels(items, batch)
         self._admit(len(items))
         self.in_flight += len(items)
         try:
-            jobs = [self.pool.score(label, item.response, item.prompt)
-                    for label, item in zip(labels, items, strict=True)]
+            jobs = [self._score_one(label, item) for label, item in zip(labels, items, strict=True)]
             results = await asyncio.gather(*jobs, return_exceptions=True)
         finally:
             self.in_flight -= len(items)

@@ -130,12 +130,17 @@ def answer_latex(answer: str) -> str:
     return "\\boxed{" + answer + "}"
 
 
+def is_plain_integer(text: str) -> bool:
+    """A canonical integer of at most 30 digits: `0`, `42`, `-7`; not `007`, `-0`, `4.0` or `4,000`."""
+    return _CANONICAL_INTEGER.fullmatch(text) is not None
+
+
 def integer_verdict(label: str, answer: str) -> float | None:
     """The reward when gold and answer are both plain integers in canonical form, else None.
 
     Integer answers are the common case in math RL data (DAPO, AIME); comparing them as integers gives
     exactly math_verify's verdict (tested against it) at a tiny fraction of its parse cost.
     """
-    if _CANONICAL_INTEGER.fullmatch(label) and _CANONICAL_INTEGER.fullmatch(answer):
+    if is_plain_integer(label) and is_plain_integer(answer):
         return 1.0 if int(label) == int(answer) else 0.0
     return None

@@ -71,6 +71,7 @@ class RewardSettings(BaseSettings):
     ready_window_s: float = Field(default=60.0, gt=0, le=86_400)
     ready_min_requests: int = Field(default=20, ge=1)
     ready_max_error_ratio: float = Field(default=0.1, gt=0, le=1)
+    inline_max_chars: int = Field(default=16384, ge=0, le=1_000_000)  # 0: every item goes to a worker
     cache_size: int = Field(default=4096, ge=0, le=10_000_000)  # entries per worker, parse and verdict
     model_name: str = Field(default="OpenAssistant/reward-model-deberta-v3-large-v2", min_length=1)
     max_length: int = Field(default=2048, ge=8, le=1_000_000)

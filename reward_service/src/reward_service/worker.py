@@ -19,7 +19,13 @@ from dataclasses import dataclass
 from types import FrameType
 from typing import Any, NamedTuple
 
-from reward_service.extraction import answer_latex, extract_final_answer, gold_latex, integer_verdict
+from reward_service.extraction import (
+    answer_latex,
+    extract_final_answer,
+    gold_latex,
+    integer_verdict,
+    is_plain_integer,
+)
 from reward_service.reward_model import RewardModel
 from reward_service.settings import Backend, Extraction
 
@@ -121,6 +127,21 @@ def warm_up() -> None:
     for gold, answer in _WARM_UP_PAIRS:
         verify(parse("\\boxed{" + gold + "}", parsing_timeout=None),
                parse("\\boxed{" + answer + "}", parsing_timeout=None), timeout_seconds=None)
+
+
+def quick_verdict(label: str, response: str, extraction: Extraction, max_chars: int) -> ItemResult | None:
+    """The verdict without math_verify, when there is one: an integer gold label and a response of at
+    most `max_chars` whose final answer is missing or a plain integer. The work is a linear scan of the
+    response (under 4 ms at 16k characters, whatever they are), so the server process may run it
+    itself instead of sending the item to a worker. None: the item needs math_verify.
+    """
+    if len(response) > max_chars or not is_plain_integer(label):
+        return None
+    answer = extract_final_answer(response, extraction)
+    if answer is None:
+        return ItemResult(NO_ANSWER, 0.0)
+    exact = integer_verdict(label, answer)
+    return None if exact is None else ItemResult(SCORED, exact)
 
 
 def _score_math(label: str, response: str, extraction: Extraction) -> ItemResult:
