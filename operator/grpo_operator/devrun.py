@@ -18,6 +18,8 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from grpo_operator.localcluster import ControlPlane, tool_path
@@ -48,11 +50,27 @@ def _mark_cluster_ready(plane: ControlPlane, run: str) -> bool:
     return True
 
 
+@contextmanager
+def _operator(env: dict[str, str]) -> Iterator[subprocess.Popen[bytes]]:
+    """The operator in its own session (Ctrl-C reaches us, not it), stopped before what it talks to."""
+    process = subprocess.Popen([sys.executable, "-m", "grpo_operator", "--standalone", "--all-namespaces"],
+                               env=env, start_new_session=True)  # fmt: skip
+    try:
+        yield process
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGTERM)
+            try:
+                process.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                os.killpg(process.pid, signal.SIGKILL)
+                process.wait()
+
+
 def main() -> int:
     demo = os.environ.get("GRPO_DEMO") == "1"
     KUBECONFIG.parent.mkdir(exist_ok=True)
     signal.signal(signal.SIGTERM, signal.default_int_handler)
-    operator: subprocess.Popen[bytes] | None = None
     try:
         with ControlPlane(kubeconfig=KUBECONFIG, report=_say) as plane, LocalRayHead() as head:
             _say(f"Ray head: {head.dashboard_url}")
@@ -61,33 +79,28 @@ def main() -> int:
             env.pop("GRPO_DEMO", None)
             if demo:
                 env["GRPO_ENTRYPOINT_PREFIX"] = json.dumps([sys.executable, str(FAKE_MILES)])
-            operator = subprocess.Popen([sys.executable, "-m", "grpo_operator", "--standalone", "--all-namespaces"],
-                                        env=env, start_new_session=True)  # fmt: skip
-            quickstart = QUICKSTART.read_text()
-            if demo:
-                quickstart += "  extraArgs: [--fake-step-seconds, '2', --fake-reward, '0.5']\n"
-            plane.kubectl("apply", "-f", "-", input=quickstart)
-            kubectl = tool_path("kubectl")
-            _say(f"from another shell: export KUBECONFIG={plane.kubeconfig}; {kubectl} get grporuns -w")
-            _say("Ctrl-C stops everything")
-            marked = False
-            while operator.poll() is None:
-                if demo and not marked:
-                    marked = _mark_cluster_ready(plane, "quickstart")
-                print(plane.kubectl("get", "grporuns", check=False).stdout, flush=True)
-                time.sleep(5)
-            _say(f"the operator exited with code {operator.returncode}")
-            return 1
+            with _operator(env) as operator:
+                quickstart = QUICKSTART.read_text()
+                if demo:
+                    quickstart += "  extraArgs: [--fake-step-seconds, '2', --fake-reward, '0.5']\n"
+                plane.kubectl("apply", "-f", "-", input=quickstart)
+                kubectl = tool_path("kubectl")
+                _say(f"from another shell: export KUBECONFIG={plane.kubeconfig}; {kubectl} get grporuns -w")
+                _say("Ctrl-C stops everything")
+                marked, last = False, ""
+                while operator.poll() is None:
+                    if demo and not marked:
+                        marked = _mark_cluster_ready(plane, "quickstart")
+                    table = plane.kubectl("get", "grporuns", check=False).stdout
+                    if table.split()[:-1] != last.split()[:-1]:  # print on change (AGE aside)
+                        print(table, flush=True)
+                        last = table
+                    time.sleep(3)
+                _say(f"the operator exited with code {operator.returncode}")
+                return 1
     except KeyboardInterrupt:
-        _say("stopping")
+        _say("stopped; nothing is left running")
         return 0
-    finally:
-        if operator is not None and operator.poll() is None:
-            os.killpg(operator.pid, signal.SIGTERM)
-            try:
-                operator.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                os.killpg(operator.pid, signal.SIGKILL)
 
 
 if __name__ == "__main__":
