@@ -22,14 +22,17 @@ Name = Annotated[str, StringConstraints(min_length=1, max_length=253)]
 LabelMap = Annotated[dict[str, Annotated[str, StringConstraints(max_length=63)]], Field(max_length=32)]
 
 
-def cel(rule: str, message: str, field_path: str | None = None) -> dict[str, str]:
+def cel(rule: str, message: str, field_path: str | None = None, values: tuple[str, ...] = ()) -> dict[str, str]:
     """One `x-kubernetes-validations` entry.
 
-    Messages are static: kube-apiserver 1.37 estimates `string(<number>)` in a messageExpression as unbounded
-    and refuses the CRD for its CEL cost. `grpo validate` names the values; the API server's message names the
-    field, the rule and the fix.
+    With `values` (CEL integer expressions), the message is a template whose `%d` are filled in by a
+    messageExpression using CEL's `format`: kube-apiserver 1.37 estimates `'...' + string(<number>)` as
+    unbounded and refuses the CRD for its cost, but accepts `format`.
     """
-    entry = {"rule": rule, "message": message}
+    entry = {"rule": rule, "message": message.replace("%d", "N")}
+    if values:
+        literal = message.replace("\\", "\\\\").replace("'", "\\'")
+        entry["messageExpression"] = f"'{literal}'.format([{', '.join(values)}])"
     if field_path:
         entry["fieldPath"] = field_path
     return entry
@@ -162,8 +165,10 @@ class TopologySpec(ApiModel):
     model_config = rules(
         cel(
             f"self.placement != 'Colocated' || !has(self.rollout.gpus) || self.rollout.gpus == {_ACTOR_GPUS}",
-            "rollout.gpus must equal the actor's GPUs (nodes x gpusPerNode) when placement is Colocated",
+            "rollout.gpus %d must equal the actor's GPUs (%d nodes x %d = %d) when placement is Colocated; remove "
+            "rollout.gpus or set it to that number",
             ".rollout.gpus",
+            ("self.rollout.gpus", "self.actor.nodes", "self.actor.gpusPerNode", _ACTOR_GPUS),
         ),
         cel(
             "self.placement != 'Disaggregated' || has(self.rollout.gpus)",
@@ -172,23 +177,27 @@ class TopologySpec(ApiModel):
         ),
         cel(
             f"{_ROLLOUT_GPUS} % self.rollout.gpusPerEngine == 0",
-            "rollout GPUs must be a multiple of rollout.gpusPerEngine (left-over GPUs would sit idle)",
+            "rollout GPUs %d are not a multiple of rollout.gpusPerEngine %d: the left-over GPUs would sit idle",
             ".rollout.gpusPerEngine",
+            (_ROLLOUT_GPUS, "self.rollout.gpusPerEngine"),
         ),
         cel(
             "self.actor.gpusPerNode % self.rollout.gpusPerEngine == 0",
-            "rollout.gpusPerEngine must divide actor.gpusPerNode (an engine cannot span nodes)",
+            "rollout.gpusPerEngine %d must divide actor.gpusPerNode %d (an engine cannot span nodes)",
             ".rollout.gpusPerEngine",
+            ("self.rollout.gpusPerEngine", "self.actor.gpusPerNode"),
         ),
         cel(
             f"{_ACTOR_GPUS} % {_MODEL_PARALLEL} == 0",
-            "parallelism tensor x pipeline x context must divide the actor's GPUs",
+            "parallelism tensor x pipeline x context = %d must divide the actor's %d GPUs",
             ".parallelism",
+            (_MODEL_PARALLEL, _ACTOR_GPUS),
         ),
         cel(
             f"{_ACTOR_GPUS} % {_EXPERT_PARALLEL} == 0",
-            "parallelism expert x expertTensor x pipeline must divide the actor's GPUs",
+            "parallelism expert x expertTensor x pipeline = %d must divide the actor's %d GPUs",
             ".parallelism.expert",
+            (_EXPERT_PARALLEL, _ACTOR_GPUS),
         ),
         cel(
             "self.parallelism.tensor <= self.actor.gpusPerNode",
@@ -322,9 +331,11 @@ class GRPORunSpec(ApiModel):
     model_config = rules(
         cel(
             "self.rollout.batchSize * self.rollout.samplesPerPrompt == self.training.globalBatchSize * self.training.stepsPerRollout",
-            "GRPO batch identity: rollout.batchSize x rollout.samplesPerPrompt must equal "
-            "training.globalBatchSize x training.stepsPerRollout",
+            "GRPO batch identity: rollout.batchSize x samplesPerPrompt = %d x %d must equal "
+            "training.globalBatchSize x stepsPerRollout = %d x %d",
             ".training.globalBatchSize",
+            ("self.rollout.batchSize", "self.rollout.samplesPerPrompt", "self.training.globalBatchSize",
+             "self.training.stepsPerRollout"),
         ),
     )
     model: ModelSpec = Field(description="The model to train.")
