@@ -69,7 +69,7 @@ def test_defaults_are_math_verify_with_a_two_second_deadline(monkeypatch: pytest
     settings = load_settings()
     assert settings.backend is Backend.MATH_VERIFY
     assert settings.hard_deadline_s == 2.0
-    assert settings.worker_budget_s == 1.5
+    assert settings.worker_budget_s == 1.0
 
 
 def test_service_link_variables_are_reported_as_unknown_not_fatal() -> None:

@@ -101,7 +101,7 @@ class RewardSettings(BaseSettings):
         """Seconds after which a worker gives up on an item by itself (0: never; the hard deadline acts)."""
         if self.soft_deadline_s is not None:
             return self.soft_deadline_s
-        return round(0.75 * self.hard_deadline_s, 3)
+        return round(0.5 * self.hard_deadline_s, 3)
 
     def public_summary(self) -> dict[str, Any]:
         """The effective settings, for the start-up log line and `GET /`."""
