@@ -36,8 +36,8 @@ def helm(*args: str, check: bool = True, input: str | None = None) -> subprocess
 
 
 def template(*sets: str, release: str = "grpo", namespace: str = "grpo-system") -> str:
-    """`helm template` of the chart with `--set` values, as text."""
-    args = [arg for value in sets for arg in ("--set", value)]
+    """`helm template` of the chart with `--set` values (`--set-json` for those starting with `json:`), as text."""
+    args = [arg for value in sets for arg in (("--set-json", value[5:]) if value.startswith("json:") else ("--set", value))]
     return helm("template", release, str(CHART), "--namespace", namespace, *args).stdout
 
 

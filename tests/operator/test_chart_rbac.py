@@ -24,6 +24,7 @@ from grpo_operator.localcluster import tool_path
 from grpo_operator.render import names
 from prometheus_client import CollectorRegistry, Gauge, start_http_server
 
+from tests.chart.argocd import health as argocd_health
 from tests.chart.helm import CHART, helm
 from tests.operator.harness import REPO, Operator, fake, free_port, manifest, phase_is, play_kuberay_ready, wait_for
 from tests.operator.test_reward_scenario import REWARD_IMAGE, play_kubelet_ready
@@ -56,7 +57,10 @@ def install(request: pytest.FixtureRequest, control_plane: Any, namespace: str, 
     # The Deployment's pod must pass the "restricted" Pod Security Standard (enforced by the API server).
     kubectl("label", "namespace", operator_ns, "pod-security.kubernetes.io/enforce=restricted")
     sets = ["--set", f"watchNamespaces={{{namespace}}}"] if mode == "namespaced" else []
-    helm("install", release, str(CHART), "--namespace", operator_ns, f"--kubeconfig={control_plane.kubeconfig}", *sets)
+    # The control plane fixture applied crds/ already (field manager grpo-localcluster); helm applies the chart's
+    # copy server-side: the same file (test_the_chart_ships_the_generated_crd), so it may take the fields over.
+    helm("install", release, str(CHART), "--namespace", operator_ns, f"--kubeconfig={control_plane.kubeconfig}",
+         "--force-conflicts", *sets)  # fmt: skip
     deployment = json.loads(kubectl("get", "deployment", f"{release}-grpo-operator", "-n", operator_ns, "-o", "json").stdout)
     [container] = deployment["spec"]["template"]["spec"]["containers"]
     try:
@@ -85,8 +89,8 @@ class ChartOperator(Operator):
 
 
 def can_i(kubectl: Any, install: Install, *args: str) -> bool:
-    out = kubectl("auth", "can-i", f"--as={install.user}", *args, check=False).stdout.strip()
-    return out == "yes"
+    out: str = kubectl("auth", "can-i", f"--as={install.user}", *args, check=False).stdout
+    return out.strip() == "yes"
 
 
 def test_the_installed_chart_creates_a_restricted_operator_pod(install: Install, kubectl: Any) -> None:
@@ -126,9 +130,12 @@ def test_the_service_account_token_alone_takes_a_remote_reward_run_to_succeeded(
         spec = fake("--fake-reward", "0.5", rollouts=3, reward={"type": "remote", "remote": {"replicas": 1, "image": REWARD_IMAGE}})
         kubectl("apply", "-f", "-", input=manifest("rbac", namespace, spec))
         wait_for("reward pods", lambda: play_kubelet_ready(kubectl, namespace, "grpo.dev/run=rbac,grpo.dev/component=reward"))
+        provisioning = wait_for("Provisioning", lambda: phase_is(kubectl, namespace, "rbac", "Pending", "Provisioning"))
+        assert argocd_health(provisioning)["status"] == "Progressing"  # what Argo CD shows for the live object
         play_kuberay_ready(kubectl, namespace, "rbac")
         done = wait_for("Succeeded", lambda: phase_is(kubectl, namespace, "rbac", "Succeeded", "Failed"), timeout=180)
         assert done["status"]["phase"] == "Succeeded", (done["status"], op.logs()[-3000:])
+        assert argocd_health(done)["status"] == "Healthy"
         reward = next(c for c in done["status"]["conditions"] if c["type"] == "RewardServiceReady")
         assert reward["status"] == "True"
         # Every child kind was applied under the token; the finished run's RayCluster was deleted under it.
