@@ -321,7 +321,7 @@ def main() -> int:
     parser.add_argument("--prompts", type=int, default=128, help="prompts per mix (8 samples each)")
     parser.add_argument("--cap-s", type=float, default=30.0, help="cap on the baseline when it hangs")
     parser.add_argument("--seed", type=int, default=20261130)
-    parser.add_argument("--rounds", type=int, default=3, help="back-to-back seed/service pairs for the target")
+    parser.add_argument("--rounds", type=int, default=5, help="back-to-back seed/service pairs for the target")
     parser.add_argument("--baseline-child", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.baseline_child:
