@@ -26,6 +26,7 @@ class Decision:
     submit_job: bool = False
     stop_job: bool = False
     delete_cluster: bool = False
+    request_checkpoint: bool = False
     warnings: list[str] = field(default_factory=list)
 
 
@@ -75,6 +76,34 @@ def _job_failure(message: str) -> tuple[str, str]:
     return "JobFailed", message.strip()[-2000:] or "the Ray job failed"
 
 
+def _checkpoint_before_suspend(prev: GRPORunStatus | None, obs: Observation, spec: GRPORunSpec,
+                               state: guards.GuardState, now: datetime) -> tuple[int | None, str, bool] | None:  # fmt: skip
+    """While a suspended run waits for its checkpoint: (rollout when the sentinel existed, when it was asked for,
+    whether to ask now); None when the job should stop now.
+
+    miles checks the sentinel at the end of each rollout, after that rollout's metrics are out; a checkpoint
+    is therefore surely written once the rollout after the next one reports.
+    """
+    job = obs.job
+    if not spec.storage.checkpoint_on_suspend or job is None or job.state is not JobState.RUNNING:
+        return None
+    asked = prev.suspend_requested_time if prev is not None else None
+    if asked is None:
+        return None if state.last_rollout is None else (None, rfc3339(now), True)
+    if (now - (parse_rfc3339(asked) or now)).total_seconds() > spec.guards.stall_timeout_seconds:
+        return None
+    sentinel = obs.checkpoint_job
+    if sentinel is not None and sentinel in (JobState.FAILED, JobState.STOPPED):
+        return None  # the sentinel could not be written: stop without a checkpoint
+    requested = prev.suspend_requested_rollout if prev is not None else None
+    if requested is None:
+        requested = state.last_rollout if sentinel is JobState.SUCCEEDED else None
+        return requested, asked, False
+    if state.last_rollout is not None and state.last_rollout >= requested + 2:
+        return None
+    return requested, asked, False
+
+
 def decide(prev: GRPORunStatus | None, obs: Observation, spec: GRPORunSpec | None) -> Decision:
     if prev is not None and prev.phase in TERMINAL_PHASES:
         # Terminal: nothing changes; a job we decided to stop is stopped until it is.
@@ -122,6 +151,15 @@ def decide(prev: GRPORunStatus | None, obs: Observation, spec: GRPORunSpec | Non
     job = obs.job
 
     if obs.suspend:
+        waiting = _checkpoint_before_suspend(prev, obs, spec, state, now)
+        if waiting is not None:
+            requested_rollout, requested_time, request = waiting
+            conds.set("JobRunning", True, "Suspending", "waiting for the checkpoint before stopping")
+            message = ("suspending: asking miles for a checkpoint" if requested_rollout is None else
+                       f"suspending: miles saves a checkpoint after rollout {requested_rollout + 1}; the job stops then")  # fmt: skip
+            return Decision(status=status(Phase.RUNNING, "Suspending", message, suspend_requested_rollout=requested_rollout,
+                                          suspend_requested_time=requested_time, **tracked),
+                            request_checkpoint=request)
         conds.set("ResourcesReady", None, "Suspended", "the RayCluster is deleted while suspended")
         conds.set("JobRunning", False, "Suspended", "stopped by spec.suspend")
         return Decision(status=status(Phase.SUSPENDED, "Suspended", "stopped by spec.suspend; set it to false to resume",

@@ -70,6 +70,7 @@ class Observation:
     reward: RewardObservation | None = None
     reward_required: bool = False
     job: JobObservation | None = None
+    checkpoint_job: JobState | None = None
     metrics: TrainerMetrics | None = None
     notes: tuple[str, ...] = field(default=())
 

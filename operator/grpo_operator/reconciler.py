@@ -29,6 +29,7 @@ from grpo_operator.observation import JobObservation, JobState, Observation, Tra
 from grpo_operator.plan import make_plan
 from grpo_operator.rayjobs import RayJobs, RayUnavailable
 from grpo_operator.render import MissingRewardImage, Rendered, names, render
+from grpo_operator.render.job import checkpoint_request
 from grpo_operator.validation import errors, validate
 
 log = logging.getLogger(__name__)
@@ -142,8 +143,16 @@ class Reconciler:
             except RayUnavailable as exc:
                 log.info("%s/%s: %s", ns, name, exc)
         metrics = self._trainer_metrics(job, name)
+        checkpoint_job = None
+        if run.spec.suspend and prev is not None and prev.suspend_requested_time:
+            try:
+                found = ray.find(f"{submission_id}-save")
+                checkpoint_job = found.state if found else None
+            except RayUnavailable as exc:
+                log.info("%s/%s: %s", ns, name, exc)
         return Observation(now=now, generation=generation, plan=plan, suspend=run.spec.suspend, cluster=cluster,
-                           reward=reward, reward_required=remote, job=job, metrics=metrics)  # fmt: skip
+                           reward=reward, reward_required=remote, job=job, checkpoint_job=checkpoint_job,
+                           metrics=metrics)  # fmt: skip
 
     def _reward_error_ratio(self, namespace: str, name: str) -> float | None:
         url = endpoints.reward_metrics_url(namespace, name, self.settings)
@@ -173,6 +182,11 @@ class Reconciler:
             ray.stop(submission_id)
             if status.phase is Phase.FAILED and status.reason:
                 opmetrics.GUARD_TRIPS.labels(ns, name, status.reason).inc()
+        if decision.request_checkpoint:
+            try:
+                ray.submit(checkpoint_request(run, make_plan(run), self.settings.render, submission_id))
+            except RayUnavailable as exc:
+                log.info("%s/%s: checkpoint request not sent: %s", ns, name, exc)
         if decision.delete_cluster:
             self.kube.delete_ray_cluster(ns, name)
         if decision.submit_job:

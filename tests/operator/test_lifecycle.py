@@ -175,3 +175,40 @@ def test_a_resumed_run_forgets_the_suspended_job() -> None:
     suspended = step(running, Observation(now=T0, generation=2, suspend=True, cluster=READY, job=job(JobState.RUNNING)))
     resumed = step(suspended, Observation(now=T0, generation=3))
     assert resumed.status.phase is Phase.PENDING and resumed.status.job_submission_id is None
+
+
+def test_suspend_asks_for_a_checkpoint_and_stops_once_it_is_surely_saved() -> None:
+    def obs(seconds: int, rollout: int, sentinel: JobState | None = None) -> Observation:
+        return Observation(now=T0 + timedelta(seconds=seconds), generation=2, suspend=True, cluster=READY,
+                           job=job(JobState.RUNNING), checkpoint_job=sentinel,
+                           metrics=TrainerMetrics(rollout=rollout, raw_reward=0.5, repetition_frac=0.0))  # fmt: skip
+
+    running = step(None, Observation(now=T0, generation=1, cluster=READY, job=job(JobState.RUNNING),
+                                     metrics=TrainerMetrics(rollout=4, raw_reward=0.5, repetition_frac=0.0)))
+    asked = step(running, obs(0, 4))
+    assert asked.request_checkpoint and not asked.stop_job and asked.status.reason == "Suspending"
+    sentinel_pending = step(asked, obs(10, 5, JobState.PENDING))
+    assert not sentinel_pending.request_checkpoint and sentinel_pending.status.suspend_requested_rollout is None
+    sentinel_written = step(sentinel_pending, obs(20, 5, JobState.SUCCEEDED))
+    assert sentinel_written.status.suspend_requested_rollout == 5 and not sentinel_written.stop_job
+    saving = step(sentinel_written, obs(30, 6, JobState.SUCCEEDED))  # rollout 6's metrics come before its save
+    assert saving.status.phase is Phase.RUNNING and not saving.stop_job
+    saved = step(saving, obs(40, 7, JobState.SUCCEEDED))
+    assert saved.status.phase is Phase.SUSPENDED and saved.stop_job and saved.delete_cluster
+
+
+def test_suspend_stops_without_a_checkpoint_when_the_sentinel_cannot_be_written() -> None:
+    running = step(None, Observation(now=T0, generation=1, cluster=READY, job=job(JobState.RUNNING),
+                                     metrics=TrainerMetrics(rollout=4, raw_reward=0.5)))
+    asked = step(running, Observation(now=T0, generation=2, suspend=True, cluster=READY, job=job(JobState.RUNNING),
+                                      metrics=TrainerMetrics(rollout=4, raw_reward=0.5)))
+    failed = step(asked, Observation(now=T0, generation=2, suspend=True, cluster=READY, job=job(JobState.RUNNING),
+                                     checkpoint_job=JobState.FAILED, metrics=TrainerMetrics(rollout=4, raw_reward=0.5)))
+    assert failed.status.phase is Phase.SUSPENDED and failed.stop_job
+
+
+def test_suspend_without_checkpoint_stops_at_once() -> None:
+    s = spec({"storage": {"checkpointOnSuspend": False}})
+    metrics = TrainerMetrics(rollout=4, raw_reward=0.5, repetition_frac=0.0)
+    d = decide(None, Observation(now=T0, generation=2, suspend=True, cluster=READY, job=job(JobState.RUNNING), metrics=metrics), s)
+    assert d.status.phase is Phase.SUSPENDED and d.stop_job and not d.request_checkpoint

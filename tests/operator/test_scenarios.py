@@ -130,22 +130,30 @@ def test_deleting_a_run_mid_run_stops_its_job(env) -> None:  # type: ignore[no-u
         "get", "configmap", names.config_map("doomed"), "-n", ns, check=False).returncode != 0)  # fmt: skip
 
 
-def test_suspend_stops_and_frees_gpus_and_resume_resubmits(env) -> None:  # type: ignore[no-untyped-def]
-    _op, ns, kubectl, ray_url = env
-    kubectl("apply", "-f", "-", input=manifest("pausable", ns, fake(rollouts=100)))
+def test_suspend_checkpoints_stops_and_frees_gpus_and_resume_continues(env, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    op, ns, kubectl, ray_url = env
+    shared = tmp_path / "shared"  # stands in for the shared volume the workers mount
+    spec = fake("--fake-checkpoints", rollouts=200, storage={"mountPath": str(shared)})
+    kubectl("apply", "-f", "-", input=manifest("pausable", ns, spec))
     play_kuberay_ready(kubectl, ns, "pausable")
-    wait_for("Running", lambda: phase_is(kubectl, ns, "pausable", "Running"))
+    wait_for("Running with metrics", lambda: (r := phase_is(kubectl, ns, "pausable", "Running")) and r["status"].get("metrics") and r)
     kubectl("patch", "grporun", "pausable", "-n", ns, "--type=merge", "-p", '{"spec": {"suspend": true}}')
-    wait_for("Suspended", lambda: phase_is(kubectl, ns, "pausable", "Suspended"))
+    suspended = wait_for("Suspended", lambda: phase_is(kubectl, ns, "pausable", "Suspended"))
+    checkpoint_dir = Path(suspended["status"]["plan"]["checkpointDir"])
+    saved = int((checkpoint_dir / "latest_checkpointed_iteration.txt").read_text())
+    assert not (checkpoint_dir / ".grpo-save-now").exists()  # miles consumed the sentinel
     wait_for("RayCluster deleted", lambda: kubectl("get", "raycluster", names.ray_cluster("pausable"), "-n", ns,
                                                    check=False).returncode != 0)  # fmt: skip
-    [first] = jobs_of(ray_url, ns, "pausable")
+    [first] = [j for j in jobs_of(ray_url, ns, "pausable") if not j.submission_id.endswith("-save")]
     wait_for("job stopped", lambda: JobSubmissionClient(ray_url).get_job_status(first.submission_id) == JobStatus.STOPPED)
     kubectl("patch", "grporun", "pausable", "-n", ns, "--type=merge", "-p", '{"spec": {"suspend": false}}')
     play_kuberay_ready(kubectl, ns, "pausable")
-    resumed = wait_for("Running again", lambda: phase_is(kubectl, ns, "pausable", "Running"))
-    assert resumed["status"]["jobSubmissionId"] != first.submission_id
-    assert len(jobs_of(ray_url, ns, "pausable")) == 2
+    resumed = wait_for("Running again", lambda: (r := phase_is(kubectl, ns, "pausable", "Running"))
+                       and r["status"]["jobSubmissionId"] != first.submission_id and r)  # fmt: skip
+    line = f"resuming at rollout {saved + 1}"
+    wait_for(line, lambda: line in JobSubmissionClient(ray_url).get_job_logs(resumed["status"]["jobSubmissionId"]))
+    main_jobs = [j for j in jobs_of(ray_url, ns, "pausable") if not j.submission_id.endswith("-save")]
+    assert len(main_jobs) == 2
 
 
 def test_spec_edits_other_than_suspend_and_guards_are_refused(env) -> None:  # type: ignore[no-untyped-def]

@@ -272,6 +272,11 @@ class StorageSpec(ApiModel):
     save_interval: int | None = Field(
         default=None, ge=1, le=1000000, description="Save every this many rollouts; default: only at the end of the run."
     )
+    checkpoint_on_suspend: bool = Field(
+        default=True,
+        description="On spec.suspend, ask miles for a checkpoint (its --save-trigger-sentinel) and stop the job once "
+        "the next rollout has saved it (or after guards.stallTimeoutSeconds), so resuming loses no progress.",
+    )
 
 
 class Toleration(ApiModel):

@@ -122,5 +122,9 @@ class GRPORunStatus(ApiModel):
     completion_time: str | None = Field(default=None, description="When the run reached a terminal phase (RFC 3339).")
     last_progress_time: str | None = Field(default=None, description="When the rollout step last advanced (RFC 3339).")
     repetition_streak: int | None = Field(default=None, description="Consecutive rollouts above the repetition guard.")
+    suspend_requested_rollout: int | None = Field(
+        default=None, description="Rollout after which a checkpoint was asked for before suspending."
+    )
+    suspend_requested_time: str | None = Field(default=None, description="When that checkpoint was asked for (RFC 3339).")
     reason: str | None = Field(default=None, description="Reason of the current phase, one CamelCase word.")
     message: Text | None = Field(default=None, description="Human-readable detail of the current phase.")

@@ -145,3 +145,19 @@ def job_submission(run: GRPORun, plan: RunPlan, settings: RenderSettings) -> Job
         metadata={"grpo.dev/run": meta.name, "grpo.dev/namespace": meta.namespace,
                   "grpo.dev/generation": str(meta.generation or 1)},
     )
+
+
+def checkpoint_request(run: GRPORun, plan: RunPlan, settings: RenderSettings, submission_id: str) -> JobSubmission:
+    """A one-line Ray job, run on a GPU worker (where the shared volume is mounted), that creates miles's
+    save-trigger sentinel: miles saves at its next save point and deletes the file."""
+    script = "import pathlib, sys; p = pathlib.Path(sys.argv[1]); p.parent.mkdir(parents=True, exist_ok=True); p.touch()"
+    argv = (settings.python, "-c", script, save_sentinel(plan))
+    return JobSubmission(
+        submission_id=f"{submission_id}-save",
+        entrypoint_argv=argv,
+        miles_argv=(),
+        runtime_env={"env_vars": {"PYTHONUNBUFFERED": "1"}},
+        entrypoint_resources=dict(ENTRYPOINT_RESOURCES),
+        metadata={"grpo.dev/run": run.metadata.name, "grpo.dev/namespace": run.metadata.namespace,
+                  "grpo.dev/purpose": "checkpoint-before-suspend"},
+    )
