@@ -131,7 +131,7 @@ def test_deleting_a_run_mid_run_stops_its_job(env) -> None:  # type: ignore[no-u
 
 
 def test_suspend_checkpoints_stops_and_frees_gpus_and_resume_continues(env, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    op, ns, kubectl, ray_url = env
+    _op, ns, kubectl, ray_url = env
     shared = tmp_path / "shared"  # stands in for the shared volume the workers mount
     spec = fake("--fake-checkpoints", rollouts=200, storage={"mountPath": str(shared)})
     kubectl("apply", "-f", "-", input=manifest("pausable", ns, spec))
