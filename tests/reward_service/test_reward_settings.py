@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from reward_harness import REPO, free_port, service_env
@@ -12,6 +13,7 @@ from reward_service.health import HealthWindow, Outcome
 from reward_service.settings import (
     Backend,
     SettingsError,
+    cgroup_cpu_limit,
     load_settings,
     missing_reward_model_packages,
     unknown_variables,
@@ -117,3 +119,18 @@ def test_a_read_only_temp_dir_is_named_with_the_fix() -> None:
     assert problem is not None
     assert "/proc" in problem
     assert "(an emptyDir) at /tmp" in problem
+
+
+@pytest.mark.parametrize(
+    ("files", "cpus"),
+    [({"cpu.max": "max 100000\n"}, None), ({"cpu.max": "250000 100000\n"}, 3), ({"cpu.max": "50000 100000"}, 1),
+     ({"cpu/cpu.cfs_quota_us": "400000", "cpu/cpu.cfs_period_us": "100000"}, 4),
+     ({"cpu/cpu.cfs_quota_us": "-1", "cpu/cpu.cfs_period_us": "100000"}, None), ({}, None)],
+)
+def test_the_default_worker_count_follows_the_container_cpu_limit(
+    tmp_path: Path, files: dict[str, str], cpus: int | None
+) -> None:
+    for name, text in files.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text)
+    assert cgroup_cpu_limit(tmp_path) == cpus

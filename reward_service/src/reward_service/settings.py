@@ -9,9 +9,11 @@ broke and how to fix it, without a traceback.
 from __future__ import annotations
 
 import enum
+import math
 import os
 from collections.abc import Mapping
 from importlib.util import find_spec
+from pathlib import Path
 from typing import Any
 
 from pydantic import Field, ValidationError, model_validator
@@ -51,8 +53,28 @@ class LogLevel(enum.StrEnum):
     ERROR = "error"
 
 
+def cgroup_cpu_limit(root: Path = Path("/sys/fs/cgroup")) -> int | None:
+    """CPUs allowed by the container's CFS quota (cgroup v2 `cpu.max`, or v1), rounded up; None if unlimited."""
+    try:
+        quota, period = (root / "cpu.max").read_text().split()[:2]
+        if quota == "max":
+            return None
+        return max(1, math.ceil(int(quota) / int(period)))
+    except (OSError, ValueError):
+        pass
+    try:
+        quota_us = int((root / "cpu" / "cpu.cfs_quota_us").read_text())
+        period_us = int((root / "cpu" / "cpu.cfs_period_us").read_text())
+    except (OSError, ValueError):
+        return None
+    return max(1, math.ceil(quota_us / period_us)) if quota_us > 0 and period_us > 0 else None
+
+
 def _default_workers() -> int:
-    return max(1, len(os.sched_getaffinity(0)))
+    """One worker per CPU the process may use: its affinity, lowered to the container's CPU limit."""
+    cpus = len(os.sched_getaffinity(0))
+    limit = cgroup_cpu_limit()
+    return max(1, min(cpus, limit) if limit else cpus)
 
 
 class RewardSettings(BaseSettings):
