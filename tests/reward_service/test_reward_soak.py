@@ -26,7 +26,8 @@ HANGS = ["$\\boxed{9^{9^{9^{9}}}}$", "$\\boxed{(100!)!}$", "$\\boxed{10^{10^{10}
 
 
 def make_requests(rng: random.Random) -> list[tuple[dict[str, object], int]]:
-    """(body, expected status): right, wrong and answerless responses, bad labels, and 0.1% hangs."""
+    """(body, expected status): right, wrong and answerless responses, fractions (scored by the workers),
+    bad labels, and 0.1% hangs."""
     requests: list[tuple[dict[str, object], int]] = []
     for index in range(TOTAL):
         gold = index // 8
@@ -34,8 +35,11 @@ def make_requests(rng: random.Random) -> list[tuple[dict[str, object], int]]:
         roll = rng.random()
         if index % 1000 == 500:
             body: dict[str, object] = {"response": cot + HANGS[index % len(HANGS)], "label": gold}
-        elif roll < 0.45:
+        elif roll < 0.3:
             body = {"response": cot + f" so $\\boxed{{{gold}}}$", "label": gold}
+        elif roll < 0.6:  # not integers: these go through the worker pool
+            body = {"response": cot + f" so $\\boxed{{\\frac{{{2 * gold + 2}}}{{14}}}}$",
+                    "label": f"\\frac{{{gold + 1}}}{{7}}"}
         elif roll < 0.85:
             body = {"response": cot + f"\nAnswer: {gold + rng.randint(1, 9)}", "label": str(gold)}
         elif roll < 0.98:
