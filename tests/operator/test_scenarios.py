@@ -163,3 +163,21 @@ def test_spec_edits_other_than_suspend_and_guards_are_refused(env) -> None:  # t
     assert refused.returncode != 0 and "only spec.suspend and spec.guards can change" in refused.stderr
     allowed = kubectl("patch", "grporun", "frozen", "-n", ns, "--type=merge", "-p", '{"spec": {"guards": {"maxRepetitionFrac": 0.5}}}')
     assert allowed.returncode == 0
+
+
+def test_pod_problems_are_surfaced_in_the_schedulers_own_words(env) -> None:  # type: ignore[no-untyped-def]
+    _, ns, kubectl, _ = env
+    kubectl("apply", "-f", "-", input=manifest("stuck", ns, fake(rollouts=3)))
+    wait_for("RayCluster", lambda: kubectl("get", "raycluster", names.ray_cluster("stuck"), "-n", ns, check=False).returncode == 0)
+    wait_for("default ServiceAccount", lambda: kubectl("get", "serviceaccount", "default", "-n", ns, check=False).returncode == 0)
+    # What KubeRay would create and the scheduler would report (no kubelet or scheduler runs here).
+    pod = {"apiVersion": "v1", "kind": "Pod",
+           "metadata": {"name": "stuck-ray-gpu-worker-abcde", "labels": names.labels("stuck", "ray-worker")},
+           "spec": {"containers": [{"name": "ray-worker", "image": "miles@sha256:" + "0" * 64}]}}  # fmt: skip
+    kubectl("apply", "-n", ns, "-f", "-", input=json.dumps(pod))
+    reason = "0/4 nodes are available: 4 Insufficient vpc.amazonaws.com/efa. preemption: 0/4 nodes are available."
+    status = {"conditions": [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": reason}]}
+    kubectl("patch", "pod", pod["metadata"]["name"], "-n", ns, "--subresource=status", "--type=merge", "-p", json.dumps({"status": status}))
+    run = wait_for("the scheduler's words in the status", lambda: (r := phase_is(kubectl, ns, "stuck", "Provisioning"))
+                   and reason in (r["status"].get("message") or "") and r)  # fmt: skip
+    assert run["status"]["message"] == f"pod stuck-ray-gpu-worker-abcde unschedulable: {reason}"
