@@ -13,10 +13,10 @@ PACKAGES := operator/grpo_operator reward_service/src/reward_service trainer_ima
 
 install: $(VENV)/.installed
 
-$(VENV)/.installed: pyproject.toml reward_service/pyproject.toml trainer_image/pyproject.toml
+$(VENV)/.installed: pyproject.toml reward_service/pyproject.toml trainer_image/pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q -U pip setuptools wheel
-	$(BIN)/pip install -q -e '.[dev]' -e './reward_service[dev]' -e ./trainer_image
+	$(BIN)/pip install -q -c constraints.txt -e '.[dev]' -e './reward_service[dev]' -e ./trainer_image
 	touch $@
 
 lint: install
