@@ -47,7 +47,10 @@ def deployment(run: GRPORun, remote: RemoteRewardSpec, settings: RenderSettings)
             "env": [
                 {"name": "REWARD_BACKEND", "value": remote.backend.value},
                 {"name": "REWARD_DEADLINE_S", "value": repr(remote.timeout_seconds)},
+                # One scoring process per requested CPU (without it, one per CPU of the node).
+                {"name": "REWARD_WORKERS", "value": settings.reward_cpu},
             ],
+            "volumeMounts": [{"name": "tmp", "mountPath": "/tmp"}],
             "resources": {"requests": {"cpu": settings.reward_cpu, "memory": settings.reward_memory},
                           "limits": {"memory": settings.reward_memory}},
             "startupProbe": {**probe, "failureThreshold": 30},
@@ -57,6 +60,8 @@ def deployment(run: GRPORun, remote: RemoteRewardSpec, settings: RenderSettings)
             "securityContext": {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True,
                                 "capabilities": {"drop": ["ALL"]}},
         }],
+        # The root filesystem is read-only; the worker pool's forkserver needs a writable /tmp for its socket.
+        "volumes": [{"name": "tmp", "emptyDir": {"sizeLimit": "256Mi"}}],
     }  # fmt: skip
     if run.spec.scheduling.head_node_selector:
         pod["nodeSelector"] = dict(run.spec.scheduling.head_node_selector)
