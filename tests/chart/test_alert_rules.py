@@ -72,7 +72,7 @@ def test_each_alert_fires_for_its_run_and_a_healthy_run_raises_none(tool: Path, 
 
     running = _series("grpo_run_phase", {**run, "phase": "Running"}, "1x120")
     advancing = _series("grpo_run_rollout", run, "0+1x120")
-    quiet = [(t, a, []) for t in ("20m", "100m") for a in ALERTS]
+    quiet: list[tuple[str, str, list[dict[str, Any]]]] = [(t, a, []) for t in ("20m", "100m") for a in ALERTS]
     tests = [
         # healthy: running, advancing, Healthy=True, reward service fine -> nothing, ever
         _case([running, advancing, _series("grpo_run_healthy", run, "1x120"),
