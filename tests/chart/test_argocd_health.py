@@ -85,3 +85,9 @@ def test_the_applications_deliver_the_crds_with_server_side_apply_and_the_runs_a
     other_waves = [int(d["metadata"].get("annotations", {}).get("argocd.argoproj.io/sync-wave", 0))
                    for d in docs if d["kind"] != "GRPORun"]  # fmt: skip
     assert run_waves and min(run_waves) > max(other_waves, default=0)
+
+
+def test_the_chart_readme_shows_the_same_argocd_cm_snippet() -> None:
+    readme = (ARGOCD.parents[1] / "charts" / "grpo-operator" / "README.md").read_text()
+    blocks = readme.split("```yaml\n")[1:]
+    assert [b.split("```")[0] for b in blocks] == [(ARGOCD / "argocd-cm.yaml").read_text()]
