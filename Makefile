@@ -9,7 +9,7 @@ export PATH := $(BIN):$(PATH)
 DOCKERFILES := $(shell find . -name Dockerfile -not -path './.venv/*' -not -path './.git/*' | sort)
 PACKAGES := operator/grpo_operator reward_service/src/reward_service trainer_image/src/grpo_launcher
 
-.PHONY: install test lint crds golden control-plane run bench-reward bench-plan clean
+.PHONY: install test lint crds golden control-plane run bench-reward clean
 
 install: $(VENV)/.installed
 
@@ -29,9 +29,10 @@ lint: install
 crds: install
 	$(PY) -m grpo_operator.crdgen
 
-## Regenerate the render golden files from examples/.
+## Regenerate the golden files: grpo render of examples/, helm template of the chart.
 golden: install
 	$(PY) -m tests.render.golden
+	$(PY) -m tests.chart.golden
 
 ## Build (once, cached under ~/.cache/grpo-operator) etcd, kube-apiserver, kubectl, helm and the KubeRay CRDs.
 control-plane: install

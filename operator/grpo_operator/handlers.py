@@ -49,6 +49,9 @@ def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
     settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix="grpo.dev")
     settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(prefix="grpo.dev")
     settings.posting.level = logging.WARNING
+    # The namespaces to serve are given (--namespace/--all-namespaces) and the CRD is installed with the
+    # chart: no cluster scan, so a namespaced install needs no cluster-wide read and starts at once.
+    settings.scanning.disabled = True
     settings.watching.server_timeout = 300
     opmetrics.serve(SETTINGS.metrics_port)
 

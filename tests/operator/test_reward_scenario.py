@@ -52,9 +52,9 @@ def reward_condition(kubectl: Any, namespace: str, name: str) -> dict[str, Any] 
     return next((c for c in run.get("status", {}).get("conditions", []) if c["type"] == "RewardServiceReady"), None)
 
 
-def test_reward_service_errors_set_the_condition_and_clear_when_they_stop(
+def test_reward_service_errors_set_the_condition_and_clear_when_they_stop(  # type: ignore[no-untyped-def]
     control_plane, namespace, kubectl, tmp_path: Path, reward_metrics
-) -> None:  # type: ignore[no-untyped-def]
+) -> None:
     port, ratio = reward_metrics
     ratio.set(0.5)
     spec = {"reward": {"type": "remote", "remote": {"replicas": 1, "image": REWARD_IMAGE}}}
