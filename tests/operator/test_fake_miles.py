@@ -8,7 +8,6 @@ import shlex
 import socket
 import subprocess
 import sys
-import time
 import urllib.request
 import uuid
 from pathlib import Path
@@ -16,6 +15,8 @@ from pathlib import Path
 from grpo_operator.localray import LocalRayHead
 from prometheus_client.parser import text_string_to_metric_families
 from ray.job_submission import JobStatus, JobSubmissionClient
+
+from tests.operator.harness import wait_for
 
 FAKE = Path(__file__).with_name("fake_miles.py")
 TERMINAL = {JobStatus.SUCCEEDED, JobStatus.FAILED, JobStatus.STOPPED}
@@ -32,18 +33,6 @@ def free_port() -> int:
         sock.bind(("127.0.0.1", 0))
         port: int = sock.getsockname()[1]
         return port
-
-
-def wait_until(what: str, probe, timeout: float = 120.0):  # type: ignore[no-untyped-def]
-    """Poll `probe` until truthy; the timeout is a safety net, not an assertion on speed."""
-    deadline = time.monotonic() + timeout
-    last = None
-    while time.monotonic() < deadline:
-        last = probe()
-        if last:
-            return last
-        time.sleep(0.1)
-    raise AssertionError(f"gave up waiting for {what}; last seen: {last!r}")
 
 
 def miles_argv(run_name: str, port: int, rollouts: int, *knobs: str) -> list[str]:
@@ -72,7 +61,7 @@ def scrape(port: int) -> dict[str, tuple[dict[str, str], float]]:
 
 
 def final_status(client: JobSubmissionClient, job: str) -> JobStatus:
-    status: JobStatus = wait_until(
+    status: JobStatus = wait_for(
         f"job {job} to end", lambda: (s := client.get_job_status(job)) in TERMINAL and s
     )
     return status
@@ -84,7 +73,7 @@ def test_fake_serves_miles_gauges_per_rollout_then_succeeds_with_exit_0(ray_head
     job = submit(client, run, port, 3, "--fake-step-seconds", "0.2", "--fake-reward", "0.1,0.2,0.3",
                  "--fake-repetition", "0.05", "--fake-truncated", "0.5", "--fake-linger-seconds", "4")  # fmt: skip
 
-    metrics = wait_until("rollout 2 on /metrics", lambda: (m := scrape(port)) and m["miles_metric_rollout_step"][1] == 2 and m)
+    metrics = wait_for("rollout 2 on /metrics", lambda: (m := scrape(port)) and m["miles_metric_rollout_step"][1] == 2 and m)
     assert metrics["miles_metric_rollout_step"] == ({"run_name": run}, 2.0)
     assert metrics["miles_metric_rollout_raw_reward"] == ({"run_name": run}, 0.3)
     assert metrics["miles_metric_rollout_repetition_frac"] == ({"run_name": run}, 0.05)
@@ -117,7 +106,7 @@ def test_stop_job_stops_a_stalled_fake_and_its_process(ray_head: LocalRayHead) -
     client = JobSubmissionClient(ray_head.dashboard_url)
     port, run = free_port(), f"stalled-{uuid.uuid4().hex}"
     job = submit(client, run, port, 10, "--fake-step-seconds", "0.1", "--fake-stall-after", "1")
-    wait_until("the stall", lambda: "stalled before rollout 1" in client.get_job_logs(job))
+    wait_for("the stall", lambda: "stalled before rollout 1" in client.get_job_logs(job))
     assert scrape(port)["miles_metric_rollout_step"][1] == 0
     assert client.get_job_status(job) == JobStatus.RUNNING
 

@@ -8,7 +8,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -18,20 +17,10 @@ import pytest
 from grpo_operator.localray import LocalRayHead
 from ray.job_submission import JobStatus, JobSubmissionClient
 
+from tests.operator.harness import wait_for
+
 GPU_NODE = {"gpu_node": 0.001}
 TERMINAL = {JobStatus.SUCCEEDED, JobStatus.FAILED, JobStatus.STOPPED}
-
-
-def wait_until(what: str, probe, timeout: float = 120.0):  # type: ignore[no-untyped-def]
-    """Poll `probe` until truthy; the timeout is a safety net, not an assertion on speed."""
-    deadline = time.monotonic() + timeout
-    last = None
-    while time.monotonic() < deadline:
-        last = probe()
-        if last:
-            return last
-        time.sleep(0.2)
-    raise AssertionError(f"gave up waiting for {what}; last seen: {last!r}")
 
 
 def live_processes_mentioning(*needles: str) -> list[str]:
@@ -78,7 +67,7 @@ def listening_addresses(pids: list[int]) -> set[str]:
 
 def run_to_end(client: JobSubmissionClient, entrypoint: str, **kwargs) -> str:  # type: ignore[no-untyped-def]
     job = client.submit_job(entrypoint=entrypoint, **kwargs)
-    wait_until(f"job {job} to finish", lambda: client.get_job_status(job) in TERMINAL)
+    wait_for(f"job {job} to finish", lambda: client.get_job_status(job) in TERMINAL)
     return job
 
 
@@ -114,8 +103,8 @@ def test_leaving_the_with_block_on_an_exception_stops_the_head_and_its_running_j
         job = client.submit_job(
             entrypoint=f"{sys.executable} -c 'import time; time.sleep(600)' {token}", entrypoint_resources=GPU_NODE
         )
-        wait_until("the job to run", lambda: client.get_job_status(job) == JobStatus.RUNNING)
-        wait_until("the job's process", lambda: live_processes_mentioning(token))
+        wait_for("the job to run", lambda: client.get_job_status(job) == JobStatus.RUNNING)
+        wait_for("the job's process", lambda: live_processes_mentioning(token))
         raise RuntimeError("boom")
     temp_dir = str(holder["temp_dir"])
     assert live_processes_mentioning(temp_dir, token) == []
@@ -139,8 +128,8 @@ def up_cli_with_a_running_job() -> Iterator[tuple[subprocess.Popen[str], str, st
         job = client.submit_job(
             entrypoint=f"{sys.executable} -c 'import time; time.sleep(600)' {token}", entrypoint_resources=GPU_NODE
         )
-        wait_until("the job to run", lambda: client.get_job_status(job) == JobStatus.RUNNING)
-        wait_until("the job's process", lambda: live_processes_mentioning(token))
+        wait_for("the job to run", lambda: client.get_job_status(job) == JobStatus.RUNNING)
+        wait_for("the job's process", lambda: live_processes_mentioning(token))
         yield up, temp_dir, token
     finally:
         if up.poll() is None:  # the test failed early: stop it the normal way
@@ -162,8 +151,8 @@ def test_a_sigkilled_owner_still_leaves_no_ray_process_behind() -> None:
     with up_cli_with_a_running_job() as (up, temp_dir, token):
         up.kill()
         up.wait(timeout=30)
-    wait_until("the reaper to clean up", lambda: not live_processes_mentioning(temp_dir, token))
-    wait_until("the temp dir to go", lambda: not Path(temp_dir).exists())
+    wait_for("the reaper to clean up", lambda: not live_processes_mentioning(temp_dir, token))
+    wait_for("the temp dir to go", lambda: not Path(temp_dir).exists())
 
 
 def test_a_head_started_without_a_with_block_is_stopped_at_interpreter_exit() -> None:
