@@ -64,6 +64,7 @@ class Operator:
             **env,
         }
         self.namespace = namespace
+        self.args = ["--standalone", "--namespace", namespace]  # kopf's arguments; replaceable before start()
         self.log_dir = log_dir
         self.process: subprocess.Popen[bytes] | None = None
         self.starts = 0
@@ -72,7 +73,7 @@ class Operator:
         self.starts += 1
         log = (self.log_dir / f"operator-{self.starts}.log").open("wb")
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "grpo_operator", "--standalone", "--namespace", self.namespace],
+            [sys.executable, "-m", "grpo_operator", *self.args],
             env=self.env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True, cwd=REPO,
         )  # fmt: skip
 

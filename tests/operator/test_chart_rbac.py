@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -26,7 +25,7 @@ from prometheus_client import CollectorRegistry, Gauge, start_http_server
 
 from tests.chart.argocd import health as argocd_health
 from tests.chart.helm import CHART, helm
-from tests.operator.harness import REPO, Operator, fake, free_port, manifest, phase_is, play_kuberay_ready, wait_for
+from tests.operator.harness import Operator, fake, free_port, manifest, phase_is, play_kuberay_ready, wait_for
 from tests.operator.test_reward_scenario import REWARD_IMAGE, play_kubelet_ready
 
 pytestmark = pytest.mark.integration
@@ -80,12 +79,6 @@ class ChartOperator(Operator):
         super().__init__(kubeconfig, namespace, ray_url, log_dir, **{**chart_env, "GRPO_METRICS_PORT": "0", **env})
         self.args = [a if not a.startswith("--liveness=") else f"--liveness=http://127.0.0.1:{free_port()}/healthz"
                      for a in install.container["args"]]  # fmt: skip
-
-    def start(self) -> None:
-        self.starts += 1
-        log = (self.log_dir / f"operator-{self.starts}.log").open("wb")
-        self.process = subprocess.Popen([sys.executable, "-m", "grpo_operator", *self.args], env=self.env,
-                                        stdout=log, stderr=subprocess.STDOUT, start_new_session=True, cwd=REPO)  # fmt: skip
 
 
 def can_i(kubectl: Any, install: Install, *args: str) -> bool:
