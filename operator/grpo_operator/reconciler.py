@@ -20,7 +20,7 @@ from pydantic import ValidationError
 from grpo_operator import childstate, endpoints, opmetrics, scrape
 from grpo_operator.api import GRPORun
 from grpo_operator.api.spec import RewardType
-from grpo_operator.api.status import TERMINAL_PHASES, GRPORunStatus, Phase
+from grpo_operator.api.status import TERMINAL_PHASES, GRPORunStatus, Phase, RunPlan
 from grpo_operator.config import OperatorSettings
 from grpo_operator.kube import Kube
 from grpo_operator.lifecycle import Decision, decide
@@ -111,7 +111,7 @@ class Reconciler:
         if not run.spec.suspend:
             for child in rendered.children:
                 self.kube.apply(child)
-        obs = self._observe(run, ray, submission_id, prev=prev, now=now, generation=generation)
+        obs = self._observe(run, ray, submission_id, plan=rendered.plan, prev=prev, now=now, generation=generation)
         decision = decide(prev, obs, run.spec)
         decision = self._act(decision, run, rendered, ray, submission_id)
         return self._finish(namespace, name, body, prev, decision)
@@ -123,10 +123,9 @@ class Reconciler:
         meta = run.metadata
         return names.submission_id(meta.name, meta.uid or "nouid", meta.generation or 1)
 
-    def _observe(self, run: GRPORun, ray: RayJobs, submission_id: str, *,
+    def _observe(self, run: GRPORun, ray: RayJobs, submission_id: str, *, plan: RunPlan,
                  prev: GRPORunStatus | None, now: datetime, generation: int) -> Observation:  # fmt: skip
         ns, name = run.metadata.namespace, run.metadata.name
-        plan = make_plan(run)
         cluster_obj = self.kube.ray_cluster(ns, name)
         pods = self.kube.run_pods(ns, name) if cluster_obj is not None else []
         cluster = childstate.cluster_observation(cluster_obj, plan.worker_replicas, pods)
@@ -184,7 +183,7 @@ class Reconciler:
                 opmetrics.GUARD_TRIPS.labels(ns, name, status.reason).inc()
         if decision.request_checkpoint:
             try:
-                ray.submit(checkpoint_request(run, make_plan(run), self.settings.render, submission_id))
+                ray.submit(checkpoint_request(run, rendered.plan, self.settings.render, submission_id))
             except RayUnavailable as exc:
                 log.info("%s/%s: checkpoint request not sent: %s", ns, name, exc)
         if decision.delete_cluster:

@@ -14,7 +14,16 @@ from grpo_operator.api import GRPORun
 from grpo_operator.api.spec import GRPORunSpec, Placement, RewardType
 from grpo_operator.flags import MANAGED_FLAGS, flag_name
 from grpo_operator.instances import INSTANCES
-from grpo_operator.plan import actor_budget_gib, actor_gpus, estimates, make_plan, rollout_gpus, sharding
+from grpo_operator.memory import host_gib_per_node
+from grpo_operator.plan import (
+    HOST_MEMORY_USABLE,
+    actor_budget_gib,
+    actor_gpus,
+    estimates,
+    make_plan,
+    rollout_gpus,
+    sharding,
+)
 from grpo_operator.profiles import PROFILES
 
 
@@ -161,7 +170,15 @@ def _memory_rules(spec: GRPORunSpec) -> list[Problem]:
             f"static reservation but {rollout.needed_free_gib:.1f} GiB is needed (SGLang workspace"
             + (" and the offloaded actor's residue" if spec.topology.placement is Placement.COLOCATED else "")
             + f"); set it to at most {int(highest * 100) / 100}"))  # fmt: skip
-    elif rollout.kv_cache_tokens < spec.rollout.max_response_len:
+    colocated = spec.topology.placement is Placement.COLOCATED
+    host = host_gib_per_node(actor, rollout, spec.topology.actor.gpus_per_node, colocated)
+    host_capacity = instance.memory_gib * HOST_MEMORY_USABLE
+    if host > host_capacity:
+        out.append(Problem("spec.topology",
+            f"each node needs about {host:.0f} GiB of pinned host memory (reference weights"
+            + (", offloaded training state and engine weights" if colocated else "")
+            + f") but a {instance.name.value} pod gets {host_capacity:.0f} GiB: raise parallelism or actor.nodes"))  # fmt: skip
+    if rollout.free_gib >= rollout.needed_free_gib and rollout.kv_cache_tokens < spec.rollout.max_response_len:
         out.append(Problem("spec.topology.rollout.gpusPerEngine",
             f"an engine of {spec.topology.rollout.gpus_per_engine} GPU(s) holds {rollout.weights_gib:.1f} GiB of "
             f"weights per GPU, leaving a KV cache of {rollout.kv_cache_tokens} tokens, fewer than one response "

@@ -80,3 +80,10 @@ def test_single_node_runs_request_no_efa_and_multi_node_runs_request_all_of_it()
     one, _ = plan_of({})
     two, _ = plan_of({"topology": {"actor": {"nodes": 2}}})
     assert (one.efa_per_node, two.efa_per_node) == (0, 15)
+
+
+def test_pinned_host_memory_is_checked_against_the_node() -> None:
+    plan, problems = plan_of({"model": {"profile": "qwen2.5-72b"},
+                              "topology": {"parallelism": {"tensor": 4}, "rollout": {"gpusPerEngine": 4, "memFraction": 0.5}}})
+    assert plan.host_gib_per_node > plan.host_capacity_gib and not plan.fits
+    assert any("GiB of pinned host memory" in p.message for p in problems)

@@ -23,12 +23,13 @@ class Rendered:
 
     children: list[dict[str, Any]]
     job: JobSubmission
+    plan: RunPlan
 
 
 def render(run: GRPORun, plan: RunPlan, settings: RenderSettings) -> Rendered:
     job = job_submission(run, plan, settings)
     children = [config_map(run, plan, job, settings), *reward_children(run, settings), ray_cluster(run, plan, settings)]
-    return Rendered(children=children, job=job)
+    return Rendered(children=children, job=job, plan=plan)
 
 
 __all__ = ["JobSubmission", "MissingRewardImage", "RenderSettings", "Rendered", "render"]
