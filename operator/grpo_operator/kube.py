@@ -11,7 +11,6 @@ from typing import Any, cast
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 from kubernetes.dynamic import DynamicClient
-from kubernetes.dynamic.exceptions import NotFoundError
 
 from grpo_operator.api import GROUP, PLURAL, VERSION
 from grpo_operator.render import names
@@ -85,4 +84,4 @@ class Kube:
                 raise
 
 
-__all__ = ["FIELD_MANAGER", "Kube", "NotFoundError"]
+__all__ = ["FIELD_MANAGER", "Kube"]

@@ -6,7 +6,7 @@ functions in `grpo_operator.lifecycle` and `grpo_operator.guards` turn them into
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from enum import StrEnum
 
@@ -72,7 +72,6 @@ class Observation:
     job: JobObservation | None = None
     checkpoint_job: JobState | None = None
     metrics: TrainerMetrics | None = None
-    notes: tuple[str, ...] = field(default=())
 
 
 def rfc3339(moment: datetime) -> str:

@@ -20,8 +20,8 @@ from grpo_operator.plan import (
     actor_budget_gib,
     actor_gpus,
     estimates,
-    make_plan,
     rollout_gpus,
+    run_dirs,
     sharding,
 )
 from grpo_operator.profiles import PROFILES
@@ -189,9 +189,9 @@ def _memory_rules(spec: GRPORunSpec) -> list[Problem]:
 def _field_rules(run: GRPORun) -> list[Problem]:
     spec, out = run.spec, []
     mount = spec.storage.mount_path.rstrip("/") + "/"
-    plan_dirs = make_plan(run)
-    for path, value in (("spec.storage.checkpointDir", plan_dirs.checkpoint_dir),
-                        ("spec.storage.tensorboardDir", plan_dirs.tensorboard_dir)):  # fmt: skip
+    checkpoint_dir, tensorboard_dir = run_dirs(run)
+    for path, value in (("spec.storage.checkpointDir", checkpoint_dir),
+                        ("spec.storage.tensorboardDir", tensorboard_dir)):  # fmt: skip
         if not value.startswith(mount):
             out.append(Problem(path, f"{value} is not under storage.mountPath {mount}: every rank must reach it; "
                                      "put it on the shared volume"))  # fmt: skip

@@ -388,7 +388,3 @@ def spec_immutability_rule() -> dict[str, str]:
         " && ".join(parts),
         "only spec.suspend and spec.guards can change after creation; create a new GRPORun for other changes",
     )
-
-
-def spec_field_names() -> list[str]:
-    return [info.alias or name for name, info in GRPORunSpec.model_fields.items()]

@@ -64,6 +64,14 @@ def _config_mount(settings: RenderSettings) -> dict[str, Any]:
     return {"name": "run-config", "mountPath": settings.config_dir, "readOnly": True}
 
 
+def _place(pod: dict[str, Any], run: GRPORun, node_selector: dict[str, str]) -> None:
+    """Node selector and priority class of a Ray pod, when the spec sets them."""
+    if node_selector:
+        pod["nodeSelector"] = dict(node_selector)
+    if run.spec.scheduling.priority_class_name:
+        pod["priorityClassName"] = run.spec.scheduling.priority_class_name
+
+
 def head_group(run: GRPORun, settings: RenderSettings) -> dict[str, Any]:
     spec = run.spec
     pod: dict[str, Any] = {
@@ -82,10 +90,7 @@ def head_group(run: GRPORun, settings: RenderSettings) -> dict[str, Any]:
         }],
         "volumes": [_config_volume(run)],
     }  # fmt: skip
-    if spec.scheduling.head_node_selector:
-        pod["nodeSelector"] = dict(spec.scheduling.head_node_selector)
-    if spec.scheduling.priority_class_name:
-        pod["priorityClassName"] = spec.scheduling.priority_class_name
+    _place(pod, run, spec.scheduling.head_node_selector)
     return {
         # Zero CPUs and GPUs: no actor or task can be placed on the head, which has no GPU driver.
         "rayStartParams": {"dashboard-host": "0.0.0.0", "num-cpus": "0", "num-gpus": "0"},
@@ -138,10 +143,7 @@ def worker_group(run: GRPORun, plan: RunPlan, settings: RenderSettings) -> dict[
             _config_volume(run),
         ],
     }  # fmt: skip
-    if spec.scheduling.gpu_node_selector:
-        pod["nodeSelector"] = dict(spec.scheduling.gpu_node_selector)
-    if spec.scheduling.priority_class_name:
-        pod["priorityClassName"] = spec.scheduling.priority_class_name
+    _place(pod, run, spec.scheduling.gpu_node_selector)
     return {
         "groupName": names.WORKER_GROUP,
         "replicas": plan.worker_replicas,
