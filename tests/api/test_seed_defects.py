@@ -26,8 +26,6 @@ that shows each one cannot recur:
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 from grpo_operator.plan import make_plan
 from grpo_operator.validation import Severity
@@ -182,7 +180,3 @@ def test_an_unpinned_image_is_warned_about(spec_with) -> None:  # type: ignore[n
 def test_all_problems_are_reported_at_once(spec_with) -> None:  # type: ignore[no-untyped-def]
     _, problems = spec_with({"rollout": {"batchSize": -1, "numRollout": "x"}, "topology": {"actor": {"nodes": 0}}})
     assert set(paths(problems)) == {"spec.rollout.batchSize", "spec.rollout.numRollout", "spec.topology.actor.nodes"}
-
-
-def test_examples_dir_exists() -> None:
-    assert Path(EXAMPLES, "quickstart.yaml").exists()
