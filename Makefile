@@ -7,16 +7,16 @@ BIN := $(CURDIR)/$(VENV)/bin
 export PATH := $(BIN):$(PATH)
 
 DOCKERFILES := $(shell find . -name Dockerfile -not -path './.venv/*' -not -path './.git/*' | sort)
-PACKAGES := operator/grpo_operator reward_service/src/reward_service trainer_image/src/grpo_launcher
+PACKAGES := operator/grpo_operator devtools/grpo_dev reward_service/src/reward_service trainer_image/src/grpo_launcher
 
 .PHONY: install test lint crds golden control-plane run bench-reward clean
 
 install: $(VENV)/.installed
 
-$(VENV)/.installed: pyproject.toml reward_service/pyproject.toml trainer_image/pyproject.toml constraints.txt
+$(VENV)/.installed: pyproject.toml devtools/pyproject.toml reward_service/pyproject.toml trainer_image/pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q -U pip setuptools wheel
-	$(BIN)/pip install -q -c constraints.txt -e '.[dev]' -e './reward_service[dev]' -e ./trainer_image
+	$(BIN)/pip install -q -c constraints.txt -e '.[dev]' -e ./devtools -e './reward_service[dev]' -e ./trainer_image
 	touch $@
 
 lint: install
@@ -27,7 +27,7 @@ lint: install
 
 ## Regenerate the CRD (crds/ and the chart's copy) from the pydantic types.
 crds: install
-	$(PY) -m grpo_operator.crdgen
+	$(PY) -m grpo_dev.crdgen
 
 ## Regenerate the golden files: grpo render of examples/, helm template of the chart.
 golden: install
@@ -36,14 +36,14 @@ golden: install
 
 ## Build (once, cached under ~/.cache/grpo-operator) etcd, kube-apiserver, kubectl, helm and the KubeRay CRDs.
 control-plane: install
-	$(PY) -m grpo_operator.localcluster build
+	$(PY) -m grpo_dev.localcluster build
 
 test: install control-plane lint
 	$(PY) -m pytest
 
 ## Local embedded control plane + Ray head + operator, with examples/quickstart.yaml applied.
 run: install control-plane
-	$(PY) -m grpo_operator.devrun
+	$(PY) -m grpo_dev.devrun
 
 bench-reward: install
 	$(PY) benchmarks/bench_reward.py

@@ -1,6 +1,6 @@
 """Fixtures shared by every test area: one real control plane per session, a namespace per test, kubectl.
 
-`control_plane` is a `grpo_operator.localcluster.ControlPlane` (real etcd, kube-apiserver and
+`control_plane` is a `grpo_dev.localcluster.ControlPlane` (real etcd, kube-apiserver and
 kube-controller-manager on 127.0.0.1, with crds/ and the KubeRay CRDs installed); it starts only when a
 test asks for it. `namespace` is a fresh namespace, deleted after the test. `kubectl(*args, input=None,
 check=True)` runs the real kubectl as cluster admin and returns the `CompletedProcess`.
@@ -14,7 +14,7 @@ import uuid
 from collections.abc import Callable, Iterator
 
 import pytest
-from grpo_operator.localcluster import ControlPlane
+from grpo_dev.localcluster import ControlPlane
 
 Kubectl = Callable[..., subprocess.CompletedProcess[str]]
 

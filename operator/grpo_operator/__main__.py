@@ -12,7 +12,7 @@ import kopf.cli
 
 def main() -> None:
     args = sys.argv[1:] or ["--all-namespaces"]
-    sys.exit(kopf.cli.main(["run", "-m", "grpo_operator.handlers", *args], standalone_mode=True))
+    sys.exit(kopf.cli.main(["run", "-m", "grpo_operator.controller.handlers", *args], standalone_mode=True))
 
 
 if __name__ == "__main__":

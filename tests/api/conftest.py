@@ -4,8 +4,8 @@ from typing import Any
 
 import pytest
 from grpo_operator.api import GRPORun
-from grpo_operator.loading import parse_run
-from grpo_operator.validation import Problem, errors, validate
+from grpo_operator.cli.loading import parse_run
+from grpo_operator.planning.validation import Problem, errors, validate
 
 from tests.api.cases import base, merge
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import yaml
-from grpo_operator import crdgen
+from grpo_dev import crdgen
 
 EXPECTED_COLUMNS = ["Phase", "Model", "Progress", "Reward", "Repetition", "Age"]
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 import yaml
-from grpo_operator.plan import make_plan
-from grpo_operator.profiles import PROFILES, ModelProfileName
+from grpo_operator.planning.plan import make_plan
+from grpo_operator.planning.profiles import PROFILES, ModelProfileName
 
 from tests.api.cases import EXAMPLES, base, merge
 from tests.api.conftest import check

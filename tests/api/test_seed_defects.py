@@ -27,8 +27,8 @@ that shows each one cannot recur:
 from __future__ import annotations
 
 import pytest
-from grpo_operator.plan import make_plan
-from grpo_operator.validation import Severity
+from grpo_operator.planning.plan import make_plan
+from grpo_operator.planning.validation import Severity
 
 from tests.api.cases import CEL_CASES, EXAMPLES, Case, base, merge
 from tests.api.conftest import check

@@ -1,6 +1,6 @@
 """Helm, run for real: the chart rendered, linted and installed with the pinned helm binary.
 
-`helm(*args)` runs `helm` (built and cached by `grpo_operator.localcluster`, never a system copy) with
+`helm(*args)` runs `helm` (built and cached by `grpo_dev.localcluster`, never a system copy) with
 repository config and caches in a scratch directory, so tests neither read nor write the user's helm state.
 """
 
@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from grpo_operator.localcluster import tool_path
+from grpo_dev.localcluster import tool_path
 
 REPO = Path(__file__).resolve().parents[2]
 CHART = REPO / "charts" / "grpo-operator"

@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 import yaml
-from grpo_operator.config import load_settings
-from grpo_operator.loading import parse_run
-from grpo_operator.plan import make_plan
+from grpo_operator.cli.loading import parse_run
+from grpo_operator.controller.config import load_settings
+from grpo_operator.planning.plan import make_plan
 from grpo_operator.render import RenderSettings, render
 
 from tests.api.cases import EXAMPLES, merge

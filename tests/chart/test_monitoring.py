@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 import yaml
-from grpo_operator import opmetrics
-from grpo_operator.reconciler import previous_status
+from grpo_operator.controller.reconciler import previous_status
+from grpo_operator.edges import opmetrics
 from prometheus_client import REGISTRY, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 from reward_service.metrics import ServiceMetrics

@@ -11,9 +11,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from grpo_operator.localcluster import ControlPlane, tool_path
-from grpo_operator.localcluster.build import kuberay_crd_dir
-from grpo_operator.localcluster.versions import KUBERNETES_VERSION
+from grpo_dev.localcluster import ControlPlane, tool_path
+from grpo_dev.localcluster.build import kuberay_crd_dir
+from grpo_dev.localcluster.versions import KUBERNETES_VERSION
 
 pytestmark = pytest.mark.integration
 
@@ -132,7 +132,7 @@ def test_existing_binaries_are_used_without_building_anything(tmp_path: Path) ->
     empty_cache = tmp_path / "cache"
     env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "GRPO_CACHE_DIR": str(empty_cache),
            "GRPO_CONTROL_PLANE_BIN_DIR": str(bin_dir), "GRPO_KUBERAY_CRD_DIR": str(crd_dir)}
-    result = subprocess.run([sys.executable, "-m", "grpo_operator.localcluster", "build"],
+    result = subprocess.run([sys.executable, "-m", "grpo_dev.localcluster", "build"],
                             env=env, capture_output=True, text=True, timeout=120, check=False)
     assert result.returncode == 0, result.stderr
     assert result.stdout.count(" external ") == 4, result.stdout
@@ -141,7 +141,7 @@ def test_existing_binaries_are_used_without_building_anything(tmp_path: Path) ->
 
 def test_a_missing_go_toolchain_is_reported_with_the_fix(tmp_path: Path) -> None:
     env = {"PATH": "/nonexistent", "HOME": str(tmp_path), "GRPO_CACHE_DIR": str(tmp_path / "cache")}
-    result = subprocess.run([sys.executable, "-m", "grpo_operator.localcluster", "build"],
+    result = subprocess.run([sys.executable, "-m", "grpo_dev.localcluster", "build"],
                             env=env, capture_output=True, text=True, timeout=120, check=False)
     assert result.returncode == 1
     assert "Traceback" not in result.stderr

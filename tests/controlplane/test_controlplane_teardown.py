@@ -88,7 +88,7 @@ def daemon_names(pids: set[int]) -> set[str]:
 @pytest.mark.parametrize("how", [signal.SIGINT, signal.SIGTERM, signal.SIGKILL], ids=lambda s: s.name)
 def test_up_leaves_no_process_behind_when_its_owner_is_signalled(tmp_path: Path, how: signal.Signals) -> None:
     kubeconfig = tmp_path / "kubeconfig"
-    argv = [sys.executable, "-m", "grpo_operator.localcluster", "up", "--kubeconfig", str(kubeconfig),
+    argv = [sys.executable, "-m", "grpo_dev.localcluster", "up", "--kubeconfig", str(kubeconfig),
             "--no-crds", "--scheduler"]
     child = start_until_ready(argv, "ready: export KUBECONFIG=")
     started = descendants(child.pid)
@@ -105,7 +105,7 @@ def test_up_leaves_no_process_behind_when_its_owner_is_signalled(tmp_path: Path,
 
 def test_an_exception_inside_the_with_block_stops_every_process(tmp_path: Path) -> None:
     script = textwrap.dedent("""
-        from grpo_operator.localcluster import ControlPlane
+        from grpo_dev.localcluster import ControlPlane
         with ControlPlane(kuberay_crds=False, crd_dirs=[]) as plane:
             plane.kubectl("get", "--raw", "/readyz")
             print("inside", flush=True)
@@ -136,7 +136,7 @@ def test_an_exception_inside_the_with_block_stops_every_process(tmp_path: Path) 
 def test_a_pytest_session_stopped_with_sigterm_tears_its_control_plane_down(tmp_path: Path) -> None:
     (tmp_path / "conftest.py").write_text(textwrap.dedent("""
         import pytest
-        from grpo_operator.localcluster import ControlPlane
+        from grpo_dev.localcluster import ControlPlane
 
         @pytest.fixture(scope="session")
         def control_plane():

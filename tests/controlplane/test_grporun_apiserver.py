@@ -17,8 +17,8 @@ from typing import Any
 
 import pytest
 import yaml
-from grpo_operator.loading import parse_run
-from grpo_operator.validation import Severity, validate
+from grpo_operator.cli.loading import parse_run
+from grpo_operator.planning.validation import Severity, validate
 
 from tests.api.cases import CEL_CASES, EXAMPLES, PYTHON_ONLY_INVALID_EXAMPLES, Case
 

@@ -1,6 +1,6 @@
 """Fixtures for the operator tests: one real local Ray head per session.
 
-`ray_head` is a started `grpo_operator.localray.LocalRayHead` (CPU only, every port on 127.0.0.1, the custom
+`ray_head` is a started `grpo_dev.localray.LocalRayHead` (CPU only, every port on 127.0.0.1, the custom
 resource `gpu_node: 1`); give `ray_head.dashboard_url` to `ray.job_submission.JobSubmissionClient`. It is
 stopped, with every process it started, when the session ends.
 """
@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-from grpo_operator.localray import LocalRayHead
+from grpo_dev.localray import LocalRayHead
 
 
 @pytest.fixture(scope="session")

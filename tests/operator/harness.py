@@ -1,5 +1,5 @@
 """Drive the real operator in tests: a `python -m grpo_operator` subprocess against the real API server and a
-real local Ray head, with miles played by tests/operator/fake_miles.py and KubeRay played by status patches
+real local Ray head, with miles played by devtools/grpo_dev/fake_miles.py and KubeRay played by status patches
 through the API server (KubeRay's controller and kubelets cannot run here)."""
 
 from __future__ import annotations
@@ -17,12 +17,13 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import yaml
+from grpo_dev import fake_miles
 from grpo_operator.render import names
 
 from tests.api.cases import EXAMPLES, merge
 
 REPO = Path(__file__).resolve().parents[2]
-FAKE_MILES = REPO / "tests" / "operator" / "fake_miles.py"
+FAKE_MILES = Path(fake_miles.__file__)
 T = TypeVar("T")
 
 

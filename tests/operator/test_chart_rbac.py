@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from grpo_operator.localcluster import tool_path
+from grpo_dev.localcluster import tool_path
 from grpo_operator.render import names
 from prometheus_client import CollectorRegistry, Gauge, start_http_server
 

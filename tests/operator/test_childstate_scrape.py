@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import pytest
-from grpo_operator import childstate, scrape
-from grpo_operator.config import SettingsError, load_settings
+from grpo_operator.controller.config import SettingsError, load_settings
+from grpo_operator.edges import childstate, scrape
 from kubernetes import client
 
 

@@ -12,13 +12,14 @@ import urllib.request
 import uuid
 from pathlib import Path
 
-from grpo_operator.localray import LocalRayHead
+from grpo_dev import fake_miles
+from grpo_dev.localray import LocalRayHead
 from prometheus_client.parser import text_string_to_metric_families
 from ray.job_submission import JobStatus, JobSubmissionClient
 
 from tests.operator.harness import wait_for
 
-FAKE = Path(__file__).with_name("fake_miles.py")
+FAKE = Path(fake_miles.__file__)
 TERMINAL = {JobStatus.SUCCEEDED, JobStatus.FAILED, JobStatus.STOPPED}
 MILES_PREFIX = ["python3", "/root/miles/train.py"]
 # Real miles flags the double must ignore (a sample of what render/job.py emits).

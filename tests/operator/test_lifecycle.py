@@ -7,8 +7,8 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from grpo_operator.api.spec import GRPORunSpec
 from grpo_operator.api.status import Phase
-from grpo_operator.lifecycle import Decision, decide
-from grpo_operator.observation import (
+from grpo_operator.status.lifecycle import Decision, decide
+from grpo_operator.status.observation import (
     ClusterObservation,
     JobObservation,
     JobState,

@@ -14,7 +14,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
-from grpo_operator.localray import LocalRayHead
+from grpo_dev.localray import LocalRayHead
 from ray.job_submission import JobStatus, JobSubmissionClient
 
 from tests.operator.harness import wait_for
@@ -113,9 +113,9 @@ def test_leaving_the_with_block_on_an_exception_stops_the_head_and_its_running_j
 
 @contextmanager
 def up_cli_with_a_running_job() -> Iterator[tuple[subprocess.Popen[str], str, str]]:
-    """`python -m grpo_operator.localray up` with a running job: yields the process, its temp dir, the job token."""
+    """`python -m grpo_dev.localray up` with a running job: yields the process, its temp dir, the job token."""
     up = subprocess.Popen(
-        [sys.executable, "-m", "grpo_operator.localray", "up", "--num-cpus", "2"],
+        [sys.executable, "-m", "grpo_dev.localray", "up", "--num-cpus", "2"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
     )  # fmt: skip
     try:
@@ -156,7 +156,7 @@ def test_a_sigkilled_owner_still_leaves_no_ray_process_behind() -> None:
 
 
 def test_a_head_started_without_a_with_block_is_stopped_at_interpreter_exit() -> None:
-    script = "from grpo_operator.localray import LocalRayHead; print(LocalRayHead(num_cpus=1).start().temp_dir)"
+    script = "from grpo_dev.localray import LocalRayHead; print(LocalRayHead(num_cpus=1).start().temp_dir)"
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300, check=False)
     assert done.returncode == 0, done.stderr
     temp_dir = done.stdout.strip()

@@ -1,6 +1,6 @@
 """The operator end to end, through the real API server and a real Ray head: what a user sees with kubectl.
 
-KubeRay is played by patching the RayCluster's status; miles by tests/operator/fake_miles.py, which serves
+KubeRay is played by patching the RayCluster's status; miles by devtools/grpo_dev/fake_miles.py, which serves
 miles's Prometheus gauges and exits as told.
 """
 

@@ -7,11 +7,11 @@ import sys
 from pathlib import Path
 
 import yaml
-from grpo_operator.loading import parse_run
-from grpo_operator.plan import make_plan
+from grpo_operator.cli.loading import parse_run
+from grpo_operator.planning.plan import make_plan
+from grpo_operator.planning.validation import errors, validate
 from grpo_operator.render import RenderSettings, render
 from grpo_operator.render.yamlout import dump_all
-from grpo_operator.validation import errors, validate
 
 GOLDEN = Path(__file__).parent / "golden"
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"

@@ -6,10 +6,10 @@ from typing import Any
 
 import yaml
 from grpo_operator.api import GRPORun
-from grpo_operator.loading import parse_run
-from grpo_operator.plan import make_plan
+from grpo_operator.cli.loading import parse_run
+from grpo_operator.planning.plan import make_plan
+from grpo_operator.planning.validation import errors, validate
 from grpo_operator.render import Rendered, RenderSettings, render
-from grpo_operator.validation import errors, validate
 
 from tests.api.cases import EXAMPLES, merge
 

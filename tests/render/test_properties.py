@@ -8,11 +8,11 @@ import shlex
 from typing import Any
 
 import yaml
-from grpo_operator.loading import parse_run
-from grpo_operator.plan import make_plan
+from grpo_operator.cli.loading import parse_run
+from grpo_operator.planning.plan import make_plan
+from grpo_operator.planning.validation import errors, validate
 from grpo_operator.render import render, yamlout
 from grpo_operator.render.names import head_service
-from grpo_operator.validation import errors, validate
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 from kubernetes.utils.quantity import parse_quantity

@@ -2,7 +2,7 @@
 
 Strict mode means a string is never silently read as a number or a boolean (`"8"`, `"true"`, `"two"`), the
 class of defect where a shell recipe accepted `ACTOR_NUM_NODES=two`. Documents are validated in JSON mode
-(see `grpo_operator.loading`), so enum values arrive as plain strings and are still accepted.
+(see `grpo_operator.cli.loading`), so enum values arrive as plain strings and are still accepted.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 These types are the only source of the CRD schema (`make crds`). Every field has a description (it becomes
 `kubectl explain` text), bounds and enums live here so they reach the API server, and the cross-field rules
-the API server can check are declared here as CEL (`x-kubernetes-validations`). `grpo_operator.validation`
+the API server can check are declared here as CEL (`x-kubernetes-validations`). `grpo_operator.planning.validation`
 checks the same rules in Python, plus those that need profile or instance data.
 """
 
@@ -14,8 +14,8 @@ from typing import Annotated
 from pydantic import ConfigDict, Field, JsonValue, StringConstraints
 
 from grpo_operator.api.base import ApiModel
-from grpo_operator.instances import InstanceTypeName
-from grpo_operator.profiles import ModelProfileName
+from grpo_operator.planning.instances import InstanceTypeName
+from grpo_operator.planning.profiles import ModelProfileName
 
 AbsPath = Annotated[str, StringConstraints(pattern=r"^/", min_length=1, max_length=512)]
 Name = Annotated[str, StringConstraints(min_length=1, max_length=253)]

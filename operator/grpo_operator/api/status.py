@@ -1,7 +1,7 @@
 """`GRPORun.status` and the run plan: every key the operator writes is declared here.
 
 The API server silently prunes status keys the CRD does not declare, so the status types are part of the
-schema like the spec. The plan (`RunPlan`) is computed by `grpo_operator.plan` and stored in
+schema like the spec. The plan (`RunPlan`) is computed by `grpo_operator.planning.plan` and stored in
 `status.plan`; `grpo plan -o json` prints the same object.
 """
 

@@ -14,7 +14,7 @@ from typing import Any
 from grpo_operator.api import GRPORun
 from grpo_operator.api.spec import Placement, RewardType
 from grpo_operator.api.status import RunPlan
-from grpo_operator.profiles import PROFILES
+from grpo_operator.planning.profiles import PROFILES
 from grpo_operator.render import names
 from grpo_operator.render.settings import RenderSettings
 

@@ -14,7 +14,7 @@ from typing import Any
 
 from grpo_operator.api import GRPORun
 from grpo_operator.api.status import RunPlan
-from grpo_operator.instances import INSTANCES
+from grpo_operator.planning.instances import INSTANCES
 from grpo_operator.render import names
 from grpo_operator.render.settings import RenderSettings
 

@@ -1,6 +1,6 @@
 """Operator settings that rendering needs beyond the spec (ports, paths, default images, head size).
 
-A plain typed value: the operator builds it from its environment at start (`grpo_operator.config`),
+A plain typed value: the operator builds it from its environment at start (`grpo_operator.controller.config`),
 tests and the CLI build it directly. Rendering never reads the environment itself.
 """
 

@@ -13,7 +13,7 @@ from collections.abc import Iterable
 from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.samples import Sample
 
-from grpo_operator.observation import TrainerMetrics
+from grpo_operator.status.observation import TrainerMetrics
 
 TRAINER_GAUGES = {
     "miles_metric_rollout_step": "rollout",

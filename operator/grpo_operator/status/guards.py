@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from grpo_operator.api.spec import GuardsSpec
-from grpo_operator.observation import TrainerMetrics
+from grpo_operator.status.observation import TrainerMetrics
 
 DEGENERATE = "DegenerateOutput"
 STALLED = "Stalled"

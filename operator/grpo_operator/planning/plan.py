@@ -11,8 +11,8 @@ import math
 from grpo_operator.api import GRPORun
 from grpo_operator.api.spec import GRPORunSpec, Placement
 from grpo_operator.api.status import ActorMemory, RolloutMemory, RunPlan
-from grpo_operator.instances import INSTANCES, InstanceType
-from grpo_operator.memory import (
+from grpo_operator.planning.instances import INSTANCES, InstanceType
+from grpo_operator.planning.memory import (
     RELEASED_ROLLOUT_RESIDUE_GIB,
     ActorEstimate,
     RolloutEstimate,
@@ -22,7 +22,7 @@ from grpo_operator.memory import (
     host_gib_per_node,
     rollout_estimate,
 )
-from grpo_operator.profiles import PROFILES
+from grpo_operator.planning.profiles import PROFILES
 
 HOST_MEMORY_USABLE = 0.9  # worker pods request 90% of a node's memory
 

@@ -8,7 +8,7 @@ from typing import Any
 
 from kubernetes import client
 
-from grpo_operator.observation import ClusterObservation, RewardObservation
+from grpo_operator.status.observation import ClusterObservation, RewardObservation
 
 WAITING_PROBLEMS = {
     "ErrImagePull", "ImagePullBackOff", "InvalidImageName", "CrashLoopBackOff", "CreateContainerConfigError",

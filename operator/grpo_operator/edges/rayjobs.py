@@ -11,8 +11,8 @@ from typing import Any
 
 from ray.job_submission import JobStatus, JobSubmissionClient
 
-from grpo_operator.observation import JobObservation, JobState
 from grpo_operator.render import JobSubmission
+from grpo_operator.status.observation import JobObservation, JobState
 
 
 class RayUnavailable(RuntimeError):

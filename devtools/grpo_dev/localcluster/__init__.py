@@ -2,12 +2,12 @@
 
 Public API: `ControlPlane` (context manager running etcd, kube-apiserver and kube-controller-manager on
 127.0.0.1) and `tool_path` (path of kubectl, helm, etcd or a Kubernetes binary, obtained into
-`~/.cache/grpo-operator/` on first use). `python -m grpo_operator.localcluster build|up` is the CLI.
+`~/.cache/grpo-operator/` on first use). `python -m grpo_dev.localcluster build|up` is the CLI.
 """
 
 from __future__ import annotations
 
-from grpo_operator.localcluster.build import BuildError, tool_path
-from grpo_operator.localcluster.controlplane import ControlPlane, ControlPlaneError
+from grpo_dev.localcluster.build import BuildError, tool_path
+from grpo_dev.localcluster.controlplane import ControlPlane, ControlPlaneError
 
 __all__ = ["BuildError", "ControlPlane", "ControlPlaneError", "tool_path"]

@@ -16,11 +16,11 @@ from typing import Any, TextIO
 
 from grpo_operator.api import GRPORun
 from grpo_operator.api.status import RunPlan
-from grpo_operator.loading import Document, load_documents
-from grpo_operator.plan import make_plan
+from grpo_operator.cli.loading import Document, load_documents
+from grpo_operator.planning.plan import make_plan
+from grpo_operator.planning.validation import Problem, errors, validate
 from grpo_operator.render import MissingRewardImage, RenderSettings, render
 from grpo_operator.render.yamlout import dump_all
-from grpo_operator.validation import Problem, errors, validate
 
 
 @dataclass
@@ -199,5 +199,3 @@ def entrypoint() -> None:
     sys.exit(code)
 
 
-if __name__ == "__main__":
-    entrypoint()

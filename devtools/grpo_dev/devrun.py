@@ -1,13 +1,13 @@
 """`make run`: the operator on a local embedded control plane and a local Ray head, with the quickstart applied.
 
-Starts the real kube-apiserver and etcd (grpo_operator.localcluster) with the CRDs installed, a real Ray
-head on loopback (grpo_operator.localray), and the operator against both; applies examples/quickstart.yaml
+Starts the real kube-apiserver and etcd (grpo_dev.localcluster) with the CRDs installed, a real Ray
+head on loopback (grpo_dev.localray), and the operator against both; applies examples/quickstart.yaml
 and prints `kubectl get grporuns` every few seconds. The kubeconfig goes to .grpo/kubeconfig. Ctrl-C stops
 everything and leaves no process behind.
 
 No KubeRay runs here, so the quickstart waits in Provisioning ("waiting for KubeRay") exactly as it would on
 a cluster without it. `GRPO_DEMO=1 make run` plays KubeRay's part (marks the RayCluster ready) and runs a
-stand-in for miles (tests/operator/fake_miles.py) so the whole loop can be watched to Succeeded.
+stand-in for miles (grpo_dev/fake_miles.py) so the whole loop can be watched to Succeeded.
 """
 
 from __future__ import annotations
@@ -22,14 +22,15 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from grpo_operator.localcluster import ControlPlane, tool_path
-from grpo_operator.localray import LocalRayHead
 from grpo_operator.render import names
+
+from grpo_dev.localcluster import ControlPlane, tool_path
+from grpo_dev.localray import LocalRayHead
 
 REPO = Path(__file__).resolve().parents[2]
 KUBECONFIG = REPO / ".grpo" / "kubeconfig"
 QUICKSTART = REPO / "examples" / "quickstart.yaml"
-FAKE_MILES = REPO / "tests" / "operator" / "fake_miles.py"
+FAKE_MILES = Path(__file__).with_name("fake_miles.py")
 
 
 def _say(line: str) -> None:

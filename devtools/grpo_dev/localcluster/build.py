@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
 
-from grpo_operator.localcluster import versions as v
+from grpo_dev.localcluster import versions as v
 
 Report = Callable[[str], None]
 

@@ -12,10 +12,10 @@ from enum import StrEnum
 
 from grpo_operator.api import GRPORun
 from grpo_operator.api.spec import GRPORunSpec, Placement, RewardType
-from grpo_operator.flags import MANAGED_FLAGS, flag_name
-from grpo_operator.instances import INSTANCES
-from grpo_operator.memory import host_gib_per_node
-from grpo_operator.plan import (
+from grpo_operator.planning.flags import MANAGED_FLAGS, flag_name
+from grpo_operator.planning.instances import INSTANCES
+from grpo_operator.planning.memory import host_gib_per_node
+from grpo_operator.planning.plan import (
     HOST_MEMORY_USABLE,
     actor_budget_gib,
     actor_gpus,
@@ -24,7 +24,7 @@ from grpo_operator.plan import (
     run_dirs,
     sharding,
 )
-from grpo_operator.profiles import PROFILES
+from grpo_operator.planning.profiles import PROFILES
 
 
 class Severity(StrEnum):

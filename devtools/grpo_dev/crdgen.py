@@ -4,7 +4,7 @@ pydantic's JSON schema is not a structural schema, so it is rewritten: `$ref` in
 collapsed to X (optional means absent), no `title`, no `additionalProperties: false`, `const` turned into
 `enum`, the 2020-12 numeric `exclusiveMinimum` turned into OpenAPI v3's boolean form, and `default: {}` on
 nested objects whose fields all have defaults so the API server fills them in. CEL rules declared on the
-types travel with them. `python -m grpo_operator.crdgen` writes crds/ and the chart's copy.
+types travel with them. `python -m grpo_dev.crdgen` writes crds/ and the chart's copy.
 """
 
 from __future__ import annotations
@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-
 from grpo_operator.api import (
     CATEGORIES,
     GROUP,

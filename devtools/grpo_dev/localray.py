@@ -12,7 +12,7 @@ then removes the temp dir. It runs on `with`-block exit (normal or exception), o
 (turned into a normal Python exit), at interpreter exit, and, through a small reaper process that waits
 for its parent's pipe to close, even when the owning process is SIGKILLed.
 
-`python -m grpo_operator.localray up` prints the dashboard URL and blocks until Ctrl-C.
+`python -m grpo_dev.localray up` prints the dashboard URL and blocks until Ctrl-C.
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 
-from grpo_operator.localcluster.processes import terminate_on_signals
+from grpo_dev.localcluster.processes import terminate_on_signals
 
 MARKER_ENV = "GRPO_LOCALRAY_HEAD"
 HOST = "127.0.0.1"
@@ -319,7 +319,7 @@ class LocalRayHead:
     def _start_reaper(self) -> subprocess.Popen[bytes]:
         env = {k: v for k, v in os.environ.items() if k != MARKER_ENV}
         return subprocess.Popen(
-            [sys.executable, "-m", "grpo_operator.localray", "_reap", str(self.temp_dir)],
+            [sys.executable, "-m", "grpo_dev.localray", "_reap", str(self.temp_dir)],
             stdin=subprocess.PIPE,
             stdout=subprocess.DEVNULL,
             env=env,
@@ -360,7 +360,7 @@ def _printing_errors() -> Iterator[None]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m grpo_operator.localray", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m grpo_dev.localray", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
     up = sub.add_parser("up", help="start a local Ray head, print its dashboard URL, block until Ctrl-C")
     up.add_argument("--num-cpus", type=int, default=8, help="CPUs the head advertises (default 8)")

@@ -29,7 +29,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from grpo_operator.profiles import ModelProfile
+from grpo_operator.planning.profiles import ModelProfile
 
 GIB = 1024**3
 WEIGHT_BYTES = 2

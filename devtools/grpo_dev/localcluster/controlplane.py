@@ -29,9 +29,9 @@ from typing import TYPE_CHECKING, Any
 
 from kubernetes import config as kube_config
 
-from grpo_operator.localcluster import pki as pkimod
-from grpo_operator.localcluster.build import kuberay_crd_dir, tool_path
-from grpo_operator.localcluster.processes import ManagedProcess, terminate_on_signals
+from grpo_dev.localcluster import pki as pkimod
+from grpo_dev.localcluster.build import kuberay_crd_dir, tool_path
+from grpo_dev.localcluster.processes import ManagedProcess, terminate_on_signals
 
 if TYPE_CHECKING:
     from kubernetes.client import ApiClient

@@ -17,7 +17,7 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from grpo_operator.api import API_VERSION, KIND, GRPORun
-from grpo_operator.validation import Problem
+from grpo_operator.planning.validation import Problem
 
 _TYPE_FIXES = {
     "int_type": "write a whole number without quotes",

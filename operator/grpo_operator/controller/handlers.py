@@ -1,6 +1,6 @@
 """kopf handlers: thin. Each event and each timer tick runs one level-triggered reconcile of the run.
 
-Run with `kopf run -m grpo_operator.handlers` (or `python -m grpo_operator`). kopf keeps its bookkeeping in
+Run with `kopf run -m grpo_operator.controller.handlers` (or `python -m grpo_operator`). kopf keeps its bookkeeping in
 annotations, never in `status`, which the API server would prune and which belongs to `GRPORun.status`.
 """
 
@@ -15,12 +15,12 @@ from typing import Any
 import kopf
 from kubernetes import client, config
 
-from grpo_operator import opmetrics
 from grpo_operator.api import GROUP, PLURAL, VERSION
 from grpo_operator.api.status import Phase
-from grpo_operator.config import SettingsError, load_settings
-from grpo_operator.kube import Kube
-from grpo_operator.reconciler import Outcome, Reconciler
+from grpo_operator.controller.config import SettingsError, load_settings
+from grpo_operator.controller.reconciler import Outcome, Reconciler
+from grpo_operator.edges import opmetrics
+from grpo_operator.edges.kube import Kube
 
 log = logging.getLogger("grpo_operator")
 

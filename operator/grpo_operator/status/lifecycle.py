@@ -11,10 +11,10 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Literal
 
-from grpo_operator import guards
 from grpo_operator.api.spec import GRPORunSpec, GuardAction
 from grpo_operator.api.status import TERMINAL_PHASES, Condition, GRPORunStatus, Phase, RunMetrics
-from grpo_operator.observation import JobState, Observation, TrainerMetrics, parse_rfc3339, rfc3339
+from grpo_operator.status import guards
+from grpo_operator.status.observation import JobState, Observation, TrainerMetrics, parse_rfc3339, rfc3339
 
 PREFLIGHT_MARK = "preflight failed:"
 

@@ -4,7 +4,7 @@ runs and tests (a local Ray head on loopback). The one place these addresses are
 
 from __future__ import annotations
 
-from grpo_operator.config import OperatorSettings
+from grpo_operator.controller.config import OperatorSettings
 from grpo_operator.render import names
 
 

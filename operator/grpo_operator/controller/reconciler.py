@@ -17,20 +17,20 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from grpo_operator import childstate, endpoints, opmetrics, scrape
 from grpo_operator.api import GRPORun
 from grpo_operator.api.spec import RewardType
 from grpo_operator.api.status import TERMINAL_PHASES, GRPORunStatus, Phase, RunPlan
-from grpo_operator.config import OperatorSettings
-from grpo_operator.kube import Kube
-from grpo_operator.lifecycle import Decision, decide
-from grpo_operator.loading import parse_run
-from grpo_operator.observation import JobObservation, JobState, Observation, TrainerMetrics
-from grpo_operator.plan import make_plan
-from grpo_operator.rayjobs import RayJobs, RayUnavailable
+from grpo_operator.cli.loading import parse_run
+from grpo_operator.controller.config import OperatorSettings
+from grpo_operator.edges import childstate, endpoints, opmetrics, scrape
+from grpo_operator.edges.kube import Kube
+from grpo_operator.edges.rayjobs import RayJobs, RayUnavailable
+from grpo_operator.planning.plan import make_plan
+from grpo_operator.planning.validation import errors, validate
 from grpo_operator.render import MissingRewardImage, Rendered, names, render
 from grpo_operator.render.job import checkpoint_request
-from grpo_operator.validation import errors, validate
+from grpo_operator.status.lifecycle import Decision, decide
+from grpo_operator.status.observation import JobObservation, JobState, Observation, TrainerMetrics
 
 log = logging.getLogger(__name__)
 

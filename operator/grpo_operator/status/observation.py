@@ -1,7 +1,7 @@
 """What one reconcile observed about a run's children, its Ray job and its trainer: plain values, no I/O.
 
 The reconciler fills these in from the API server, the Ray Jobs API and the metrics endpoints; the pure
-functions in `grpo_operator.lifecycle` and `grpo_operator.guards` turn them into a status.
+functions in `grpo_operator.status.lifecycle` and `grpo_operator.status.guards` turn them into a status.
 """
 
 from __future__ import annotations

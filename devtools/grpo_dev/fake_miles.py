@@ -2,7 +2,7 @@
 
 Usage (the operator's rendered miles argv, unchanged, after this script's path):
 
-    python tests/operator/fake_miles.py python3 /root/miles/train.py <miles flags...> [--fake-* knobs]
+    python devtools/grpo_dev/fake_miles.py python3 /root/miles/train.py <miles flags...> [--fake-* knobs]
 
 It reads only the miles flags it needs (`--num-rollout`, `--use-prometheus`, `--prometheus-port`,
 `--prometheus-run-name`, `--wandb-group`, `--load`, `--save`, `--save-interval`, `--save-trigger-sentinel`)

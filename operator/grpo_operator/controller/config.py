@@ -2,7 +2,7 @@
 
 Everything downstream receives these as typed values: rendering gets `render`, the reconciler the rest.
 The Ray address and the metrics targets can be overridden here for local runs and tests (a local Ray head
-on loopback instead of the RayCluster's head Service); see `grpo_operator.endpoints`.
+on loopback instead of the RayCluster's head Service); see `grpo_operator.edges.endpoints`.
 """
 
 from __future__ import annotations

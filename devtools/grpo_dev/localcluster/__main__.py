@@ -1,7 +1,7 @@
 """Command line of the local control plane: `build` obtains the binaries, `up` runs one until Ctrl-C.
 
-`python -m grpo_operator.localcluster build` prints, per component, whether it was found in the cache or
-built and how long that took, then the cache size. `python -m grpo_operator.localcluster up --kubeconfig
+`python -m grpo_dev.localcluster build` prints, per component, whether it was found in the cache or
+built and how long that took, then the cache size. `python -m grpo_dev.localcluster up --kubeconfig
 .grpo/kubeconfig` starts a control plane, writes its admin kubeconfig there, and keeps it running until
 SIGINT/SIGTERM (then removes everything, the kubeconfig included).
 """
@@ -13,10 +13,10 @@ import sys
 import time
 from pathlib import Path
 
-from grpo_operator.localcluster import versions
-from grpo_operator.localcluster.build import BuildError, build_all, directory_size
-from grpo_operator.localcluster.controlplane import ControlPlane, ControlPlaneError
-from grpo_operator.localcluster.processes import Terminated
+from grpo_dev.localcluster import versions
+from grpo_dev.localcluster.build import BuildError, build_all, directory_size
+from grpo_dev.localcluster.controlplane import ControlPlane, ControlPlaneError
+from grpo_dev.localcluster.processes import Terminated
 
 
 def _build() -> int:
@@ -45,7 +45,7 @@ def _up(kubeconfig: Path, scheduler: bool, crds: bool) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m grpo_operator.localcluster", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m grpo_dev.localcluster", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
     commands.add_parser("build", help="obtain etcd, kube-apiserver, kube-controller-manager, kubectl, helm, "
                                       "KubeRay CRDs into the cache (no-op when present)")
