@@ -36,8 +36,8 @@ def test_plan_prints_a_table_and_json_with_the_contract_keys(name: str) -> None:
     table = grpo("plan", "-f", str(EXAMPLES / name))
     assert "workers" in table.stdout and "fits" in table.stdout
     data = json.loads(grpo("plan", "-f", str(EXAMPLES / name), "-o", "json").stdout)
-    for key in ("workerReplicas", "totalGpus", "efaPerNode", "actorGibPerGpu", "rolloutGibPerGpu", "gpuGib",
-                "checkpointGib", "fits"):  # fmt: skip
+    for key in ("workerReplicas", "totalGpus", "efaPerNode", "actorGiBPerGpu", "rolloutGiBPerGpu", "gpuGiB",
+                "checkpointGiB", "fits"):  # fmt: skip
         assert key in data["plan"], key
 
 

@@ -7,15 +7,23 @@ class of defect where a shell recipe accepted `ACTOR_NUM_NODES=two`. Documents a
 
 from __future__ import annotations
 
+import re
+
 from pydantic import BaseModel, ConfigDict
 from pydantic.alias_generators import to_camel
+
+
+def wire_name(field: str) -> str:
+    """camelCase with the unit spelt right: `actor_gib_per_gpu` -> `actorGiBPerGpu` (GiB, gibibytes; "Gib"
+    would be gibibits)."""
+    return re.sub(r"Gib(?=[A-Z]|$)", "GiB", to_camel(field))
 
 
 class ApiModel(BaseModel):
     """Base of every GRPORun type: unknown fields are errors, names are camelCase on the wire."""
 
     model_config = ConfigDict(
-        alias_generator=to_camel,
+        alias_generator=wire_name,
         populate_by_name=True,
         extra="forbid",
         strict=True,

@@ -17,8 +17,8 @@ from typing import Any, TextIO
 from grpo_operator.api import GRPORun
 from grpo_operator.api.status import RunPlan
 from grpo_operator.cli.loading import Document, load_documents
-from grpo_operator.planning.plan import make_plan
-from grpo_operator.planning.validation import Problem, errors, validate
+from grpo_operator.planning import validation
+from grpo_operator.planning.validation import Problem, errors
 from grpo_operator.render import MissingRewardImage, RenderSettings, render
 from grpo_operator.render.yamlout import dump_all
 
@@ -29,6 +29,7 @@ class Checked:
 
     doc: Document
     problems: list[Problem]
+    plan: RunPlan | None = None
 
     @property
     def run(self) -> GRPORun | None:
@@ -50,8 +51,11 @@ def check_text(text: str) -> tuple[list[Checked], list[Problem]]:
     documents, file_problems = load_documents(text)
     checked = []
     for doc in documents:
-        problems = list(doc.problems) if doc.run is None else validate(doc.run)
-        checked.append(Checked(doc, problems))
+        if doc.run is None:
+            checked.append(Checked(doc, list(doc.problems)))
+            continue
+        result = validation.check(doc.run)
+        checked.append(Checked(doc, result.problems, result.plan))
     return checked, file_problems
 
 
@@ -105,7 +109,7 @@ def plan_table(plan: RunPlan) -> str:
 def cmd_plan(checked: list[Checked], output: str, out: TextIO) -> int:
     rows: list[dict[str, Any]] = []
     for item in checked:
-        plan = make_plan(item.run) if item.run is not None else None
+        plan = item.plan
         if output == "json":
             rows.append({
                 "name": item.doc.label,
@@ -131,9 +135,9 @@ def cmd_render(checked: list[Checked], output: str, out: TextIO, *, job: bool, s
         return 1
     documents: list[Any] = []
     for item in checked:
-        assert item.run is not None
+        assert item.run is not None and item.plan is not None
         try:
-            rendered = render(item.run, make_plan(item.run), settings)
+            rendered = render(item.run, item.plan, settings)
         except MissingRewardImage as exc:
             print(str(exc), file=out)
             return 1

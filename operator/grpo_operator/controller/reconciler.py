@@ -1,4 +1,4 @@
-"""One reconcile of one GRPORun: parse -> validate -> plan -> render -> apply -> submit -> observe -> status.
+"""One reconcile of one GRPORun: parse -> check (validate + plan, once) -> render -> apply -> submit -> observe -> status.
 
 Level-triggered and idempotent: every call re-reads the world, so a crash at any point converges on the
 next call. The decision is the pure `lifecycle.decide`; this module only gathers the observation and
@@ -25,8 +25,7 @@ from grpo_operator.controller.config import OperatorSettings
 from grpo_operator.edges import childstate, endpoints, opmetrics, scrape
 from grpo_operator.edges.kube import Kube
 from grpo_operator.edges.rayjobs import RayJobs, RayUnavailable
-from grpo_operator.planning.plan import make_plan
-from grpo_operator.planning.validation import errors, validate
+from grpo_operator.planning.validation import check, errors
 from grpo_operator.render import MissingRewardImage, Rendered, names, render
 from grpo_operator.render.job import checkpoint_request
 from grpo_operator.status.lifecycle import Decision, decide
@@ -93,10 +92,11 @@ class Reconciler:
         problems = [str(p) for p in structural]
         rendered: Rendered | None = None
         if run is not None:
-            problems += [str(p) for p in errors(validate(run))]
-            if not problems:
+            checked = check(run)  # the plan is made once per reconcile, here
+            problems += [str(p) for p in errors(checked.problems)]
+            if not problems and checked.plan is not None:
                 try:
-                    rendered = render(run, make_plan(run), self.settings.render)
+                    rendered = render(run, checked.plan, self.settings.render)
                 except MissingRewardImage as exc:
                     problems.append(str(exc))
         if run is None or rendered is None:

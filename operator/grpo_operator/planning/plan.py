@@ -2,11 +2,15 @@
 
 Everything derived lives here and is computed after the spec is complete, so no value is derived before an
 override is applied (the seed derived WORKER_REPLICAS above the block that changed ACTOR_NUM_NODES).
+`plan_run` is the one place a plan is made: it returns the `RunPlan` (what `status.plan` and `grpo plan`
+show) together with the unrounded estimates the memory rules of `grpo_operator.planning.validation` judge,
+so validation reads the plan instead of recomputing parts of it.
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 from grpo_operator.api import GRPORun
 from grpo_operator.api.spec import GRPORunSpec, Placement
@@ -90,7 +94,24 @@ def run_dirs(run: GRPORun) -> tuple[str, str]:
     return (storage.checkpoint_dir or f"{base}/checkpoints", storage.tensorboard_dir or f"{base}/tensorboard")
 
 
+@dataclass(frozen=True)
+class Planned:
+    """A plan and the unrounded figures it was made from."""
+
+    plan: RunPlan
+    actor: ActorEstimate
+    rollout: RolloutEstimate
+    actor_budget_gib: float
+    host_gib_per_node: float
+    host_capacity_gib: float
+
+
 def make_plan(run: GRPORun) -> RunPlan:
+    """The `RunPlan` of a run whose topology rules hold (see `grpo_operator.planning.validation.check`)."""
+    return plan_run(run).plan
+
+
+def plan_run(run: GRPORun) -> Planned:
     spec = run.spec
     profile = PROFILES[spec.model.profile]
     instance = INSTANCES[spec.topology.instance_type]
@@ -100,14 +121,15 @@ def make_plan(run: GRPORun) -> RunPlan:
     gpn = spec.topology.actor.gpus_per_node
     host = host_gib_per_node(actor, rollout, gpn, colocated)
     host_capacity = instance.memory_gib * HOST_MEMORY_USABLE
+    budget = actor_budget_gib(spec)
     fits = (
-        actor.total_gib <= actor_budget_gib(spec)
+        actor.total_gib <= budget
         and rollout.free_gib >= rollout.needed_free_gib
         and rollout.kv_cache_tokens >= spec.rollout.max_response_len
         and host <= host_capacity
     )
     checkpoint_dir, tensorboard_dir = run_dirs(run)
-    return RunPlan(
+    plan = RunPlan(
         instance_type=instance.name.value,
         gpu_model=instance.gpu_model,
         placement=spec.topology.placement.value,
@@ -152,3 +174,5 @@ def make_plan(run: GRPORun) -> RunPlan:
         ),
         fits=fits,
     )
+    return Planned(plan=plan, actor=actor, rollout=rollout, actor_budget_gib=budget,
+                   host_gib_per_node=host, host_capacity_gib=host_capacity)  # fmt: skip

@@ -1,8 +1,11 @@
 """Semantic validation of a GRPORun: every problem at once, each naming the field, the value, the rule and the fix.
 
-The cross-field rules the API server also checks (CEL in `grpo_operator.api.spec`) are repeated here so
-`grpo validate` gives the same answer offline; the rest need data CEL does not have (model profiles,
-instance types, the memory plan). Pure: no I/O.
+`check(run)` is the one entry point the reconciler and the CLI call: it returns the plan (made once, by
+`grpo_operator.planning.plan.plan_run`) together with every problem. The cross-field rules the API server
+also checks (CEL in `grpo_operator.api.spec`) are repeated in `api_server_rules` so `grpo validate` gives the
+same answer offline; `tests/controlplane/test_cel_python_agree.py` generates specs and proves the real API
+server and these rules accept and refuse the same ones. The other rules need data CEL does not have (model
+profiles, instance types, the memory plan). Pure: no I/O.
 """
 
 from __future__ import annotations
@@ -12,18 +15,10 @@ from enum import StrEnum
 
 from grpo_operator.api import GRPORun
 from grpo_operator.api.spec import GRPORunSpec, Placement, RewardType
+from grpo_operator.api.status import RunPlan
 from grpo_operator.planning.flags import MANAGED_FLAGS, flag_name
 from grpo_operator.planning.instances import INSTANCES
-from grpo_operator.planning.memory import host_gib_per_node
-from grpo_operator.planning.plan import (
-    HOST_MEMORY_USABLE,
-    actor_budget_gib,
-    actor_gpus,
-    estimates,
-    rollout_gpus,
-    run_dirs,
-    sharding,
-)
+from grpo_operator.planning.plan import Planned, actor_gpus, plan_run, rollout_gpus, run_dirs, sharding
 from grpo_operator.planning.profiles import PROFILES
 
 
@@ -47,8 +42,20 @@ def errors(problems: list[Problem]) -> list[Problem]:
     return [p for p in problems if p.severity is Severity.ERROR]
 
 
-def _topology_rules(spec: GRPORunSpec) -> list[Problem]:
-    """The CEL rules of TopologySpec, GRPORunSpec and TrainingSpec, in Python."""
+@dataclass(frozen=True)
+class Checked:
+    """What `check` found: the plan (None when the topology is too incoherent to plan) and every problem."""
+
+    plan: RunPlan | None
+    problems: list[Problem]
+
+    @property
+    def valid(self) -> bool:
+        return self.plan is not None and not errors(self.problems)
+
+
+def api_server_rules(spec: GRPORunSpec) -> list[Problem]:
+    """The CEL rules of TopologySpec, GRPORunSpec and TrainingSpec, in Python (the API server checks the same)."""
     t, out = spec.topology, []
     agpus, rgpus = actor_gpus(spec), rollout_gpus(spec)
     p = t.parallelism
@@ -147,11 +154,11 @@ def _profile_rules(spec: GRPORunSpec) -> list[Problem]:
     return out
 
 
-def _memory_rules(spec: GRPORunSpec) -> list[Problem]:
-    actor, rollout = estimates(spec)
+def _memory_rules(spec: GRPORunSpec, planned: Planned) -> list[Problem]:
+    actor, rollout = planned.actor, planned.rollout
     instance = INSTANCES[spec.topology.instance_type]
     p, out = spec.topology.parallelism, []
-    budget = actor_budget_gib(spec)
+    budget = planned.actor_budget_gib
     if actor.total_gib > budget:
         fixes = []
         if not spec.training.distributed_optimizer:
@@ -171,8 +178,7 @@ def _memory_rules(spec: GRPORunSpec) -> list[Problem]:
             + (" and the offloaded actor's residue" if spec.topology.placement is Placement.COLOCATED else "")
             + f"); set it to at most {int(highest * 100) / 100}"))  # fmt: skip
     colocated = spec.topology.placement is Placement.COLOCATED
-    host = host_gib_per_node(actor, rollout, spec.topology.actor.gpus_per_node, colocated)
-    host_capacity = instance.memory_gib * HOST_MEMORY_USABLE
+    host, host_capacity = planned.host_gib_per_node, planned.host_capacity_gib
     if host > host_capacity:
         out.append(Problem("spec.topology",
             f"each node needs about {host:.0f} GiB of pinned host memory (reference weights"
@@ -223,11 +229,20 @@ def _field_rules(run: GRPORun) -> list[Problem]:
     return out
 
 
-def validate(run: GRPORun) -> list[Problem]:
-    """All problems of a structurally valid GRPORun: errors first, then warnings."""
-    problems = _topology_rules(run.spec) + _profile_rules(run.spec)
-    structural = not errors(problems)
-    if structural:  # the memory plan assumes a coherent topology
-        problems += _memory_rules(run.spec)
+def check(run: GRPORun) -> Checked:
+    """The plan of a structurally valid GRPORun and all its problems (errors first, then warnings).
+
+    The plan is made once, here, and only when the topology and profile rules hold (it divides by them).
+    """
+    problems = api_server_rules(run.spec) + _profile_rules(run.spec)
+    planned = plan_run(run) if not errors(problems) else None
+    if planned is not None:
+        problems += _memory_rules(run.spec, planned)
     problems += _field_rules(run)
-    return sorted(problems, key=lambda p: p.severity is Severity.WARNING)
+    ordered = sorted(problems, key=lambda p: p.severity is Severity.WARNING)
+    return Checked(plan=planned.plan if planned is not None else None, problems=ordered)
+
+
+def validate(run: GRPORun) -> list[Problem]:
+    """All problems of a structurally valid GRPORun: `check(run).problems`."""
+    return check(run).problems
