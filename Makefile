@@ -9,7 +9,7 @@ export PATH := $(BIN):$(PATH)
 DOCKERFILES := $(shell find . -name Dockerfile -not -path './.venv/*' -not -path './.git/*' | sort)
 PACKAGES := operator/grpo_operator devtools/grpo_dev reward_service/src/reward_service trainer_image/src/grpo_launcher
 
-.PHONY: install test lint crds golden control-plane run bench-reward clean
+.PHONY: install test lint crds golden miles-flags control-plane run bench-reward clean
 
 install: $(VENV)/.installed
 
@@ -33,6 +33,24 @@ crds: install
 golden: install
 	$(PY) -m tests.render.golden
 	$(PY) -m tests.chart.golden
+
+## Regenerate tests/data/miles_flags.json (miles's, Megatron's and SGLang's flags at the pins, by AST).
+## Sources: MILES_GIT / MEGATRON_GIT (git dirs; cloned bare into the cache when unset), SGLANG_WHEEL (pip download).
+SRC_CACHE ?= $(HOME)/.cache/grpo-operator/sources
+MILES_GIT ?= $(SRC_CACHE)/miles.git
+MEGATRON_GIT ?= $(SRC_CACHE)/Megatron-LM.git
+SGLANG_WHEEL ?=
+miles-flags: install
+	@mkdir -p $(SRC_CACHE)
+	test -d $(MILES_GIT) || git clone --bare --filter=blob:none https://github.com/radixark/miles.git $(MILES_GIT)
+	test -d $(MEGATRON_GIT) || git clone --bare --filter=blob:none https://github.com/radixark/Megatron-LM.git $(MEGATRON_GIT)
+	wheel="$(SGLANG_WHEEL)"; \
+	if [ -z "$$wheel" ]; then \
+	  $(BIN)/pip download -q --no-deps --only-binary=:all: -d $(SRC_CACHE) sglang==0.5.16; \
+	  wheel=$$(ls $(SRC_CACHE)/sglang-0.5.16-*.whl | head -n1); \
+	fi; \
+	$(PY) -m grpo_dev.miles_flags extract --miles-git $(MILES_GIT) --megatron-git $(MEGATRON_GIT) --sglang-wheel "$$wheel" \
+	  && MILES_GIT=$(MILES_GIT) MEGATRON_GIT=$(MEGATRON_GIT) SGLANG_WHEEL="$$wheel" $(PY) -m pytest -q tests/render/test_miles_flags.py
 
 ## Build (once, cached under ~/.cache/grpo-operator) etcd, kube-apiserver, kubectl, helm and the KubeRay CRDs.
 control-plane: install

@@ -1,0 +1,96 @@
+"""Every miles argv we render, checked against miles's own flags at the pinned commits (tests/data/miles_flags.json,
+extracted by `make miles-flags` from radixark/miles, its Megatron-LM fork and SGLang without importing them)."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+from grpo_dev import miles_flags
+from grpo_dev.miles_flags import FlagData, check_argv
+from hypothesis import given
+
+from tests.render.golden import valid_examples
+from tests.render.helpers import example, rendered
+from tests.render.test_properties import PROPERTY, valid_runs
+from tests.render.test_properties import rendered as rendered_or_assume
+
+DATA = FlagData.load()
+BASE = ["python3", "/root/miles/train.py", "--rollout-batch-size", "8"]
+
+
+def test_the_flag_data_comes_from_the_pinned_miles_commit() -> None:
+    # A bumped pin (miles_flags.MILES_COMMIT) without `make miles-flags` fails here.
+    assert DATA.sources["miles"]["commit"].startswith(miles_flags.MILES_COMMIT)
+    assert DATA.sources["megatron"]["branch"] == miles_flags.MEGATRON_BRANCH
+    assert DATA.sources["sglang"]["version"] == miles_flags.SGLANG_VERSION
+
+
+@pytest.mark.parametrize("path", valid_examples(), ids=lambda p: p.stem)
+def test_every_example_argv_uses_only_flags_miles_accepts(path: Path) -> None:
+    doc = example(path.stem)
+    assert check_argv(rendered(doc).job.miles_argv, DATA) == []
+
+
+@pytest.mark.parametrize("path", valid_examples(), ids=lambda p: p.stem)
+def test_every_example_argv_with_remote_rewards_uses_only_flags_miles_accepts(path: Path) -> None:
+    doc = example(path.stem, {"reward": {"type": "remote", "remote": {"replicas": 1}}})
+    assert check_argv(rendered(doc).job.miles_argv, DATA) == []
+
+
+@PROPERTY
+@given(valid_runs())
+def test_generated_valid_specs_render_argvs_miles_accepts(doc: dict[str, Any]) -> None:
+    result = rendered_or_assume(doc)
+    assert check_argv(result.job.miles_argv, DATA) == []
+
+
+def test_a_misspelt_flag_fails_naming_the_flag_and_the_miles_commit() -> None:
+    argv = [*rendered(example("quickstart")).job.miles_argv, "--rollout-batchsize", "8"]
+    (problem,) = check_argv(argv, DATA)
+    assert problem.startswith("--rollout-batchsize: not a flag of miles radixark/miles@dec268f7")
+    assert "did you mean --rollout-batch-size?" in problem
+
+
+@pytest.mark.parametrize(
+    ("extra", "expected"),
+    [
+        (["--rollout-temperature", "hot"], "--rollout-temperature: 'hot' is not a float"),
+        (["--num-rollout", "1.5"], "--num-rollout: '1.5' is not an int"),
+        (["--attention-backend", "flashy"], "--attention-backend: 'flashy' is not one of"),
+        (["--sglang-moe-runner-backend", "cuda"], "--sglang-moe-runner-backend: 'cuda' is not one of"),
+        (["--hf-checkpoint"], "--hf-checkpoint: needs 1 value(s), got 0"),
+        (["--kl-coef", "0.1", "--kl-loss-coef", "0.01"], "--kl-coef and --kl-loss-coef both non-zero: refused"),
+        (["--save-interval", "5"], "--save-interval without --save: refused"),
+        (["--sglang-dp-size", "2"], "--sglang-dp-size > 1 without --sglang-enable-dp-attention: refused"),
+        (["--sglang-model-path", "/m"], "--sglang-model-path: not a flag"),  # miles skips it (the engine sets it)
+    ],
+)
+def test_a_bad_value_or_a_refused_combination_fails_with_the_rule(extra: list[str], expected: str) -> None:
+    problems = check_argv([*BASE, *extra], DATA)
+    assert any(p.startswith(expected) for p in problems), problems
+
+
+def test_a_missing_required_flag_fails() -> None:
+    (problem,) = check_argv(["python3", "train.py", "--lr", "1e-6"], DATA)
+    assert problem.startswith("--rollout-batch-size: required by miles radixark/miles@dec268f7")
+
+
+def test_flags_that_take_no_value_or_many_values_parse_as_miles_parses_them() -> None:
+    argv = [*BASE, "--colocate", "--eval-prompt-data", "aime", "/d/aime.jsonl", "--eval-interval", "5",
+            "--no-offload-train", "--sglang-mem-fraction-static", "0.7", "--disable-bias-linear"]  # fmt: skip
+    assert check_argv(argv, DATA) == []
+
+
+@pytest.mark.skipif(
+    not os.environ.get("MILES_GIT"), reason="set MILES_GIT, MEGATRON_GIT, SGLANG_WHEEL (make miles-flags)"
+)
+def test_the_committed_data_is_what_the_extractor_reads_from_the_pinned_sources() -> None:
+    fresh = miles_flags.extract(Path(os.environ["MILES_GIT"]), Path(os.environ["MEGATRON_GIT"]),
+                                Path(os.environ["SGLANG_WHEEL"]))  # fmt: skip
+    committed = json.loads(miles_flags.DATA_FILE.read_text())
+    assert json.loads(json.dumps(fresh["flags"])) == committed["flags"], "run make miles-flags"
+    assert fresh["sources"] == committed["sources"], "run make miles-flags"
