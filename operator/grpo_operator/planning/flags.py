@@ -6,6 +6,16 @@ silently win or conflict (miles parses strictly: an unknown flag aborts, a repea
 
 from __future__ import annotations
 
+# What miles's own recipes pass for these dense GQA models (miles scripts/run_qwen3_4b.py:221-228 at dec268f7):
+# Megatron's default dropout is 0.1 (megatron/core/transformer/transformer_config.py:148-151, miles-main) and
+# miles never overrides it. Not for MLA models ("need to comment this when using model with MLA"); no profile
+# here is MLA.
+RECIPE_ARGS: tuple[str, ...] = (
+    "--attention-dropout", "0.0", "--hidden-dropout", "0.0",
+    "--accumulate-allreduce-grads-in-fp32", "--attention-softmax-in-fp32", "--attention-backend", "flash",
+)  # fmt: skip
+RECIPE_REASON = "miles's recipe for these models, scripts/run_qwen3_4b.py:221-228"
+
 _BY_FIELD: dict[str, tuple[str, ...]] = {
     "spec.model.profile": (
         "--swiglu", "--num-layers", "--hidden-size", "--ffn-hidden-size", "--num-attention-heads",
@@ -54,6 +64,7 @@ _BY_FIELD: dict[str, tuple[str, ...]] = {
     "spec.topology.placement": ("--colocate",),
     "status.metrics (the operator scrapes this port)": ("--use-prometheus", "--prometheus-port"),
     "the operator (fixed: lowercase level, SGLang rejects WARN)": ("--sglang-log-level",),
+    RECIPE_REASON: tuple(a for a in RECIPE_ARGS if a.startswith("--")),
 }  # fmt: skip
 
 MANAGED_FLAGS: dict[str, str] = {flag: field for field, flags in _BY_FIELD.items() for flag in flags}

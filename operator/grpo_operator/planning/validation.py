@@ -212,9 +212,12 @@ def _field_rules(run: GRPORun) -> list[Problem]:
                                          "under one tag; use name@sha256:<digest>", Severity.WARNING))  # fmt: skip
     for i, arg in enumerate(spec.extra_args):
         flag = flag_name(arg)
-        if flag in MANAGED_FLAGS:
+        if flag in MANAGED_FLAGS and MANAGED_FLAGS[flag].startswith("spec."):
             out.append(Problem(f"spec.extraArgs[{i}]",
                 f"{arg} is managed by the operator; set {MANAGED_FLAGS[flag]} instead"))  # fmt: skip
+        elif flag in MANAGED_FLAGS:
+            out.append(Problem(f"spec.extraArgs[{i}]",
+                f"{arg} is fixed by the operator ({MANAGED_FLAGS[flag]}); remove it from extraArgs"))  # fmt: skip
     if spec.eval is not None and spec.eval.interval > spec.rollout.num_rollout:
         out.append(Problem("spec.eval.interval", f"{spec.eval.interval} exceeds rollout.numRollout "
                            f"{spec.rollout.num_rollout}: evaluation runs only before training", Severity.WARNING))  # fmt: skip

@@ -14,6 +14,7 @@ from typing import Any
 from grpo_operator.api import GRPORun
 from grpo_operator.api.spec import Placement, RewardType
 from grpo_operator.api.status import RunPlan
+from grpo_operator.planning.flags import RECIPE_ARGS
 from grpo_operator.planning.profiles import PROFILES
 from grpo_operator.render import names
 from grpo_operator.render.settings import RenderSettings
@@ -89,6 +90,7 @@ def miles_argv(run: GRPORun, plan: RunPlan, settings: RenderSettings) -> list[st
              "--expert-tensor-parallel-size", str(p.expert_tensor)]  # fmt: skip
     argv += ["--sequence-parallel"] if p.tensor > 1 else []
     argv += ["--recompute-granularity", "full", "--recompute-method", "uniform", "--recompute-num-layers", "1"]
+    argv += RECIPE_ARGS
     argv += ["--use-dynamic-batch-size", "--max-tokens-per-gpu", str(tr.max_tokens_per_gpu)]
     argv += ["--advantage-estimator", "grpo", "--use-kl-loss", "--kl-loss-coef", _num(tr.kl_loss_coef),
              "--kl-loss-type", "low_var_kl", "--entropy-coef", "0.0",
