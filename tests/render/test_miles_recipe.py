@@ -19,7 +19,9 @@ def _last_value(argv: tuple[str, ...], flag: str) -> str | None:
 
 
 @pytest.mark.parametrize("path", valid_examples(), ids=lambda p: p.stem)
-def test_every_example_trains_without_megatrons_default_dropout_with_fp32_softmax_and_flash_attention(path: Path) -> None:
+def test_every_example_trains_without_megatrons_default_dropout_with_fp32_softmax_and_flash_attention(
+    path: Path,
+) -> None:
     argv = rendered(example(path.stem)).job.miles_argv
     assert _last_value(argv, "--attention-dropout") == "0.0"
     assert _last_value(argv, "--hidden-dropout") == "0.0"
@@ -28,7 +30,9 @@ def test_every_example_trains_without_megatrons_default_dropout_with_fp32_softma
     assert "--accumulate-allreduce-grads-in-fp32" in argv
 
 
-@pytest.mark.parametrize("args", [["--hidden-dropout", "0.1"], ["--attention-dropout=0.1"], ["--attention-backend", "auto"]])
+@pytest.mark.parametrize(
+    "args", [["--hidden-dropout", "0.1"], ["--attention-dropout=0.1"], ["--attention-backend", "auto"]]
+)
 def test_recipe_flags_in_extra_args_are_refused_naming_the_recipe(args: list[str]) -> None:
     run, problems = parse_run(example("quickstart", {"extraArgs": args}))
     assert run is not None, problems
