@@ -6,34 +6,50 @@ Usage (the operator's rendered miles argv, unchanged, after this script's path):
 
 It reads only the miles flags it needs (`--num-rollout`, `--use-prometheus`, `--prometheus-port`,
 `--prometheus-run-name`, `--wandb-group`, `--load`, `--save`, `--save-interval`, `--save-trigger-sentinel`)
-and ignores every other one. Like miles (radixark/miles `miles/utils/tracking_utils/prometheus_utils.py`),
-with `--use-prometheus` it serves with prometheus_client's `start_http_server` one Gauge per logged key,
-named `miles_metric_` + the key with `/` and `-` as `_` and `@` as `_at_`, documented with the key,
-labelled `run_name` (`--prometheus-run-name`, else `--wandb-group`, else `miles_training`). Once per
-rollout (0-based `rollout_id`, which is also `rollout/step`) it sets `rollout/step`, `rollout/raw_reward`,
-`rollout/repetition_frac`, `rollout/truncated_ratio` and `perf/step_time`, and prints miles-style
-`rollout <id>: {...}` and `perf <id>: {...}` lines. No gauge exists before the first rollout, as in miles.
-When run as a Ray job (RAY_ADDRESS set) it connects with `ray.init()` first, as miles's driver does, so the
-job's `driver_info` carries the node IP to scrape.
+and ignores every other one. What it imitates, read from radixark/miles at the pinned commit dec268f7:
+
+* Gauges. With `--use-prometheus` miles's driver starts a Ray actor, pinned to the driver's node, that runs
+  prometheus_client's `start_http_server(args.prometheus_port)` (`miles/utils/tracking_utils/
+  prometheus_utils.py:29-45,88-89`) and creates one Gauge per logged key on first use, named `miles_metric_` +
+  the key with `/` and `-` as `_` and `@` as `_at_`, documented with the key, labelled `run_name`
+  (`--prometheus-run-name`, else `--wandb-group`, else `miles_training`) (`prometheus_utils.py:82-106`). So the
+  endpoint answers before the first rollout but has no `miles_metric_*` series until one is logged. The
+  actor's lifetime is the job's (`tracking_utils/base.py:119-121`, `finish()` is a no-op): the gauges are gone
+  the moment the job ends. This double serves from its own process and exits at once after the last rollout:
+  no linger, so the last rollouts are not scrapeable, as with miles.
+* Rollout lines. Per rollout (0-based `rollout_id`, also `rollout/step` since `compute_rollout_step` returns
+  the id by default, `utils/metric_utils.py:117-120`) it prints what miles logs, in miles's logger format
+  (`utils/logging_utils.py:33-37`): `perf <id>: {'rollout/repetition_frac': .., 'rollout/truncated_ratio': ..,
+  ...}` (the rollout manager, `ray/rollout/metrics.py:79`), `rollout <id>: {'rollout/raw_reward': .., ...}`
+  (the training actor, `backends/training_utils/log_utils.py:66`) and `perf <id>: {'perf/step_time': ..}`
+  (`utils/train_metric_utils.py:50`), and sets the gauges of those keys and `rollout/step`.
+* Resume. The loop runs `range(args.start_rollout_id, args.num_rollout)` (`train.py:94`) with the start at the
+  loaded checkpoint's iteration + 1 (`backends/megatron_utils/actor.py:196`): a resumed job numbers its
+  rollouts from the checkpoint + 1, at or below what the stopped job had reached.
+* When run as a Ray job (RAY_ADDRESS set) it connects with `ray.init()` first, as miles's driver does
+  (`utils/misc.py:151`), so the job's `driver_info` carries the node IP to scrape.
 
 With `--fake-checkpoints` (off by default, so a test never writes under the rendered `/fsx/...` paths unless
 it asks), checkpoints follow miles's `train.py` loop: resume at `latest_checkpointed_iteration.txt` + 1 under
 `--load`; save (`--save/iter_XXXXXXX/fake_checkpoint` and `latest_checkpointed_iteration.txt`) when
 `(rollout_id + 1) % --save-interval == 0`, at the last rollout, or when the `--save-trigger-sentinel` file
-exists (then removed). An unwritable `--save` fails the run, as it would fail miles.
+exists (then removed) (`train.py:120-126`). An unwritable `--save` fails the run, as it would fail miles.
 
 Knobs: `--fake-step-seconds` (0.3); `--fake-reward`, `--fake-repetition`, `--fake-truncated` (a float, or a
 comma list indexed by rollout_id whose last value repeats); `--fake-exit-code` (0); `--fake-fail-message TEXT`
 (printed as the last stderr line; implies exit code 1 unless `--fake-exit-code` is non-zero);
+`--fake-fail-reason WORD` (writes `{"reason": WORD, "message": TEXT}` to the file named by `GRPO_FAILURE_FILE`
+before failing, as a component inside miles that ends the run on purpose does; see grpo_launcher.summary);
 `--fake-fail-after N` (exit at rollout_id N instead of after the last rollout); `--fake-stall-after N` (stop
-advancing at rollout_id N but keep serving until killed); `--fake-linger-seconds` (2: keep serving after the
-last rollout before exiting); `--fake-bind-address` (127.0.0.1: miles binds 0.0.0.0, but this project's
-local servers listen on loopback only). SIGTERM (Ray's stop_job) exits at once with 143.
+advancing at rollout_id N but keep serving until killed); `--fake-bind-address` (127.0.0.1: miles binds
+0.0.0.0, but this project's local servers listen on loopback only). SIGTERM (Ray's stop_job) exits at once
+with 143.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import signal
 import sys
@@ -94,7 +110,7 @@ def build_parser() -> argparse.ArgumentParser:
     fake.add_argument("--fake-fail-message", default=None)
     fake.add_argument("--fake-fail-after", type=int, default=None)
     fake.add_argument("--fake-stall-after", type=int, default=None)
-    fake.add_argument("--fake-linger-seconds", type=float, default=2.0)
+    fake.add_argument("--fake-fail-reason", default=None)
     fake.add_argument("--fake-bind-address", default="127.0.0.1")
     fake.add_argument("--fake-checkpoints", action="store_true")
     return parser
@@ -156,9 +172,11 @@ class Gauges:
             self._gauges[name].labels(self._run_name).set(value)
 
 
-def log(message: str, stream: Any = None) -> None:
-    stamp = time.strftime("%Y-%m-%d %H:%M:%S")
-    print(f"[{stamp} main] fake_miles.py - {message}", file=stream or sys.stdout, flush=True)
+def log(message: str, stream: Any = None, source: str = "main", where: str = "fake_miles.py") -> None:
+    """One line in miles's logger format (`utils/logging_utils.py:33-37`)."""
+    now = time.time()
+    stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(now)) + f".{int(now % 1 * 1000):03d}"
+    print(f"[{stamp} {source}] {where} - {message}", file=stream or sys.stdout, flush=True)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -207,25 +225,29 @@ def main(argv: list[str] | None = None) -> int:
                 raise Terminated
             began = time.monotonic()
             sleep(args.fake_step_seconds)
-            rollout = {
-                "rollout/raw_reward": at(args.fake_reward, rollout_id),
+            samples = {
                 "rollout/repetition_frac": at(args.fake_repetition, rollout_id),
                 "rollout/truncated_ratio": at(args.fake_truncated, rollout_id),
+                "perf/rollout_time": time.monotonic() - began,
             }
+            train = {"rollout/raw_reward": at(args.fake_reward, rollout_id), "rollout/log_probs": -0.5}
             perf = {"perf/step_time": time.monotonic() - began}
+            log(f"perf {rollout_id}: {samples}", source="RolloutManager", where="metrics.py:79")
+            log(f"rollout {rollout_id}: {train}", source="MegatronTrainRayActor", where="log_utils.py:66")
+            log(f"perf {rollout_id}: {perf}", source="MegatronTrainRayActor", where="train_metric_utils.py:50")
             if gauges is not None:
-                gauges.update({**rollout, **perf, "rollout/step": rollout_id})
-            log(f"perf {rollout_id}: {perf}")
-            log(f"rollout {rollout_id}: {rollout}")
+                gauges.update({**samples, **train, **perf, "rollout/step": rollout_id})
             checkpoints.after_rollout(rollout_id)
-        if gauges is not None:
-            sleep(args.fake_linger_seconds)
     except Terminated:
         log("received SIGTERM, exiting", sys.stderr)
         return 128 + signal.SIGTERM
     except OSError as exc:  # e.g. an unwritable --save: miles would crash too
         print(f"fake_miles: {exc}", file=sys.stderr, flush=True)
         return 1
+    if args.fake_fail_reason and os.environ.get("GRPO_FAILURE_FILE"):
+        failure = {"reason": args.fake_fail_reason, "message": args.fake_fail_message or args.fake_fail_reason}
+        Path(os.environ["GRPO_FAILURE_FILE"]).write_text(json.dumps(failure))
+        exit_code = exit_code or 1
     if args.fake_fail_message:
         print(args.fake_fail_message, file=sys.stderr, flush=True)
     return exit_code

@@ -68,7 +68,9 @@ def test_the_run_config_env_reaches_miles(tmp_path: Path) -> None:
 def test_the_launcher_exits_with_miles_exit_code(tmp_path: Path) -> None:
     proc = _run(tmp_path, _miles_argv(tmp_path), base_config(tmp_path), EXIT_CODE="7")
     assert proc.returncode == 7
-    assert proc.stdout.splitlines()[-1] == "[info] miles exited with 7"
+    *_, exited, summary = proc.stdout.splitlines()
+    assert exited == "[info] miles exited with 7"
+    assert json.loads(summary.removeprefix("GRPO_RUN_SUMMARY "))["exit_code"] == 7
 
 
 def test_a_stale_config_argv_is_refused_before_anything_starts(tmp_path: Path) -> None:
@@ -85,7 +87,8 @@ def test_a_stale_config_argv_is_refused_before_anything_starts(tmp_path: Path) -
 def test_a_failed_preflight_never_starts_miles(tmp_path: Path) -> None:
     proc = _run(tmp_path, _miles_argv(tmp_path), base_config(tmp_path, checkpointGiB=10**7))
     assert proc.returncode == 3
-    assert proc.stdout.splitlines()[-1].startswith("preflight failed: checkpoint: ")
+    *_, verdict, summary = proc.stdout.splitlines()
+    assert verdict.startswith("preflight failed: checkpoint: ") and summary.startswith("GRPO_RUN_SUMMARY ")
     assert not (tmp_path / "record.json").exists()
 
 

@@ -61,6 +61,14 @@ def scrape(port: int) -> dict[str, tuple[dict[str, str], float]]:
     }
 
 
+def answers(port: int) -> bool:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2):
+            return True
+    except OSError:
+        return False
+
+
 def final_status(client: JobSubmissionClient, job: str) -> JobStatus:
     status: JobStatus = wait_for(
         f"job {job} to end", lambda: (s := client.get_job_status(job)) in TERMINAL and s
@@ -69,10 +77,10 @@ def final_status(client: JobSubmissionClient, job: str) -> JobStatus:
 
 
 def test_fake_serves_miles_gauges_per_rollout_then_succeeds_with_exit_0(ray_head: LocalRayHead) -> None:
-    client = JobSubmissionClient(ray_head.dashboard_url)
+    client = JobSubmissionClient(ray_head.dashboard_url, headers=ray_head.auth_headers)
     port, run = free_port(), f"happy-{uuid.uuid4().hex[:6]}"
     job = submit(client, run, port, 3, "--fake-step-seconds", "0.2", "--fake-reward", "0.1,0.2,0.3",
-                 "--fake-repetition", "0.05", "--fake-truncated", "0.5", "--fake-linger-seconds", "4")  # fmt: skip
+                 "--fake-repetition", "0.05", "--fake-truncated", "0.5")  # fmt: skip
 
     metrics = wait_for("rollout 2 on /metrics", lambda: (m := scrape(port)) and m["miles_metric_rollout_step"][1] == 2 and m)
     assert metrics["miles_metric_rollout_step"] == ({"run_name": run}, 2.0)
@@ -85,16 +93,17 @@ def test_fake_serves_miles_gauges_per_rollout_then_succeeds_with_exit_0(ray_head
 
     assert final_status(client, job) == JobStatus.SUCCEEDED
     assert client.get_job_info(job).driver_exit_code == 0
+    assert scrape(port) == {} and not answers(port)  # like miles's collector actor: gone with the job, no linger
     logs = client.get_job_logs(job)
     for rollout_id, reward in enumerate((0.1, 0.2, 0.3)):
         assert f"rollout {rollout_id}: {{'rollout/raw_reward': {reward}," in logs
 
 
 def test_fake_fails_with_its_message_as_the_last_log_line(ray_head: LocalRayHead) -> None:
-    client = JobSubmissionClient(ray_head.dashboard_url)
+    client = JobSubmissionClient(ray_head.dashboard_url, headers=ray_head.auth_headers)
     message = "preflight failed: gpus: expected 8 visible GPUs, found 0"
     job = submit(client, f"doomed-{uuid.uuid4().hex[:6]}", free_port(), 5, "--fake-fail-after", "0",
-                 "--fake-linger-seconds", "0", "--fake-exit-code", "3", "--fake-fail-message", message)  # fmt: skip
+                 "--fake-exit-code", "3", "--fake-fail-message", message)  # fmt: skip
 
     assert final_status(client, job) == JobStatus.FAILED
     info = client.get_job_info(job)
@@ -104,7 +113,7 @@ def test_fake_fails_with_its_message_as_the_last_log_line(ray_head: LocalRayHead
 
 
 def test_stop_job_stops_a_stalled_fake_and_its_process(ray_head: LocalRayHead) -> None:
-    client = JobSubmissionClient(ray_head.dashboard_url)
+    client = JobSubmissionClient(ray_head.dashboard_url, headers=ray_head.auth_headers)
     port, run = free_port(), f"stalled-{uuid.uuid4().hex}"
     job = submit(client, run, port, 10, "--fake-step-seconds", "0.1", "--fake-stall-after", "1")
     wait_for("the stall", lambda: "stalled before rollout 1" in client.get_job_logs(job))
@@ -127,6 +136,16 @@ def run_fake(*argv: str) -> subprocess.CompletedProcess[str]:
 
 def rollouts_in(output: str) -> list[int]:
     return [int(line.split(" rollout ", 1)[1].split(":")[0]) for line in output.splitlines() if " rollout " in line and "}" in line]
+
+
+def test_fake_serves_no_gauge_before_its_first_rollout(ray_head: LocalRayHead) -> None:
+    client = JobSubmissionClient(ray_head.dashboard_url, headers=ray_head.auth_headers)
+    port, run = free_port(), f"slow-{uuid.uuid4().hex[:6]}"
+    job = submit(client, run, port, 2, "--fake-step-seconds", "30")
+    wait_for("the endpoint", lambda: answers(port))
+    assert scrape(port) == {}  # miles creates a gauge only when a key is first logged (prometheus_utils.py:100)
+    client.stop_job(job)
+    assert final_status(client, job) == JobStatus.STOPPED
 
 
 def test_fake_reads_miles_flags_after_a_launcher_double_dash() -> None:

@@ -7,13 +7,15 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from grpo_operator.api.spec import GRPORunSpec
 from grpo_operator.api.status import Phase
-from grpo_operator.status.lifecycle import Decision, decide
+from grpo_operator.status.lifecycle import Decision, decide, new_attempt
 from grpo_operator.status.observation import (
     ClusterObservation,
+    Failure,
     JobObservation,
     JobState,
     Observation,
     RewardObservation,
+    RunSummary,
     TrainerMetrics,
 )
 
@@ -30,8 +32,8 @@ def spec(patch: dict | None = None) -> GRPORunSpec:  # type: ignore[type-arg]
     return run.spec
 
 
-def job(state: JobState, message: str = "") -> JobObservation:
-    return JobObservation("grpo-x-1", state, message, driver_ip="10.0.0.5")
+def job(state: JobState, message: str = "", submission_id: str = "grpo-x-1") -> JobObservation:
+    return JobObservation(submission_id, state, message, driver_ip="10.0.0.5")
 
 
 def step(prev: Decision | None, obs: Observation, s: GRPORunSpec | None = None) -> Decision:
@@ -154,7 +156,7 @@ def test_terminal_phases_never_change() -> None:
     done = step(None, Observation(now=T0, generation=1, cluster=READY, job=job(JobState.SUCCEEDED),
                                   metrics=TrainerMetrics(rollout=99, raw_reward=0.5, repetition_frac=0.0)))
     later = step(done, Observation(now=T0, generation=2, cluster=READY, job=job(JobState.FAILED, "boom")))
-    assert later.status == done.status
+    assert later.status.model_copy(update={"observed_generation": 1}) == done.status
 
 
 def test_suspend_stops_the_job_and_deletes_the_cluster() -> None:
@@ -212,3 +214,133 @@ def test_suspend_without_checkpoint_stops_at_once() -> None:
     metrics = TrainerMetrics(rollout=4, raw_reward=0.5, repetition_frac=0.0)
     d = decide(None, Observation(now=T0, generation=2, suspend=True, cluster=READY, job=job(JobState.RUNNING), metrics=metrics), s)
     assert d.status.phase is Phase.SUSPENDED and d.stop_job and not d.request_checkpoint
+
+
+# --- issue #12: what miles really does (radixark/miles dec268f7) -------------------------------------------------
+
+
+def healthy(rollout: int) -> TrainerMetrics:
+    return TrainerMetrics(rollout=rollout, raw_reward=0.5, repetition_frac=0.0)
+
+
+def test_a_resume_after_a_suspend_longer_than_the_stall_timeout_is_a_new_attempt_not_a_stall() -> None:
+    # miles restarts at checkpoint + 1 (backends/megatron_utils/actor.py:196): at or below the old rollout.
+    s = spec({"guards": {"stallTimeoutSeconds": 600, "startupGraceSeconds": 300}})
+    running = decide(None, Observation(now=T0, generation=1, cluster=READY, job=job(JobState.RUNNING),
+                                       metrics=healthy(12)), s)
+    suspended = decide(running.status, Observation(now=T0, generation=2, suspend=True, cluster=READY,
+                                                   job=job(JobState.RUNNING), metrics=healthy(12)),
+                       spec({"storage": {"checkpointOnSuspend": False}}))
+    assert suspended.status.phase is Phase.SUSPENDED
+    later = T0 + timedelta(hours=2)
+    pending = decide(suspended.status, Observation(now=later, generation=3, cluster=READY), s)
+    assert pending.submit_job
+    submitted = new_attempt(pending.status, "grpo-x-g3", JobState.PENDING)
+    assert submitted.attempt == 2 and submitted.guard_rollout is None
+    # The new job runs: model load inside the grace, then rollout 11 (checkpoint 10 + 1) <= the old 12.
+    loading = decide(submitted, Observation(now=later + timedelta(seconds=30), generation=3, cluster=READY,
+                                            job=job(JobState.RUNNING, submission_id="grpo-x-g3"),
+                                            metrics=TrainerMetrics()), s)
+    assert loading.status.phase is Phase.RUNNING, loading.status.message
+    first = decide(loading.status, Observation(now=later + timedelta(seconds=400), generation=3, cluster=READY,
+                                               job=job(JobState.RUNNING, submission_id="grpo-x-g3"),
+                                               metrics=healthy(11)), s)
+    assert first.status.phase is Phase.RUNNING and first.status.reason == "Running", first.status.message
+    assert first.status.guard_rollout == 11 and first.status.attempt == 2
+    assert first.status.last_progress_time == "2026-11-30T14:06:40Z"
+
+
+def test_a_new_attempt_waits_the_startup_grace_before_its_stall_clock_runs() -> None:
+    s = spec({"guards": {"stallTimeoutSeconds": 600, "startupGraceSeconds": 1200}})
+    obs = lambda sec: Observation(now=T0 + timedelta(seconds=sec), generation=1, cluster=READY,  # noqa: E731
+                                  job=job(JobState.RUNNING), metrics=TrainerMetrics())
+    d = decide(None, obs(0), s)
+    d = decide(d.status, obs(1700), s)
+    assert d.status.phase is Phase.RUNNING
+    d = decide(d.status, obs(1801), s)
+    assert d.status.phase is Phase.FAILED and d.status.reason == "Stalled"
+
+
+def test_a_succeeded_job_whose_last_rollouts_were_never_scraped_is_unverified_not_succeeded() -> None:
+    running = step(None, Observation(now=T0, generation=1, cluster=READY, job=job(JobState.RUNNING), metrics=healthy(16)))
+    assert running.status.progress == "17/100"
+    done = step(running, Observation(now=T0 + timedelta(seconds=15), generation=1, cluster=READY,
+                                     job=job(JobState.SUCCEEDED)))
+    assert done.status.phase is Phase.FAILED and done.status.reason == "Unverified"
+    assert "17/100" in (done.status.message or "") and done.warnings
+    assert cond(done, "Complete") == ("True", "Unverified")
+
+
+def test_a_succeeded_job_never_scraped_at_all_is_unverified() -> None:
+    done = step(None, Observation(now=T0, generation=1, cluster=READY, job=job(JobState.SUCCEEDED)))
+    assert done.status.phase is Phase.FAILED and done.status.reason == "Unverified"
+    assert done.status.progress == "0/100"
+
+
+def test_the_end_of_run_summary_gives_the_real_last_rollout_and_verifies_success() -> None:
+    running = step(None, Observation(now=T0, generation=1, cluster=READY, job=job(JobState.RUNNING), metrics=healthy(16)))
+    summary = RunSummary(exit_code=0, last_rollout=99, rollouts=tuple(healthy(r) for r in range(90, 100)),
+                         provenance={"miles_commit": "dec268f7", "ray": "2.49.2"})
+    done = step(running, Observation(now=T0 + timedelta(seconds=15), generation=1, cluster=READY,
+                                     job=job(JobState.SUCCEEDED), summary=summary))
+    assert done.status.phase is Phase.SUCCEEDED and done.status.progress == "100/100"
+    assert done.status.metrics is not None and done.status.metrics.source == "RunSummary"
+    assert done.status.provenance is not None and done.status.provenance.miles_commit == "dec268f7"
+    assert cond(done, "MetricsAvailable") == ("True", "RunSummary")
+
+
+def test_degenerate_final_rollouts_seen_only_in_the_summary_fail_the_run() -> None:
+    running = step(None, Observation(now=T0, generation=1, cluster=READY, job=job(JobState.RUNNING), metrics=healthy(96)))
+    tail = tuple(TrainerMetrics(rollout=r, raw_reward=0.4, repetition_frac=0.6) for r in (97, 98, 99))
+    summary = RunSummary(exit_code=0, last_rollout=99, rollouts=(healthy(96), *tail))
+    done = step(running, Observation(now=T0 + timedelta(seconds=15), generation=1, cluster=READY,
+                                     job=job(JobState.SUCCEEDED), summary=summary))
+    assert done.status.phase is Phase.FAILED and done.status.reason == "DegenerateOutput"
+    assert done.status.repetition_streak == 3
+
+
+def test_a_failure_file_reason_names_the_failure_in_one_line() -> None:
+    message = "Job entrypoint command failed with exit code 1, last available logs (truncated to 20,000 chars):\nTraceback\n  ...\nRuntimeError: boom"
+    summary = RunSummary(exit_code=1, failure=Failure("RewardServiceFailed", "reward service answered 503 for 10 min"))
+    d = step(None, Observation(now=T0, generation=1, cluster=READY, job=job(JobState.FAILED, message), summary=summary))
+    assert d.status.reason == "RewardServiceFailed" and d.status.message == "reward service answered 503 for 10 min"
+    plain = step(None, Observation(now=T0, generation=1, cluster=READY, job=job(JobState.FAILED, message)))
+    assert plain.status.reason == "JobFailed"
+    assert plain.status.message == "the Ray job failed with exit code 1: RuntimeError: boom"
+
+
+def test_a_failing_scrape_is_metrics_unavailable_not_a_stall_and_a_long_outage_warns_once() -> None:
+    s = spec({"guards": {"stallTimeoutSeconds": 600, "startupGraceSeconds": 0}})
+
+    def obs(sec: int, metrics: TrainerMetrics | None = None, error: str | None = None) -> Observation:
+        return Observation(now=T0 + timedelta(seconds=sec), generation=1, cluster=READY, job=job(JobState.RUNNING),
+                           metrics=metrics, metrics_error=error)
+
+    d = decide(None, obs(0, healthy(3)), s)
+    d = decide(d.status, obs(60, error="connection refused"), s)
+    assert cond(d, "MetricsAvailable") == ("False", "ScrapeFailed") and not d.warnings
+    d = decide(d.status, obs(700, error="connection refused"), s)
+    assert d.status.phase is Phase.RUNNING and cond(d, "MetricsAvailable") == ("False", "ScrapeOutage")
+    assert d.warnings and "could not be read" in d.warnings[0]
+    d = decide(d.status, obs(800, error="connection refused"), s)
+    assert d.status.phase is Phase.RUNNING and not d.warnings  # warned once
+    d = decide(d.status, obs(900, healthy(9)), s)
+    assert d.status.phase is Phase.RUNNING and cond(d, "MetricsAvailable") == ("True", "Scraped")
+
+
+def test_conditions_persist_while_suspended_with_their_transition_times() -> None:
+    running = step(None, Observation(now=T0, generation=1, cluster=READY, job=job(JobState.RUNNING), metrics=healthy(4)))
+    s = spec({"storage": {"checkpointOnSuspend": False}})
+    suspended = decide(running.status, Observation(now=T0 + timedelta(minutes=5), generation=2, suspend=True,
+                                                   cluster=READY, job=job(JobState.RUNNING)), s)
+    types = {c.type for c in suspended.status.conditions}
+    assert {"Healthy", "Complete", "RewardServiceReady", "Validated"} <= types
+    before = {c.type: c.last_transition_time for c in running.status.conditions}
+    after = {c.type: c.last_transition_time for c in suspended.status.conditions}
+    assert after["Healthy"] == before["Healthy"] and after["JobRunning"] != before["JobRunning"]
+
+
+def test_observed_generation_keeps_moving_after_a_terminal_phase() -> None:
+    done = step(None, Observation(now=T0, generation=1, cluster=READY, job=job(JobState.SUCCEEDED), metrics=healthy(99)))
+    later = decide(done.status, Observation(now=T0, generation=4), spec())
+    assert later.status.phase is Phase.SUCCEEDED and later.status.observed_generation == 4

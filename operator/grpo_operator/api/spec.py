@@ -325,7 +325,12 @@ class GuardsSpec(ApiModel):
     )
     min_reward: MinRewardGuard = Field(default_factory=MinRewardGuard, description="Reward floor after a warm-up.")
     stall_timeout_seconds: int = Field(
-        default=3600, ge=5, le=604800, description="No rollout progress for this long while the job runs is a stall."
+        default=3600, ge=5, le=604800,
+        description="No rollout progress for this long, while the trainer's metrics are available, is a stall.",
+    )
+    startup_grace_seconds: int = Field(
+        default=1800, ge=0, le=604800,
+        description="After each (re)start of the job, time for model load before the stall clock starts.",
     )
     action: GuardAction = Field(default=GuardAction.STOP, description="Stop the job and fail the run, or only Warn.")
 

@@ -47,6 +47,33 @@ class RunMetrics(ApiModel):
     truncated_ratio: float | None = Field(default=None, description="rollout/truncated_ratio of the last rollout.")
     step_time_seconds: float | None = Field(default=None, description="perf/step_time of the last step.")
     updated_at: str | None = Field(default=None, description="When the metrics were scraped (RFC 3339).")
+    source: Literal["Scrape", "RunSummary"] | None = Field(
+        default=None, description="Scrape: miles's gauges; RunSummary: the launcher's end-of-run record."
+    )
+
+
+class RunProvenance(ApiModel):
+    """What actually ran: the trainer image from the pods' status, the rest from the launcher's end-of-run summary."""
+
+    image: str | None = Field(default=None, description="Trainer image reference of the worker pods.")
+    image_id: str | None = Field(default=None, description="Image digest the kubelet reports running (pod status imageID).")
+    miles_commit: str | None = Field(default=None, description="miles checkout in the image (git HEAD).")
+    megatron_commit: str | None = Field(default=None, description="Megatron-LM checkout in the image (git HEAD).")
+    ray: str | None = Field(default=None, description="Ray version in the image.")
+    sglang: str | None = Field(default=None, description="SGLang version in the image.")
+    megatron: str | None = Field(default=None, description="megatron-core version in the image.")
+    torch: str | None = Field(default=None, description="PyTorch version in the image.")
+    launcher: str | None = Field(default=None, description="grpo_launcher version in the image.")
+
+
+class RunLogs(ApiModel):
+    """Where the last job's log tail is kept once the RayCluster (and Ray's own copy of the log) is gone."""
+
+    config_map: str = Field(description="ConfigMap, owned by the run, holding the log tail.")
+    key: str = Field(description="Key of the log tail in that ConfigMap.")
+    submission_id: str = Field(description="Ray job the log belongs to.")
+    bytes: int = Field(ge=0, description="Bytes kept.")
+    truncated: bool = Field(description="Whether older output was cut to keep the tail bounded.")
 
 
 class ActorMemory(ApiModel):
@@ -108,7 +135,7 @@ class GRPORunStatus(ApiModel):
     conditions: list[Condition] = Field(
         default_factory=list,
         max_length=32,
-        description="Validated, ResourcesReady, RewardServiceReady, JobRunning, Healthy, Complete.",
+        description="Validated, ResourcesReady, RewardServiceReady, JobRunning, MetricsAvailable, Healthy, Complete.",
         json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["type"]},
     )
     observed_generation: int | None = Field(default=None, description="Spec generation this status reflects.")
@@ -126,5 +153,16 @@ class GRPORunStatus(ApiModel):
         default=None, description="Rollout after which a checkpoint was asked for before suspending."
     )
     suspend_requested_time: str | None = Field(default=None, description="When that checkpoint was asked for (RFC 3339).")
+    attempt: int | None = Field(
+        default=None, ge=0, description="Jobs this run has started: 1 for the first, one more after each resume."
+    )
+    attempt_start_time: str | None = Field(
+        default=None, description="When the current attempt's job was first seen running (RFC 3339)."
+    )
+    guard_rollout: int | None = Field(
+        default=None, description="Last rollout the guards counted in the current attempt (they restart on resume)."
+    )
+    provenance: RunProvenance | None = Field(default=None, description="What the run actually ran.")
+    logs: RunLogs | None = Field(default=None, description="Where the last job's log tail is kept.")
     reason: str | None = Field(default=None, description="Reason of the current phase, one CamelCase word.")
     message: Text | None = Field(default=None, description="Human-readable detail of the current phase.")

@@ -3,13 +3,20 @@
 The seed's 30B MoE run finished SUCCEEDED with reward 0.0 and repetition 0.56 after 20 minutes on 16 GPUs;
 these rules are what would have stopped it: repetition above `maxRepetitionFrac` for `consecutiveRollouts`
 rollouts in a row, reward at or below `minReward.value` once `minReward.afterRollouts` rollouts are done,
-or no rollout progress for `stallTimeoutSeconds` while the job runs.
+or no rollout progress for `stallTimeoutSeconds` while the job runs and its metrics can be read.
+
+The state is per attempt: a resumed job restarts miles's rollout numbering at the checkpoint + 1
+(radixark/miles dec268f7 `miles/backends/megatron_utils/actor.py:196`, `start_rollout_id = loaded_rollout_id
++ 1`), at or below what the suspended job reached, so a resume starts from a fresh `GuardState` and progress
+is "the rollout changed", not "the rollout grew". The stall clock of an attempt starts after
+`startupGraceSeconds` (model load and engine start take minutes) and only runs while metrics are available:
+a metrics endpoint that cannot be read is `MetricsAvailable=False`, not a stall.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from grpo_operator.api.spec import GuardsSpec
 from grpo_operator.status.observation import TrainerMetrics
@@ -34,10 +41,10 @@ class Trip:
 
 
 def advance(state: GuardState, guards: GuardsSpec, metrics: TrainerMetrics | None, now: datetime) -> GuardState:
-    """Fold a newly scraped rollout into the state; the same rollout seen twice counts once."""
+    """Fold a newly observed rollout into the state; the same rollout seen twice counts once."""
     if metrics is None or metrics.rollout is None:
         return state
-    if state.last_rollout is not None and metrics.rollout <= state.last_rollout:
+    if state.last_rollout is not None and metrics.rollout == state.last_rollout:
         return state
     repetitive = metrics.repetition_frac is not None and metrics.repetition_frac > guards.max_repetition_frac
     return GuardState(last_rollout=metrics.rollout, streak=state.streak + 1 if repetitive else 0, last_progress=now)
@@ -59,13 +66,21 @@ def degenerate(state: GuardState, guards: GuardsSpec, metrics: TrainerMetrics | 
     return None
 
 
-def stalled(state: GuardState, guards: GuardsSpec, running_since: datetime | None, now: datetime) -> Trip | None:
-    since = state.last_progress or running_since
-    if since is None:
+def stalled(state: GuardState, guards: GuardsSpec, attempt_since: datetime | None, now: datetime,
+            metrics_available: bool) -> Trip | None:  # fmt: skip
+    """No progress for `stallTimeoutSeconds` since the last new rollout of this attempt, or since the attempt's
+    start plus `startupGraceSeconds`; judged only while the trainer's metrics can be read."""
+    if not metrics_available:
+        return None
+    if state.last_progress is not None:
+        since, what = state.last_progress, f"rollout {state.last_rollout}"
+    elif attempt_since is not None:
+        since = attempt_since + timedelta(seconds=guards.startup_grace_seconds)
+        what = f"the job started (+ guards.startupGraceSeconds {guards.startup_grace_seconds})"
+    else:
         return None
     idle = (now - since).total_seconds()
     if idle > guards.stall_timeout_seconds:
-        what = f"rollout {state.last_rollout}" if state.last_rollout is not None else "the job started"
         return Trip(STALLED, f"no rollout progress for {int(idle)} s since {what} "
                              f"(guards.stallTimeoutSeconds {guards.stall_timeout_seconds})")  # fmt: skip
     return None

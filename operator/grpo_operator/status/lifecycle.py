@@ -1,22 +1,62 @@
 """The run's lifecycle: from the previous status and what was observed, the next status and the actions. Pure.
 
 Phases: Pending -> Provisioning -> Running -> Succeeded | Failed, and Suspended. A terminal phase never
-changes again. A Ray job that SUCCEEDED with degenerate metrics is not Succeeded. Conditions follow
-metav1.Condition; a condition's lastTransitionTime moves only when its status changes.
+changes again (only `observedGeneration` and where the logs are kept move). `Succeeded` means verified: the
+Ray job SUCCEEDED, the final rollout's metrics were observed (scraped, or in the launcher's end-of-run
+summary) and they pass the guards; a success that cannot be verified is `Failed/Unverified`, never a plain
+`Succeeded`. Each job is an attempt: a resume starts a new one with fresh guard state and stall clock.
+Conditions follow metav1.Condition and persist across phases; a condition's lastTransitionTime moves only
+when its status changes. `REASONS` lists every phase reason and condition this module can write; README's
+status table is checked against it.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Literal
 
 from grpo_operator.api.spec import GRPORunSpec, GuardAction
-from grpo_operator.api.status import TERMINAL_PHASES, Condition, GRPORunStatus, Phase, RunMetrics
+from grpo_operator.api.status import (
+    TERMINAL_PHASES,
+    Condition,
+    GRPORunStatus,
+    Phase,
+    RunLogs,
+    RunMetrics,
+    RunProvenance,
+)
 from grpo_operator.status import guards
-from grpo_operator.status.observation import JobState, Observation, TrainerMetrics, parse_rfc3339, rfc3339
+from grpo_operator.status.observation import JobState, Observation, RunSummary, TrainerMetrics, parse_rfc3339, rfc3339
 
 PREFLIGHT_MARK = "preflight failed:"
+UNVERIFIED = "Unverified"
+CONDITION_ORDER = ("Validated", "ResourcesReady", "RewardServiceReady", "JobRunning", "MetricsAvailable", "Healthy",
+                   "Complete")
+
+# Phase reasons: what `status.reason` can be in each phase (a failure file's own reason is added to Failed).
+REASONS: dict[Phase, tuple[str, ...]] = {
+    Phase.PENDING: ("Provisioning",),
+    Phase.PROVISIONING: ("Provisioning", "Submitting", "WaitingForDriver"),
+    Phase.RUNNING: ("Running", "Suspending", guards.DEGENERATE, guards.STALLED),
+    Phase.SUSPENDED: ("Suspended",),
+    Phase.SUCCEEDED: ("Succeeded",),
+    Phase.FAILED: ("InvalidSpec", guards.DEGENERATE, guards.STALLED, UNVERIFIED, "PreflightFailed", "JobFailed",
+                   "JobStopped"),
+}
+# Condition types and the reasons each can carry.
+CONDITION_REASONS: dict[str, tuple[str, ...]] = {
+    "Validated": ("Valid", "InvalidSpec"),
+    "ResourcesReady": ("Ready", "Provisioning", "Suspended"),
+    "RewardServiceReady": ("NotRequired", "NotCreated", "NotReady", "ScoringErrors", "Ready"),
+    "JobRunning": ("NotSubmitted", "Pending", "Running", "Suspending", "Suspended", "Stopped", "Succeeded", "Failed"),
+    "MetricsAvailable": ("NotRunning", "NotScraped", "Scraped", "NoRolloutYet", "ScrapeFailed", "ScrapeOutage",
+                         "RunSummary", "NoRunSummary"),
+    "Healthy": ("NoMetrics", "MetricsHealthy", guards.DEGENERATE, guards.STALLED),
+    "Complete": ("InProgress", "Succeeded", UNVERIFIED, guards.DEGENERATE, guards.STALLED, "PreflightFailed",
+                 "JobFailed", "JobStopped"),
+}
 
 
 @dataclass(frozen=True)
@@ -30,17 +70,10 @@ class Decision:
     warnings: list[str] = field(default_factory=list)
 
 
-def _metrics(prev: GRPORunStatus | None, scraped: TrainerMetrics | None, now: datetime) -> RunMetrics | None:
-    if scraped is None or scraped.rollout is None:
-        return prev.metrics if prev else None
-    return RunMetrics(
-        rollout=scraped.rollout,
-        raw_reward=scraped.raw_reward,
-        repetition_frac=scraped.repetition_frac,
-        truncated_ratio=scraped.truncated_ratio,
-        step_time_seconds=scraped.step_time_seconds,
-        updated_at=rfc3339(now),
-    )
+def _run_metrics(scraped: TrainerMetrics, now: datetime, source: Literal["Scrape", "RunSummary"]) -> RunMetrics:
+    return RunMetrics(rollout=scraped.rollout, raw_reward=scraped.raw_reward, repetition_frac=scraped.repetition_frac,
+                      truncated_ratio=scraped.truncated_ratio, step_time_seconds=scraped.step_time_seconds,
+                      updated_at=rfc3339(now), source=source)  # fmt: skip
 
 
 def _as_trainer(metrics: RunMetrics | None) -> TrainerMetrics | None:
@@ -51,12 +84,16 @@ def _as_trainer(metrics: RunMetrics | None) -> TrainerMetrics | None:
 
 
 class _Conditions:
-    """Builds the condition list, keeping lastTransitionTime when a condition's status is unchanged."""
+    """The condition list: every condition persists until set again; lastTransitionTime moves only when a
+    condition's status changes."""
 
     def __init__(self, prev: GRPORunStatus | None, generation: int, now: datetime) -> None:
         self._old = {c.type: c for c in (prev.conditions if prev else [])}
-        self._new: dict[str, Condition] = {}
+        self._new: dict[str, Condition] = dict(self._old)
         self._generation, self._now = generation, now
+
+    def get(self, type_: str) -> Condition | None:
+        return self._old.get(type_)
 
     def set(self, type_: str, status: bool | None, reason: str, message: str = "") -> None:
         text: Literal["True", "False", "Unknown"] = "Unknown" if status is None else ("True" if status else "False")
@@ -66,14 +103,38 @@ class _Conditions:
                                      last_transition_time=since, observed_generation=self._generation)  # fmt: skip
 
     def all(self) -> list[Condition]:
-        return list(self._new.values())
+        rank = {t: i for i, t in enumerate(CONDITION_ORDER)}
+        return sorted(self._new.values(), key=lambda c: (rank.get(c.type, len(rank)), c.type))
 
 
-def _job_failure(message: str) -> tuple[str, str]:
+_EXIT = re.compile(r"exit code (-?\d+)")
+
+
+def _last_line(message: str) -> str:
+    """The last line of the job's output that says something: not the launcher's own bookkeeping."""
+    for line in reversed(message.splitlines()):
+        text = " ".join(line.split())
+        if text and "GRPO_RUN_SUMMARY" not in text and "last available logs" not in text \
+                and not text.startswith("[info] miles exited"):  # fmt: skip
+            return text[:500]
+    return ""
+
+
+def job_failure(message: str, summary: RunSummary | None, logs: RunLogs | None) -> tuple[str, str]:
+    """The Failed reason and ONE line saying why: the failure file's reason when a component inside miles wrote
+    one, the preflight's own line, else the exit code and the job's last line of output."""
+    where = f" (log tail: ConfigMap {logs.config_map})" if logs is not None else ""
+    if summary is not None and summary.failure is not None:
+        return summary.failure.reason, f"{summary.failure.message}{where}"
     for line in reversed(message.splitlines()):
         if PREFLIGHT_MARK in line:
             return "PreflightFailed", line[line.index(PREFLIGHT_MARK):].strip()
-    return "JobFailed", message.strip()[-2000:] or "the Ray job failed"
+    found = _EXIT.search(message)
+    code = summary.exit_code if summary is not None and summary.exit_code is not None else (
+        int(found.group(1)) if found else None)  # fmt: skip
+    head = f"the Ray job failed with exit code {code}" if code is not None else "the Ray job failed"
+    last = _last_line(message)
+    return "JobFailed", f"{head}: {last}{where}" if last else f"{head}{where}"
 
 
 def _checkpoint_before_suspend(prev: GRPORunStatus | None, obs: Observation, spec: GRPORunSpec,
@@ -104,22 +165,61 @@ def _checkpoint_before_suspend(prev: GRPORunStatus | None, obs: Observation, spe
     return requested, asked, False
 
 
+def _provenance(prev: GRPORunStatus | None, obs: Observation) -> RunProvenance | None:
+    old = prev.provenance if prev is not None else None
+    facts = obs.summary.provenance if obs.summary is not None else {}
+    values = old.model_dump() if old is not None else {}
+    if obs.trainer_image:
+        values["image"] = obs.trainer_image
+    if obs.trainer_image_id:
+        values["image_id"] = obs.trainer_image_id
+    for key in ("miles_commit", "megatron_commit", "ray", "sglang", "megatron", "torch", "launcher"):
+        if facts.get(key):
+            values[key] = facts[key]
+    return RunProvenance.model_validate(values) if any(v is not None for v in values.values()) else None
+
+
+def new_attempt(status: GRPORunStatus, submission_id: str, state: JobState) -> GRPORunStatus:
+    """The status once a new job (attempt) of the run exists: fresh guard state and stall clock."""
+    return status.model_copy(update={
+        "job_submission_id": submission_id, "job_status": state.value, "attempt": (status.attempt or 0) + 1,
+        "attempt_start_time": None, "guard_rollout": None, "repetition_streak": 0, "last_progress_time": None,
+        "suspend_requested_rollout": None, "suspend_requested_time": None,
+    })  # fmt: skip
+
+
 def decide(prev: GRPORunStatus | None, obs: Observation, spec: GRPORunSpec | None) -> Decision:
     if prev is not None and prev.phase in TERMINAL_PHASES:
-        # Terminal: nothing changes; a job we decided to stop is stopped until it is.
-        return Decision(status=prev, stop_job=obs.job is not None and obs.job.state.active)
+        # Terminal: nothing changes but the generation processed and where the logs are; a job we decided to
+        # stop is stopped until it is.
+        update: dict[str, object] = {"observed_generation": obs.generation}
+        if obs.logs is not None:
+            update["logs"] = obs.logs
+        return Decision(status=prev.model_copy(update=update), stop_job=obs.job is not None and obs.job.state.active)
     now = obs.now
     conds = _Conditions(prev, obs.generation, now)
     # A resumed run starts a new job: what the suspended one was called is not carried over.
     carried = prev if prev is not None and prev.phase is not Phase.SUSPENDED else None
+    job = obs.job
     base = {
         "observed_generation": obs.generation,
         "plan": obs.plan,
         "ray_cluster_name": prev.ray_cluster_name if prev else None,
-        "job_submission_id": obs.job.submission_id if obs.job else (carried.job_submission_id if carried else None),
-        "job_status": obs.job.state.value if obs.job else (carried.job_status if carried else None),
-        "start_time": carried.start_time if carried else None,
+        "job_submission_id": carried.job_submission_id if carried else None,
+        "job_status": carried.job_status if carried else None,
+        "start_time": prev.start_time if prev else None,
+        "attempt": prev.attempt if prev else None,
+        "attempt_start_time": carried.attempt_start_time if carried else None,
+        "provenance": _provenance(prev, obs),
+        "logs": obs.logs or (prev.logs if prev else None),
     }
+    fresh = job is not None and job.submission_id != base["job_submission_id"]
+    if fresh and job is not None:  # a job this status has not seen yet: a new attempt (resume, or a lost write)
+        base.update(job_submission_id=job.submission_id, attempt=(prev.attempt or 0) + 1 if prev else 1,
+                    attempt_start_time=None)  # fmt: skip
+    if job is not None:
+        base["job_status"] = job.state.value
+    same_attempt = carried is not None and not fresh
 
     def status(phase: Phase, reason: str, message: str, **extra: object) -> GRPORunStatus:
         values = {**base, "phase": phase, "reason": reason, "message": message, "conditions": conds.all(), **extra}
@@ -133,22 +233,67 @@ def decide(prev: GRPORunStatus | None, obs: Observation, spec: GRPORunSpec | Non
         return Decision(status=status(Phase.FAILED, "InvalidSpec", text), warnings=[text])
     conds.set("Validated", True, "Valid", "spec passed validation and fits")
 
-    metrics = _metrics(prev, obs.metrics, now)
-    total = spec.rollout.num_rollout
-    progress = f"{metrics.rollout + 1 if metrics and metrics.rollout is not None else 0}/{total}"
+    # Metrics: the end-of-run summary when the job has ended and left one, else the scrape, else the last seen.
+    ended = job is not None and not job.state.active
+    summary = obs.summary if ended else None
+    metrics = prev.metrics if prev else None
     state = guards.GuardState(
-        last_rollout=prev.metrics.rollout if prev and prev.metrics else None,
-        streak=prev.repetition_streak or 0 if prev else 0,
-        last_progress=parse_rfc3339(prev.last_progress_time) if prev else None,
+        last_rollout=prev.guard_rollout if prev and same_attempt else None,
+        streak=(prev.repetition_streak or 0) if prev and same_attempt else 0,
+        last_progress=parse_rfc3339(prev.last_progress_time) if prev and same_attempt else None,
     )
-    state = guards.advance(state, spec.guards, obs.metrics, now)
+    if summary is not None and summary.last is not None:
+        metrics = _run_metrics(summary.last, now, "RunSummary")
+        for seen in summary.rollouts:  # the rollouts no scrape caught count too, each once
+            if state.last_rollout is None or (seen.rollout is not None and seen.rollout > state.last_rollout):
+                state = guards.advance(state, spec.guards, seen, now)
+    elif obs.metrics is not None and obs.metrics.rollout is not None:
+        metrics = _run_metrics(obs.metrics, now, "Scrape")
+        state = guards.advance(state, spec.guards, obs.metrics, now)
+    total = spec.rollout.num_rollout
+    done = metrics.rollout + 1 if metrics and metrics.rollout is not None else 0
+    progress = f"{done}/{total}"
     tracked = {
         "metrics": metrics,
         "progress": progress,
+        "guard_rollout": state.last_rollout,
         "repetition_streak": state.streak,
         "last_progress_time": rfc3339(state.last_progress) if state.last_progress else None,
     }
-    job = obs.job
+    warnings: list[str] = []
+
+    # MetricsAvailable: can the trainer's numbers be read at all (a failing scrape is not a stall).
+    available = False
+    if job is None or job.state is JobState.PENDING:
+        conds.set("MetricsAvailable", None, "NotRunning", "the trainer is not running")
+    elif job.state is JobState.RUNNING:
+        if obs.metrics is not None:
+            available = True
+            if obs.metrics.rollout is None:
+                conds.set("MetricsAvailable", True, "NoRolloutYet",
+                          "the trainer's metrics endpoint answers; miles serves gauges only after its first rollout")
+            else:
+                conds.set("MetricsAvailable", True, "Scraped", f"rollout {obs.metrics.rollout} scraped")
+        elif obs.metrics_error is not None:
+            old = conds.get("MetricsAvailable")
+            since = parse_rfc3339(old.last_transition_time) if old is not None and old.status == "False" else now
+            outage = (now - (since or now)).total_seconds()
+            if outage > spec.guards.stall_timeout_seconds:
+                text = (f"the trainer's metrics could not be read for {int(outage)} s: {obs.metrics_error}; "
+                        "progress and the stall guard are blind until they come back")  # fmt: skip
+                if old is None or old.reason != "ScrapeOutage":
+                    warnings.append(text)
+                conds.set("MetricsAvailable", False, "ScrapeOutage", text)
+            else:
+                conds.set("MetricsAvailable", False, "ScrapeFailed", obs.metrics_error)
+        else:
+            conds.set("MetricsAvailable", None, "NotScraped", "waiting for the driver's node address")
+    elif summary is not None:
+        available = True
+        conds.set("MetricsAvailable", True, "RunSummary",
+                  f"end-of-run summary read from the job log: last rollout {summary.last_rollout}")
+    else:
+        conds.set("MetricsAvailable", False, "NoRunSummary", "the job ended without an end-of-run summary in its log")
 
     if obs.suspend:
         waiting = _checkpoint_before_suspend(prev, obs, spec, state, now)
@@ -162,6 +307,7 @@ def decide(prev: GRPORunStatus | None, obs: Observation, spec: GRPORunSpec | Non
                             request_checkpoint=request)
         conds.set("ResourcesReady", None, "Suspended", "the RayCluster is deleted while suspended")
         conds.set("JobRunning", False, "Suspended", "stopped by spec.suspend")
+        conds.set("MetricsAvailable", None, "NotRunning", "the trainer is not running")
         return Decision(status=status(Phase.SUSPENDED, "Suspended", "stopped by spec.suspend; set it to false to resume",
                                       **tracked),
                         stop_job=job is not None and job.state.active, delete_cluster=True)
@@ -180,13 +326,14 @@ def decide(prev: GRPORunStatus | None, obs: Observation, spec: GRPORunSpec | Non
     cluster_ok = obs.cluster is not None and obs.cluster.ready
     if cluster_ok and reward_ok:
         conds.set("ResourcesReady", True, "Ready", "the RayCluster is ready")
-    else:
+    elif not ended:
         detail = obs.cluster.message if obs.cluster else "creating the RayCluster"
         conds.set("ResourcesReady", False, "Provisioning", detail)
 
     if job is None:
         conds.set("JobRunning", False, "NotSubmitted", "waiting for resources")
-        conds.set("Healthy", None, "NoMetrics", "no metrics yet")
+        if metrics is None:
+            conds.set("Healthy", None, "NoMetrics", "no metrics yet")
         conds.set("Complete", False, "InProgress", "")
         if not (cluster_ok and reward_ok):
             phase = Phase.PENDING if obs.cluster is None else Phase.PROVISIONING
@@ -198,19 +345,21 @@ def decide(prev: GRPORunStatus | None, obs: Observation, spec: GRPORunSpec | Non
                         apply_children=True, submit_job=True)  # fmt: skip
 
     # A job exists.
-    running_since = parse_rfc3339(base["start_time"]) if isinstance(base["start_time"], str) else None
-    if job.state is JobState.RUNNING and running_since is None:
-        base["start_time"] = rfc3339(now)
-        running_since = now
+    if job.state is JobState.RUNNING:
+        if base["start_time"] is None:
+            base["start_time"] = rfc3339(now)
+        if base["attempt_start_time"] is None:
+            base["attempt_start_time"] = rfc3339(now)
+    attempt_since = parse_rfc3339(base["attempt_start_time"]) if isinstance(base["attempt_start_time"], str) else None
     trip = guards.degenerate(state, spec.guards, _as_trainer(metrics))
     if trip is None and job.state is JobState.RUNNING:
-        trip = guards.stalled(state, spec.guards, running_since, now)
+        trip = guards.stalled(state, spec.guards, attempt_since, now, available)
     if trip is not None:
         conds.set("Healthy", False, trip.reason, trip.message)
-    elif metrics is not None:
+    elif metrics is not None and (available or not ended):
         conds.set("Healthy", True, "MetricsHealthy", f"rollout {progress}")
-    else:
-        conds.set("Healthy", None, "NoMetrics", "no metrics scraped yet")
+    elif metrics is None:
+        conds.set("Healthy", None, "NoMetrics", "no metrics observed yet")
 
     if job.state is JobState.PENDING:
         conds.set("JobRunning", False, "Pending", job.message or "waiting for the driver to start")
@@ -223,19 +372,30 @@ def decide(prev: GRPORunStatus | None, obs: Observation, spec: GRPORunSpec | Non
             conds.set("JobRunning", False, "Stopped", f"stopped by the operator: {trip.message}")
             conds.set("Complete", True, trip.reason, trip.message)
             return Decision(status=status(Phase.FAILED, trip.reason, trip.message, **tracked), stop_job=True,
-                            warnings=[trip.message])  # fmt: skip
-        warnings = [trip.message] if trip is not None else []
+                            warnings=[*warnings, trip.message])  # fmt: skip
+        if trip is not None:
+            warnings.append(trip.message)
         return Decision(status=status(Phase.RUNNING, trip.reason if trip else "Running",
                                       trip.message if trip else f"rollout {progress}", **tracked), warnings=warnings)  # fmt: skip
-    conds.set("JobRunning", False, job.state.value.capitalize(), job.message[-2000:])
+    conds.set("JobRunning", False, job.state.value.capitalize(), _last_line(job.message))
     if job.state is JobState.SUCCEEDED:
         if trip is not None:
             conds.set("Complete", True, trip.reason, trip.message)
             message = f"the Ray job succeeded but the output is degenerate: {trip.message}"
-            return Decision(status=status(Phase.FAILED, trip.reason, message, **tracked), warnings=[message])
+            return Decision(status=status(Phase.FAILED, trip.reason, message, **tracked), warnings=[*warnings, message])
+        final = metrics is not None and metrics.rollout == total - 1
+        if not final:
+            last = f"the last rollout observed is {progress}" if metrics is not None else "no rollout metrics were observed"
+            how = "" if summary is not None else " and its log has no end-of-run summary"
+            message = f"the Ray job succeeded but the end cannot be verified: {last}{how}"
+            conds.set("Complete", True, UNVERIFIED, message)
+            return Decision(status=status(Phase.FAILED, UNVERIFIED, message, **tracked), warnings=[*warnings, message])
         conds.set("Complete", True, "Succeeded", f"{progress} rollouts")
-        return Decision(status=status(Phase.SUCCEEDED, "Succeeded", f"completed {progress} rollouts", **tracked))
-    reason, message = ("JobStopped", "the Ray job was stopped outside the operator") if job.state is JobState.STOPPED \
-        else _job_failure(job.message)  # fmt: skip
+        return Decision(status=status(Phase.SUCCEEDED, "Succeeded", f"completed {progress} rollouts", **tracked),
+                        warnings=warnings)  # fmt: skip
+    if job.state is JobState.STOPPED:
+        reason, message = "JobStopped", "the Ray job was stopped outside the operator"
+    else:
+        reason, message = job_failure(job.message, summary, obs.logs)
     conds.set("Complete", True, reason, message)
-    return Decision(status=status(Phase.FAILED, reason, message, **tracked), warnings=[message])
+    return Decision(status=status(Phase.FAILED, reason, message, **tracked), warnings=[*warnings, message])

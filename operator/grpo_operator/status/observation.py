@@ -6,11 +6,11 @@ functions in `grpo_operator.status.lifecycle` and `grpo_operator.status.guards` 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from enum import StrEnum
 
-from grpo_operator.api.status import RunPlan
+from grpo_operator.api.status import RunLogs, RunPlan
 
 
 class JobState(StrEnum):
@@ -52,11 +52,34 @@ class JobObservation:
 class TrainerMetrics:
     """The gauges miles's Prometheus collector serves (`miles_metric_<key>`), for one run."""
 
-    rollout: int | None = None
+    rollout: int | None = None  # None: the endpoint answered without gauges (miles has logged no rollout yet)
     raw_reward: float | None = None
     repetition_frac: float | None = None
     truncated_ratio: float | None = None
     step_time_seconds: float | None = None
+
+
+@dataclass(frozen=True)
+class Failure:
+    """Why a component inside miles ended the run on purpose (the launcher's failure file)."""
+
+    reason: str
+    message: str
+
+
+@dataclass(frozen=True)
+class RunSummary:
+    """The launcher's end-of-run record (`grpo_operator.status.summary` describes the line it comes from)."""
+
+    exit_code: int | None = None
+    last_rollout: int | None = None
+    rollouts: tuple[TrainerMetrics, ...] = ()
+    provenance: dict[str, str] = field(default_factory=dict)
+    failure: Failure | None = None
+
+    @property
+    def last(self) -> TrainerMetrics | None:
+        return self.rollouts[-1] if self.rollouts else None
 
 
 @dataclass(frozen=True)
@@ -72,6 +95,11 @@ class Observation:
     job: JobObservation | None = None
     checkpoint_job: JobState | None = None
     metrics: TrainerMetrics | None = None
+    metrics_error: str | None = None  # the trainer's metrics endpoint could not be read this time
+    summary: RunSummary | None = None  # read from the job's log once the job ended
+    logs: RunLogs | None = None  # where the reconciler kept the job's log tail
+    trainer_image: str | None = None
+    trainer_image_id: str | None = None
 
 
 def rfc3339(moment: datetime) -> str:

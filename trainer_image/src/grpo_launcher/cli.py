@@ -2,7 +2,8 @@
 
 ``run --config FILE -- <miles argv...>`` is the Ray job entrypoint. Everything after the first ``--`` is
 miles's argv, taken verbatim. User errors (a bad config, a stale argv, a missing ``--``) print one message and
-exit 2; a failed preflight exits 3 with ``preflight failed: <check>: <reason>`` as its last line.
+exit 2; a failed preflight exits 3 with ``preflight failed: <check>: <reason>`` as its last line before the
+``GRPO_RUN_SUMMARY`` line (``grpo_launcher.summary``).
 """
 
 from __future__ import annotations

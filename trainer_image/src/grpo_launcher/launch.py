@@ -5,6 +5,12 @@ The argv after ``--`` on the launcher's command line is what the operator render
 ``argv`` and the two differ, the config is stale and the launcher refuses. miles runs as a child (not exec)
 so the metrics server lives on; SIGTERM and SIGINT are forwarded to it and the launcher exits with its exit
 code (128 + N when a signal N ended it).
+
+miles's stdout and stderr are piped through the launcher (written on unchanged, line by line, to the job's
+output) so that the launcher sees every rollout miles logs; when miles has exited the launcher prints ONE
+``GRPO_RUN_SUMMARY {json}`` line, the durable end-of-run record the operator reads from the job log. The
+contract (the line's keys and the ``GRPO_FAILURE_FILE`` a component inside miles writes before it ends the
+run on purpose) is in ``grpo_launcher.summary``.
 """
 
 from __future__ import annotations
@@ -13,16 +19,20 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
+import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from types import FrameType
-from typing import TextIO
+from typing import IO, TextIO
 
 from grpo_launcher.checks import PREFLIGHT_FAILED_EXIT, print_report
 from grpo_launcher.config import RunConfig
 from grpo_launcher.metrics import MetricsServer, serve
 from grpo_launcher.preflight import PreflightEnv, run_preflight
 from grpo_launcher.provenance import ProvenanceSources, collect, provenance_line
+from grpo_launcher.summary import FAILURE_FILE_ENV, RolloutLog, read_failure, summary_line
 
 USAGE_EXIT = 2
 METRICS_ADDR = "0.0.0.0"  # noqa: S104 (scraped from outside the pod)
@@ -72,7 +82,23 @@ class RunOptions:
 
 
 def start_miles(argv: Sequence[str], env: Mapping[str, str]) -> subprocess.Popen[bytes]:
-    return subprocess.Popen(list(argv), env=dict(env))
+    return subprocess.Popen(list(argv), env=dict(env), stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+
+
+def pump(stream: IO[bytes], out: TextIO, rollouts: RolloutLog) -> threading.Thread:
+    """Copy miles's output to ``out`` line by line, feeding each line to ``rollouts``."""
+
+    def copy() -> None:
+        for raw in iter(stream.readline, b""):
+            line = raw.decode("utf-8", errors="replace")
+            out.write(line)
+            out.flush()
+            rollouts.feed(line)
+        stream.close()
+
+    thread = threading.Thread(target=copy, name="miles-output", daemon=True)
+    thread.start()
+    return thread
 
 
 def supervise(child: subprocess.Popen[bytes]) -> int:
@@ -111,25 +137,42 @@ def run(config: RunConfig, miles_argv: Sequence[str], options: RunOptions, out: 
             )
         except OSError as exc:
             out.write(f"[warn] metrics: cannot serve on {options.metrics_addr}:{port}: {exc.strerror}; continuing\n")
-    try:
-        if not options.skip_preflight:
-            report = run_preflight(config.preflight, options.preflight, out)
-            print_report(report, out)
-            if not report.ok:
-                return PREFLIGHT_FAILED_EXIT
-        if config.env:
-            out.write(f"[info] env from the run config for miles: {', '.join(sorted(config.env))}\n")
-        out.write(f"[info] starting miles: {len(miles_argv)} argv items, argv[0]={miles_argv[0]!r}\n")
-        out.flush()
+    rollouts = RolloutLog()
+    with tempfile.TemporaryDirectory(prefix="grpo-run-") as scratch:
+        failure_file = Path(scratch) / "failure.json"
+        code = 1  # what an exception escaping here ends the process with
         try:
-            child = start_miles(miles_argv, child_env(os.environ, config))
-        except OSError as exc:
-            out.write(f"cannot start miles: {miles_argv[0]!r}: {exc.strerror}\n")
-            return 127
-        code = supervise(child)
-        out.write(f"[info] miles exited with {code}\n")
-        out.flush()
-        return code
-    finally:
-        if metrics is not None:
-            metrics.close()
+            code = _preflight_and_miles(config, miles_argv, options, out, (rollouts, failure_file))
+        finally:
+            if metrics is not None:
+                metrics.close()
+            out.write(summary_line(code, rollouts, facts, read_failure(failure_file)) + "\n")
+            out.flush()
+    return code
+
+
+def _preflight_and_miles(config: RunConfig, miles_argv: Sequence[str], options: RunOptions, out: TextIO,
+                         record: tuple[RolloutLog, Path]) -> int:  # fmt: skip
+    rollouts, failure_file = record
+    if not options.skip_preflight:
+        report = run_preflight(config.preflight, options.preflight, out)
+        print_report(report, out)
+        if not report.ok:
+            return PREFLIGHT_FAILED_EXIT
+    if config.env:
+        out.write(f"[info] env from the run config for miles: {', '.join(sorted(config.env))}\n")
+    out.write(f"[info] starting miles: {len(miles_argv)} argv items, argv[0]={miles_argv[0]!r}\n")
+    out.flush()
+    env = {**child_env(os.environ, config), FAILURE_FILE_ENV: str(failure_file)}
+    try:
+        child = start_miles(miles_argv, env)
+    except OSError as exc:
+        out.write(f"cannot start miles: {miles_argv[0]!r}: {exc.strerror}\n")
+        return 127
+    assert child.stdout is not None  # start_miles pipes it
+    copier = pump(child.stdout, out, rollouts)
+    code = supervise(child)
+    copier.join(timeout=30)  # miles's last lines, then the summary
+    out.write(f"[info] miles exited with {code}\n")
+    out.flush()
+    return code

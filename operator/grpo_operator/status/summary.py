@@ -1,0 +1,76 @@
+"""The end-of-run record: the one `GRPO_RUN_SUMMARY {json}` line the trainer launcher prints last. Pure parsing.
+
+Why: miles serves its gauges from a Ray actor pinned to the driver's node (radixark/miles dec268f7,
+`miles/utils/tracking_utils/prometheus_utils.py:29-45`, server started at `:88-89`) whose lifetime is the
+job's (`tracking_utils/base.py:119-121`: "The actor lifetime is tied to the Ray job"), so the rollouts
+between the operator's last scrape and the job's end are never scraped. The launcher
+(`trainer_image/src/grpo_launcher/launch.py`, `summary.py`) reads every `rollout <id>: {...}` and
+`perf <id>: {...}` line miles logs (`backends/training_utils/log_utils.py:66`, `ray/rollout/metrics.py:79`)
+and prints, as the last line of the job's output:
+
+    GRPO_RUN_SUMMARY {"version": 1, "exit_code": 0, "first_rollout": 0, "last_rollout": 5, "rollouts_logged": 6,
+                      "rollouts": [{"rollout": 5, "raw_reward": 0.5, "repetition_frac": 0.0, ...}, ...],
+                      "provenance": {"miles_commit": "...", "ray": "2.x", ...}, "failure": null}
+
+(one line, `json.dumps`). Keys: `version` (1); `exit_code` (miles's, as the launcher returns it);
+`first_rollout`/`last_rollout` (rollout ids miles logged in this job, null when none); `rollouts_logged`;
+`rollouts` (the last rollouts in order, at most `MAX_ROLLOUTS`, each with `rollout`, `raw_reward`,
+`repetition_frac`, `truncated_ratio`, `step_time_seconds`, any of them null when miles did not log it);
+`provenance` (the launcher's facts, strings); `failure` (null, or `{"reason", "message"}` read from the file
+named by `GRPO_FAILURE_FILE`, which a component inside miles writes before it ends the run on purpose).
+
+The operator reads the job's log through the Ray Jobs API when the job ends and takes the LAST such line; a
+line that does not parse is ignored (the run then ends unverified rather than on a guess).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from grpo_operator.status.observation import Failure, RunSummary, TrainerMetrics
+
+MARK = "GRPO_RUN_SUMMARY "
+MAX_ROLLOUTS = 100
+_FIELDS = ("raw_reward", "repetition_frac", "truncated_ratio", "step_time_seconds")
+
+
+def _number(value: Any) -> float | None:
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
+def _rollout(item: Any) -> TrainerMetrics | None:
+    if not isinstance(item, dict) or not isinstance(item.get("rollout"), int):
+        return None
+    return TrainerMetrics(int(item["rollout"]), *(_number(item.get(k)) for k in _FIELDS))
+
+
+def _failure(raw: Any) -> Failure | None:
+    if not isinstance(raw, dict) or not isinstance(raw.get("reason"), str) or not raw["reason"].isalnum():
+        return None
+    message = raw.get("message")
+    text = " ".join(str(message).split())[:1000] if message is not None else ""
+    return Failure(raw["reason"][:64], text)
+
+
+def parse(text: str) -> RunSummary | None:
+    """The last well-formed summary line of a job log, or None."""
+    for line in reversed(text.splitlines()):
+        at = line.find(MARK)
+        if at < 0:
+            continue
+        try:
+            data = json.loads(line[at + len(MARK):])
+        except ValueError:
+            continue
+        if not isinstance(data, dict) or data.get("version") != 1:
+            continue
+        rollouts = tuple(r for r in (_rollout(i) for i in data.get("rollouts") or []) if r is not None)
+        last = data.get("last_rollout")
+        provenance = {str(k): str(v)[:256] for k, v in (data.get("provenance") or {}).items()} \
+            if isinstance(data.get("provenance"), dict) else {}  # fmt: skip
+        code = data.get("exit_code")
+        return RunSummary(exit_code=code if isinstance(code, int) else None,
+                          last_rollout=last if isinstance(last, int) else None, rollouts=rollouts[-MAX_ROLLOUTS:],
+                          provenance=provenance, failure=_failure(data.get("failure")))  # fmt: skip
+    return None

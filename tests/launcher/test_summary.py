@@ -1,0 +1,71 @@
+"""The end-of-run record: the launcher reads miles's own rollout lines and prints one GRPO_RUN_SUMMARY line that
+the operator's parser reads back (the contract in ``grpo_launcher.summary``)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+from grpo_launcher.summary import RolloutLog, parse_metrics_line
+from grpo_operator.status import summary as operator_summary
+
+from .conftest import base_config, launcher, write_config
+
+# Lines as miles dec268f7 logs them through Ray's log forwarding: the training actor's `rollout <id>:` line
+# (backends/training_utils/log_utils.py:66), the rollout manager's `perf <id>:` (ray/rollout/metrics.py:79)
+# and the actor's `perf <id>:` (utils/train_metric_utils.py:50).
+MILES_LIKE = r"""
+import json, os, sys
+for i in range(3):
+    print(f"(RolloutManager pid=41) [2026-12-01 08:00:0{i}.000 RolloutManager] metrics.py:79 - perf {i}: "
+          f"{{'rollout/response_len/mean': 812.5, 'rollout/repetition_frac': {0.1 * i}, 'rollout/truncated_ratio': 0.0, 'perf/rollout_time': 3.2}}", flush=True)
+    print(f"(MegatronTrainRayActor pid=42) [2026-12-01 08:00:0{i}.500 MegatronTrainRayActor] log_utils.py:66 - rollout {i}: "
+          f"{{'rollout/raw_reward': {0.25 * i}, 'rollout/log_probs': -0.5, 'rollout/kl': nan}}", file=sys.stderr, flush=True)
+    print(f"(MegatronTrainRayActor pid=42) train_metric_utils.py:50 - perf {i}: {{'perf/step_time': 12.0, 'perf/train_time': 9.0}}", flush=True)
+if os.environ.get("FAIL"):
+    open(os.environ["GRPO_FAILURE_FILE"], "w").write(json.dumps({"reason": "RewardServiceFailed", "message": "reward\nservice down"}))
+    sys.exit(1)
+"""
+
+
+def _run(tmp_path: Path, **env: str) -> list[str]:
+    script = tmp_path / "train.py"
+    script.write_text(MILES_LIKE)
+    config = write_config(tmp_path, base_config(tmp_path))
+    proc = launcher("run", "--skip-preflight", "--config", str(config), "--", sys.executable, str(script), env=env)
+    return proc.stdout.splitlines()
+
+
+def test_the_last_line_is_the_summary_with_the_real_last_rollout_and_the_operator_reads_it(tmp_path: Path) -> None:
+    lines = _run(tmp_path)
+    assert lines[-1].startswith("GRPO_RUN_SUMMARY ")
+    assert any("rollout 2: {'rollout/raw_reward': 0.5" in line for line in lines)  # miles's output passes through
+    parsed = operator_summary.parse("\n".join(lines))
+    assert parsed is not None and parsed.exit_code == 0 and parsed.last_rollout == 2 and parsed.failure is None
+    assert parsed.last is not None
+    assert (parsed.last.rollout, parsed.last.raw_reward, parsed.last.repetition_frac, parsed.last.step_time_seconds) == (
+        2, 0.5, 0.2, 12.0)
+    assert [r.rollout for r in parsed.rollouts] == [0, 1, 2]
+    assert "ray" in parsed.provenance
+
+
+def test_a_failure_file_written_inside_miles_reaches_the_summary(tmp_path: Path) -> None:
+    lines = _run(tmp_path, FAIL="1")
+    parsed = operator_summary.parse("\n".join(lines))
+    assert parsed is not None and parsed.exit_code == 1
+    assert parsed.failure is not None
+    assert (parsed.failure.reason, parsed.failure.message) == ("RewardServiceFailed", "reward service down")
+
+
+def test_lines_that_are_not_miles_metrics_are_ignored_and_the_log_is_bounded() -> None:
+    assert parse_metrics_line("rollout 3: not a dict") is None
+    assert parse_metrics_line("[info] starting miles: 3 argv items") is None
+    assert parse_metrics_line("eval 3: {'eval/aime': 0.1}") is None
+    log = RolloutLog()
+    for i in range(250):
+        log.feed(f"rollout {i}: {{'rollout/raw_reward': 1}}")
+    snap = log.snapshot()
+    assert snap["rollouts_logged"] == 250 and snap["first_rollout"] == 0 and len(snap["rollouts"]) == 100
+    assert snap["rollouts"][-1]["rollout"] == 249
+    assert json.loads(json.dumps(snap)) == snap

@@ -1,0 +1,116 @@
+"""The end-of-run record: what the launcher saw miles log, printed as ONE line when miles exits.
+
+Contract with the operator (its parser is `operator/grpo_operator/status/summary.py`; keep both in step):
+
+* The launcher sets ``GRPO_FAILURE_FILE=<a fresh temp dir>/failure.json`` in miles's environment. A component
+  inside miles that ends the run on purpose (e.g. the remote reward client) writes
+  ``{"reason": "RewardServiceFailed", "message": "<one line>"}`` there before raising. ``reason`` is one
+  CamelCase word; it becomes the GRPORun's Failed reason.
+* When miles has exited, the launcher prints as its last stdout line::
+
+      GRPO_RUN_SUMMARY {"version": 1, "exit_code": 0, "first_rollout": 0, "last_rollout": 5, "rollouts_logged": 6,
+                        "rollouts": [{"rollout": 5, "raw_reward": 0.5, "repetition_frac": 0.0,
+                                      "truncated_ratio": 0.0, "step_time_seconds": 1.2}, ...],
+                        "provenance": {...}, "failure": null}
+
+  (``json.dumps``, one line). ``rollouts`` are the last ``MAX_ROLLOUTS`` rollouts in order, a field null when
+  miles did not log it; ``provenance`` is what ``provenance.collect`` read at start; ``failure`` is the failure
+  file's object, or null when there is none or it does not parse.
+* The operator reads the job's log through the Ray Jobs API when the job ends and takes the last such line.
+
+How the launcher sees the metrics: it reads miles's own output (miles runs as its child with stdout and stderr
+piped through the launcher, which writes every line on unchanged). miles logs each rollout as dict reprs
+(radixark/miles dec268f7): ``rollout <id>: {'rollout/raw_reward': ...}`` from the training actor
+(`miles/backends/training_utils/log_utils.py:66`), ``perf <id>: {'rollout/repetition_frac': ...,
+'rollout/truncated_ratio': ...}`` from the rollout manager (`miles/ray/rollout/metrics.py:79`) and
+``perf <id>: {'perf/step_time': ...}`` (`miles/utils/train_metric_utils.py:50`); Ray forwards the actors'
+lines to the driver's output with a ``(ActorName pid=...)`` prefix. The Prometheus gauges are no substitute:
+they live in a Ray actor that dies with the job (`miles/utils/tracking_utils/base.py:119-121`), so the last
+rollouts would be lost between two scrapes.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import re
+import threading
+from collections import OrderedDict
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+MARK = "GRPO_RUN_SUMMARY"
+FAILURE_FILE_ENV = "GRPO_FAILURE_FILE"
+MAX_ROLLOUTS = 100
+KEYS = {
+    "rollout/raw_reward": "raw_reward",
+    "rollout/repetition_frac": "repetition_frac",
+    "rollout/truncated_ratio": "truncated_ratio",
+    "perf/step_time": "step_time_seconds",
+}
+_LINE = re.compile(r"\b(?:rollout|perf) (\d+): (\{.*\})\s*$")
+_NONFINITE = re.compile(r"(?<![\w'\"])-?(?:nan|inf)(?![\w'\"])")
+
+
+def parse_metrics_line(line: str) -> tuple[int, dict[str, float]] | None:
+    """(rollout id, the keys we keep) of one miles metrics line, or None for any other line."""
+    found = _LINE.search(line)
+    if found is None:
+        return None
+    try:
+        data = ast.literal_eval(_NONFINITE.sub("None", found.group(2)))
+    except (ValueError, SyntaxError, MemoryError, RecursionError):
+        return None
+    if not isinstance(data, dict):
+        return None
+    kept = {KEYS[k]: float(v) for k, v in data.items()
+            if k in KEYS and isinstance(v, int | float) and not isinstance(v, bool)}  # fmt: skip
+    return int(found.group(1)), kept
+
+
+class RolloutLog:
+    """The rollouts miles has logged so far (thread-safe: fed by the output pump, read at the end)."""
+
+    def __init__(self) -> None:
+        self._rollouts: OrderedDict[int, dict[str, float]] = OrderedDict()
+        self._first: int | None = None
+        self._count = 0
+        self._lock = threading.Lock()
+
+    def feed(self, line: str) -> None:
+        parsed = parse_metrics_line(line)
+        if parsed is None:
+            return
+        rollout, values = parsed
+        with self._lock:
+            if rollout not in self._rollouts:
+                self._count += 1
+                self._first = rollout if self._first is None else self._first
+                self._rollouts[rollout] = {}
+                while len(self._rollouts) > MAX_ROLLOUTS:
+                    self._rollouts.popitem(last=False)
+            self._rollouts[rollout].update(values)
+
+    def snapshot(self) -> dict[str, Any]:
+        with self._lock:
+            rollouts = [{"rollout": r, **{f: v.get(f) for f in KEYS.values()}} for r, v in self._rollouts.items()]
+            return {"first_rollout": self._first, "last_rollout": rollouts[-1]["rollout"] if rollouts else None,
+                    "rollouts_logged": self._count, "rollouts": rollouts}  # fmt: skip
+
+
+def read_failure(path: Path) -> dict[str, str] | None:
+    """The failure file's {"reason", "message"}, or None when absent or malformed."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(data, dict) or not isinstance(data.get("reason"), str):
+        return None
+    return {"reason": data["reason"], "message": " ".join(str(data.get("message", "")).split())}
+
+
+def summary_line(exit_code: int, rollouts: RolloutLog, provenance: Mapping[str, str], failure: dict[str, str] | None) -> str:
+    payload = {"version": 1, "exit_code": exit_code, **rollouts.snapshot(), "provenance": dict(provenance),
+               "failure": failure}  # fmt: skip
+    return f"{MARK} {json.dumps(payload, sort_keys=True)}"
