@@ -9,7 +9,7 @@ export PATH := $(BIN):$(PATH)
 DOCKERFILES := $(shell find . -name Dockerfile -not -path './.venv/*' -not -path './.git/*' | sort)
 PACKAGES := operator/grpo_operator devtools/grpo_dev reward_service/src/reward_service trainer_image/src/grpo_launcher
 
-.PHONY: install test lint crds golden miles-flags control-plane run bench-reward clean
+.PHONY: install test lint crds golden miles-flags control-plane images run bench-reward clean
 
 install: $(VENV)/.installed
 
@@ -56,7 +56,12 @@ miles-flags: install
 control-plane: install
 	$(PY) -m grpo_dev.localcluster build
 
-test: install control-plane lint
+## Build the operator and reward-service images with podman + runc on a local Debian base (installs podman,
+## runc and debootstrap with apt-get if missing; base and layers cached).
+images: install
+	$(PY) -m grpo_dev.images build
+
+test: install control-plane lint images
 	$(PY) -m pytest
 
 ## Local embedded control plane + Ray head + operator, with examples/quickstart.yaml applied.
