@@ -17,6 +17,7 @@ from typing import Any, TextIO
 from grpo_operator.api import GRPORun
 from grpo_operator.api.status import RunPlan
 from grpo_operator.cli.loading import Document, load_documents
+from grpo_operator.cli.yamldecode import MAX_BYTES
 from grpo_operator.planning import validation
 from grpo_operator.planning.validation import Problem, errors
 from grpo_operator.render import MissingRewardImage, RenderSettings, render
@@ -41,10 +42,13 @@ class Checked:
 
 
 def _read(path: str) -> str:
+    """The file's text, reading at most one byte past the size limit (the decoder refuses it then)."""
     if path == "-":
-        return sys.stdin.read()
-    with open(path, encoding="utf-8") as handle:
-        return handle.read()
+        data = sys.stdin.buffer.read(MAX_BYTES + 1)
+    else:
+        with open(path, "rb") as handle:
+            data = handle.read(MAX_BYTES + 1)
+    return data.decode("utf-8", "replace" if len(data) > MAX_BYTES else "strict")
 
 
 def check_text(text: str) -> tuple[list[Checked], list[Problem]]:
@@ -177,8 +181,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except OSError as exc:
         print(f"{args.filename}: cannot read: {exc.strerror}", file=sys.stderr)
         return 1
-    except UnicodeDecodeError:
-        print(f"{args.filename}: not a text file (UTF-8 expected)", file=sys.stderr)
+    except UnicodeDecodeError as exc:
+        print(f"{args.filename}: not a text file: byte {exc.start + 1} is not UTF-8; save the file as UTF-8",
+              file=sys.stderr)  # fmt: skip
         return 1
     checked, file_problems = check_text(text)
     if file_problems:

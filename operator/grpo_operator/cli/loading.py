@@ -2,7 +2,8 @@
 
 Every way a document can be wrong ends here as a `Problem` with a field path and a fix, never a traceback:
 not YAML, empty, a list where a mapping belongs, an unknown field, a wrong kind or apiVersion, a string
-where a number belongs, a number out of bounds.
+where a number belongs, a number out of bounds. YAML is read by `yamldecode` (as kubectl reads it, with
+bounds on size, depth and aliases); values quoted back in messages are cut to a few dozen characters.
 """
 
 from __future__ import annotations
@@ -13,10 +14,10 @@ import typing
 from dataclasses import dataclass, field
 from typing import Any
 
-import yaml
 from pydantic import BaseModel, ValidationError
 
 from grpo_operator.api import API_VERSION, KIND, GRPORun
+from grpo_operator.cli.yamldecode import YamlError, decode_all, echo
 from grpo_operator.planning.validation import Problem
 
 _TYPE_FIXES = {
@@ -74,7 +75,7 @@ def _unwrap_model(annotation: Any) -> type[BaseModel] | None:
 def _path(loc: tuple[int | str, ...]) -> str:
     out = ""
     for part in loc:
-        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+        out += f"[{part}]" if isinstance(part, int) else (f".{echo(part)}" if out else echo(part))
     return out or "(document)"
 
 
@@ -92,7 +93,7 @@ def problems_from_error(error: ValidationError) -> list[Problem]:
         if kind == "missing":
             problems.append(Problem(path, "required field is missing; add it"))
             continue
-        value = json.dumps(err.get("input"), default=str)
+        value = echo(json.dumps(err.get("input"), default=str))
         fix = _TYPE_FIXES.get(kind)
         message = f"{value} is invalid: {err['msg']}" + (f"; {fix}" if fix else "")
         problems.append(Problem(path, message))
@@ -105,7 +106,7 @@ def parse_run(doc: Any) -> tuple[GRPORun | None, list[Problem]]:
         kind = "list" if isinstance(doc, list) else type(doc).__name__
         return None, [Problem("(document)", f"expected a mapping (a GRPORun object), got a {kind}")]
     if doc.get("apiVersion") != API_VERSION or doc.get("kind") != KIND:
-        found = f"apiVersion {doc.get('apiVersion')!r}, kind {doc.get('kind')!r}"
+        found = f"apiVersion {echo(repr(doc.get('apiVersion')))}, kind {echo(repr(doc.get('kind')))}"
         return None, [Problem("(document)", f"{found} is not a GRPORun: set apiVersion: {API_VERSION} and kind: {KIND}")]
     try:
         return GRPORun.model_validate_json(json.dumps(doc, default=str)), []
@@ -116,12 +117,10 @@ def parse_run(doc: Any) -> tuple[GRPORun | None, list[Problem]]:
 def load_documents(text: str) -> tuple[list[Document], list[Problem]]:
     """Parse multi-document YAML; file-level problems (not YAML, empty) come back separately."""
     try:
-        raw = [d for d in yaml.safe_load_all(text) if d is not None]
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
-        reason = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        return [], [Problem("(file)", f"not valid YAML{where}: {reason}")]
+        raw = [d for d in decode_all(text) if d is not None]
+    except YamlError as exc:
+        verdict = "refused" if exc.where == "whole file" else f"not valid YAML at {exc.where}"
+        return [], [Problem("(file)", f"{verdict}: {exc.reason}")]
     if not raw:
         return [], [Problem("(file)", "is empty: no GRPORun document found; write one (see examples/quickstart.yaml)")]
     documents = []
