@@ -54,7 +54,7 @@ def test_the_job_driver_is_pinned_to_a_gpu_worker() -> None:
     result = rendered(example("qwen3-4b-colocated"))
     assert result.job.entrypoint_resources == {"gpu_node": 0.001}
     cluster = kind(result, "RayCluster")
-    worker_resources = json.loads(json.loads(cluster["spec"]["workerGroupSpecs"][0]["rayStartParams"]["resources"]))
+    worker_resources = json.loads(cluster["spec"]["workerGroupSpecs"][0]["rayStartParams"]["resources"].strip("'"))
     assert worker_resources == {"gpu_node": 1.0}
     assert "resources" not in cluster["spec"]["headGroupSpec"]["rayStartParams"]
 

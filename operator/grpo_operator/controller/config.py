@@ -42,6 +42,7 @@ _ENV: dict[str, tuple[str, str]] = {
     # variable: (section, field)
     "GRPO_REWARD_IMAGE": ("render", "reward_image"),
     "GRPO_PROMETHEUS_PORT": ("render", "prometheus_port"),
+    "GRPO_CLUSTER_DOMAIN": ("render", "cluster_domain"),
     "GRPO_ENTRYPOINT_PREFIX": ("render", "launcher"),
     "GRPO_RAY_ADDRESS": ("", "ray_address"),
     "GRPO_TRAINER_METRICS_URL": ("", "trainer_metrics_url"),

@@ -11,7 +11,7 @@ from grpo_operator.render import names
 def ray_address(namespace: str, run: str, settings: OperatorSettings) -> str:
     if settings.ray_address:
         return settings.ray_address
-    host = f"{names.head_service(run)}.{namespace}.svc.cluster.local"
+    host = f"{names.head_service(run)}.{namespace}.svc.{settings.render.cluster_domain}"
     return f"http://{host}:{settings.render.dashboard_port}"
 
 
@@ -24,5 +24,6 @@ def trainer_metrics_url(driver_ip: str, settings: OperatorSettings) -> str:
 
 def reward_metrics_url(namespace: str, run: str, settings: OperatorSettings) -> str:
     service = names.reward_service(run)
-    template = settings.reward_metrics_url or "http://{service}.{namespace}.svc.cluster.local:{port}/metrics"
-    return template.format(service=service, namespace=namespace, port=settings.render.reward_port)
+    template = settings.reward_metrics_url or "http://{service}.{namespace}.svc.{domain}:{port}/metrics"
+    return template.format(service=service, namespace=namespace, port=settings.render.reward_port,
+                           domain=settings.render.cluster_domain)  # fmt: skip

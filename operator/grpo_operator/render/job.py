@@ -53,7 +53,7 @@ def _num(value: float) -> str:
 
 
 def reward_url(run: GRPORun, settings: RenderSettings) -> str:
-    host = f"{names.reward_service(run.metadata.name)}.{run.metadata.namespace}.svc.cluster.local"
+    host = f"{names.reward_service(run.metadata.name)}.{run.metadata.namespace}.svc.{settings.cluster_domain}"
     return f"http://{host}:{settings.reward_port}/score"
 
 

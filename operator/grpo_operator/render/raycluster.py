@@ -72,6 +72,26 @@ def _place(pod: dict[str, Any], run: GRPORun, node_selector: dict[str, str]) -> 
         pod["priorityClassName"] = run.spec.scheduling.priority_class_name
 
 
+def ray_resources_param(resources: dict[str, float]) -> str:
+    """`rayStartParams.resources` as KubeRay writes it itself: JSON in single quotes, `'{"gpu_node":1}'`
+    (kuberay v1.5.0 ray-operator/controllers/ray/common/pod.go:904 and :1115). KubeRay puts it into the
+    `ray start` shell line verbatim (`--resources=<value>`, pod.go:971) and parses it for its accelerator scan
+    after trimming quotes (pod.go:927-940), which fails (logged per pod) on a doubly encoded value."""
+    return "'" + json.dumps(resources, sort_keys=True, separators=(",", ":")) + "'"
+
+
+# Without `scheduling.headNodeSelector` the CPU-only head must still not take a GPU node: a worker pod needs a
+# whole node (one per node, anti-affinity), so a head there leaves a worker Pending whenever GPU nodes are
+# untainted. A required node affinity, not a validation rule, so the default spec stays runnable: no node of a
+# GPU instance type (the well-known instance-type label), none labelled by NVIDIA's GPU feature discovery.
+HEAD_OFF_GPU_NODES: dict[str, Any] = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+    "nodeSelectorTerms": [{"matchExpressions": [
+        {"key": "node.kubernetes.io/instance-type", "operator": "NotIn", "values": sorted(str(n) for n in INSTANCES)},
+        {"key": "nvidia.com/gpu.present", "operator": "DoesNotExist"},
+    ]}],
+}}}  # fmt: skip
+
+
 def head_group(run: GRPORun, settings: RenderSettings) -> dict[str, Any]:
     spec = run.spec
     pod: dict[str, Any] = {
@@ -91,6 +111,8 @@ def head_group(run: GRPORun, settings: RenderSettings) -> dict[str, Any]:
         "volumes": [_config_volume(run)],
     }  # fmt: skip
     _place(pod, run, spec.scheduling.head_node_selector)
+    if not spec.scheduling.head_node_selector:
+        pod["affinity"] = HEAD_OFF_GPU_NODES
     return {
         # Zero CPUs and GPUs: no actor or task can be placed on the head, which has no GPU driver.
         "rayStartParams": {"dashboard-host": "0.0.0.0", "num-cpus": "0", "num-gpus": "0"},
@@ -152,8 +174,7 @@ def worker_group(run: GRPORun, plan: RunPlan, settings: RenderSettings) -> dict[
         "numOfHosts": 1,
         "rayStartParams": {
             "num-gpus": str(plan.gpus_per_node),
-            # KubeRay passes this value to `ray start --resources=` verbatim: a JSON string, quoted once more.
-            "resources": json.dumps(json.dumps(plan.ray_resources)),
+            "resources": ray_resources_param(plan.ray_resources),
         },
         "template": {"metadata": {"labels": names.labels(run.metadata.name, "ray-worker")}, "spec": pod},
     }

@@ -25,6 +25,12 @@ class RenderSettings(BaseModel):
         description="Entrypoint argv placed before miles's argv; default: the grpo launcher with the run config. "
         "Tests and local runs replace it with a stand-in for miles.",
     )
+    cluster_domain: str = Field(
+        default="cluster.local",
+        pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$",
+        description="The cluster's DNS domain in Service names (<svc>.<ns>.svc.<domain>). Set it to what KubeRay's "
+        "CLUSTER_DOMAIN is (kuberay v1.5.0 ray-operator/controllers/ray/utils/util.go:64-72).",
+    )
     head_cpu: str = "2"
     head_memory: str = "8Gi"
     reward_cpu: str = "2"

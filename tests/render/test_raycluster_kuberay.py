@@ -1,0 +1,61 @@
+"""The RayCluster as KubeRay v1.5.0 reads it: the worker's Ray resources in KubeRay's own format, Service names
+in the operator's cluster domain, and the CPU-only head off GPU nodes without a headNodeSelector."""
+
+from __future__ import annotations
+
+import json
+import shlex
+
+import pytest
+from grpo_operator.controller.config import SettingsError, load_settings
+from grpo_operator.planning.instances import INSTANCES
+from grpo_operator.planning.plan import make_plan
+from grpo_operator.render import render
+
+from tests.render.helpers import SETTINGS, example, kind, rendered, run_of
+
+
+def _kuberay_resources_map(value: str) -> dict[str, float]:
+    # kuberay v1.5.0 ray-operator/controllers/ray/common/pod.go:927-940 (getResourcesMap): trim, then unmarshal.
+    return dict(json.loads(value.strip("'\"` ")))
+
+
+def test_worker_ray_resources_parse_as_kuberay_parses_them_and_reach_ray_start_intact() -> None:
+    result = rendered(example("qwen3-30b-a3b-combined"))
+    value = kind(result, "RayCluster")["spec"]["workerGroupSpecs"][0]["rayStartParams"]["resources"]
+    assert _kuberay_resources_map(value) == {"gpu_node": 1}
+    # KubeRay writes `--resources=<value>` into the container's shell line (pod.go:971).
+    flag, _, parsed = shlex.split(f"ray start --resources={value}")[-1].partition("=")
+    assert flag == "--resources" and json.loads(parsed) == {"gpu_node": 1}
+
+
+def test_service_names_use_the_operators_cluster_domain() -> None:
+    settings = load_settings({"GRPO_CLUSTER_DOMAIN": "corp.internal"}).render
+    assert settings.cluster_domain == "corp.internal"
+    run = run_of(example("qwen3-4b-disaggregated"))
+    argv = render(
+        run, make_plan(run), settings.model_copy(update={"reward_image": SETTINGS.reward_image})
+    ).job.miles_argv
+    assert argv[argv.index("--rm-url") + 1].startswith(
+        "http://qwen3-4b-disaggregated-reward.default.svc.corp.internal:"
+    )
+
+
+def test_a_bad_cluster_domain_stops_the_operator_with_one_line() -> None:
+    with pytest.raises(SettingsError, match="GRPO_CLUSTER_DOMAIN"):
+        load_settings({"GRPO_CLUSTER_DOMAIN": "Corp_Internal."})
+
+
+def test_without_a_head_node_selector_the_head_requires_a_node_that_is_not_a_gpu_instance() -> None:
+    head = kind(rendered(example("quickstart")), "RayCluster")["spec"]["headGroupSpec"]["template"]["spec"]
+    (term,) = head["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+    by_key = {e["key"]: e for e in term["matchExpressions"]}
+    instance_types = by_key["node.kubernetes.io/instance-type"]
+    assert instance_types["operator"] == "NotIn" and set(instance_types["values"]) == {str(n) for n in INSTANCES}
+    assert by_key["nvidia.com/gpu.present"]["operator"] == "DoesNotExist"
+
+
+def test_a_head_node_selector_replaces_the_default_affinity() -> None:
+    doc = example("quickstart", {"scheduling": {"headNodeSelector": {"pool": "cpu"}}})
+    head = kind(rendered(doc), "RayCluster")["spec"]["headGroupSpec"]["template"]["spec"]
+    assert head["nodeSelector"] == {"pool": "cpu"} and "affinity" not in head
