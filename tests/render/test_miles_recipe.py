@@ -39,3 +39,19 @@ def test_recipe_flags_in_extra_args_are_refused_naming_the_recipe(args: list[str
     (problem,) = errors(validate(run))
     assert str(problem) == (f"spec.extraArgs[0]: {args[0]} is fixed by the operator (miles's recipe for these models, "
                             "scripts/run_qwen3_4b.py:221-228); remove it from extraArgs")  # fmt: skip
+
+
+def test_remote_rewards_go_through_our_reward_client_with_the_services_deadline() -> None:
+    doc = example("quickstart", {"reward": {"type": "remote", "remote": {"replicas": 1, "timeoutSeconds": 7.5}}})
+    job = rendered(doc).job
+    assert _last_value(job.miles_argv, "--custom-rm-path") == "grpo_launcher.reward_client.reward"
+    assert job.runtime_env["env_vars"]["GRPO_REWARD_DEADLINE_S"] == "7.5"
+    assert "--custom-rm-path" not in rendered(example("quickstart")).job.miles_argv  # rule-based rewards
+
+
+def test_the_reward_client_flag_is_refused_in_extra_args() -> None:
+    run, problems = parse_run(example("quickstart", {"extraArgs": ["--custom-rm-path", "x.y"]}))
+    assert run is not None, problems
+    assert [str(p) for p in errors(validate(run))] == [
+        "spec.extraArgs[0]: --custom-rm-path is managed by the operator; set spec.reward.type instead"
+    ]

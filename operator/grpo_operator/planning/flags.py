@@ -37,7 +37,7 @@ _BY_FIELD: dict[str, tuple[str, ...]] = {
     "spec.eval": (
         "--eval-interval", "--eval-prompt-data", "--n-samples-per-eval-prompt", "--eval-max-response-len",
     ),
-    "spec.reward.type": ("--rm-type", "--rm-url"),
+    "spec.reward.type": ("--rm-type", "--rm-url", "--custom-rm-path"),
     "spec.rollout.numRollout": ("--num-rollout", "--num-epoch"),
     "spec.rollout.batchSize": ("--rollout-batch-size",),
     "spec.rollout.samplesPerPrompt": ("--n-samples-per-prompt",),

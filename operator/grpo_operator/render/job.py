@@ -21,6 +21,7 @@ from grpo_operator.render.settings import RenderSettings
 
 ENTRYPOINT_RESOURCES = {"gpu_node": 0.001}  # the driver runs on a GPU worker, never on the CPU-only head
 SAVE_SENTINEL = ".grpo-save-now"
+REWARD_CLIENT = "grpo_launcher.reward_client.reward"
 
 
 @dataclass(frozen=True)
@@ -73,7 +74,9 @@ def miles_argv(run: GRPORun, plan: RunPlan, settings: RenderSettings) -> list[st
     argv += ["--apply-chat-template"] if s.data.apply_chat_template else []
     argv += ["--rollout-shuffle"] if s.data.shuffle else []
     if s.reward.type is RewardType.REMOTE:
-        argv += ["--rm-type", "remote_rm", "--rm-url", reward_url(run, settings)]
+        # Our client (trainer image, grpo_launcher/reward_client.py) instead of miles's remote_rm: retries, one
+        # session, batches. miles calls it for every sample when set (miles/rollout/rm_hub/__init__.py:43-48).
+        argv += ["--rm-type", "remote_rm", "--rm-url", reward_url(run, settings), "--custom-rm-path", REWARD_CLIENT]
     else:
         argv += ["--rm-type", s.reward.type.value]
     r, tr = s.rollout, s.training
@@ -126,6 +129,9 @@ def runtime_env(run: GRPORun, plan: RunPlan, settings: RenderSettings) -> dict[s
     }
     if p.tensor > 1 or p.context > 1:
         env["CUDA_DEVICE_MAX_CONNECTIONS"] = "1"
+    remote = run.spec.reward.remote
+    if run.spec.reward.type is RewardType.REMOTE and remote is not None:
+        env["GRPO_REWARD_DEADLINE_S"] = repr(remote.timeout_seconds)  # the service's REWARD_DEADLINE_S
     return {"env_vars": env}
 
 
