@@ -5,6 +5,14 @@ object manager, agents, metrics), a short private temp dir under /tmp, usage sta
 resource `{"gpu_node": 1}` that the operator's job submissions ask for, exactly as on a real cluster. It
 waits until the Jobs API answers at `dashboard_url` (what `ray.job_submission.JobSubmissionClient` takes).
 
+Token authentication is on by default, as on the operator's clusters: the head starts with
+`RAY_AUTH_MODE=token` and a random `RAY_AUTH_TOKEN` (or the `auth_token` given), so every HTTP call to the
+dashboard, the Jobs API included, needs `Authorization: Bearer <token>` (`auth_headers`), and every gRPC
+client (a driver, `ray health-check`) needs the same two variables. Ray's aiohttp middleware answers 401
+without a token and 403 with a wrong one; its health endpoints stay open (Ray 2.56.1 and 2.60:
+python/ray/_private/authentication/http_token_authentication.py, get_token_auth_middleware;
+python/ray/dashboard/http_server_head.py, public_exact_paths). `auth=False` starts one without.
+
 Teardown is scoped to this head, never a machine-wide `ray stop`: every process of the head (daemons,
 workers, job supervisors and job entrypoints) inherits the environment variable `GRPO_LOCALRAY_HEAD=<temp
 dir>`, and `stop()` signals exactly the processes whose environment carries it (SIGTERM, then SIGKILL),
@@ -22,6 +30,7 @@ import atexit
 import contextlib
 import json
 import os
+import secrets
 import shutil
 import signal
 import socket
@@ -140,12 +149,17 @@ class LocalRayHead:
         object_store_bytes: int = 128 * 1024 * 1024,
         startup_timeout: float = 120.0,
         ray_executable: str | None = None,
+        auth: bool = True,
+        auth_token: str | None = None,
     ) -> None:
         self.num_cpus = num_cpus
         self.resources = dict(DEFAULT_RESOURCES if resources is None else resources)
         self.object_store_bytes = object_store_bytes
         self.startup_timeout = startup_timeout
         self.ray_executable = ray_executable or _ray_cli()
+        if not auth and auth_token is not None:
+            raise ValueError("auth_token given with auth=False")
+        self.auth_token: str | None = (auth_token or secrets.token_urlsafe(32)) if auth else None
         self._temp_dir: Path | None = None
         self._ports: HeadPorts | None = None
         self._reaper: subprocess.Popen[bytes] | None = None
@@ -168,6 +182,17 @@ class LocalRayHead:
     def dashboard_url(self) -> str:
         """The Jobs API / dashboard address, e.g. for `JobSubmissionClient(head.dashboard_url)`."""
         return f"http://{HOST}:{self.ports.dashboard}"
+
+    @property
+    def auth_headers(self) -> dict[str, str]:
+        """What a client sends to the dashboard and the Jobs API (`JobSubmissionClient(url, headers=...)`)."""
+        return {"Authorization": f"Bearer {self.auth_token}"} if self.auth_token else {}
+
+    def auth_environment(self) -> dict[str, str]:
+        """What a gRPC client of this head (a driver, `ray health-check`) needs in its environment."""
+        if self.auth_token is None:
+            return {"RAY_AUTH_MODE": "disabled"}
+        return {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": self.auth_token}
 
     @property
     def gcs_address(self) -> str:
@@ -252,7 +277,9 @@ class LocalRayHead:
 
     # ---- internals --------------------------------------------------------------------------------------
     def _environment(self) -> dict[str, str]:
-        env = {k: v for k, v in os.environ.items() if k not in ("RAY_ADDRESS", "RAY_API_SERVER_ADDRESS")}
+        inherited = ("RAY_ADDRESS", "RAY_API_SERVER_ADDRESS", "RAY_AUTH_MODE", "RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH")
+        env = {k: v for k, v in os.environ.items() if k not in inherited}
+        env.update(self.auth_environment())  # explicit either way: Ray 2.60 turns token auth on when ~/.ray has one
         env[MARKER_ENV] = str(self.temp_dir)
         env["RAY_USAGE_STATS_ENABLED"] = "0"
         # Without this Ray replaces a loopback --node-ip-address by the host's routable IP and binds to it.
@@ -298,7 +325,8 @@ class LocalRayHead:
         last = "no answer yet"
         while time.monotonic() < deadline:
             try:
-                with urllib.request.urlopen(f"{self.dashboard_url}/api/jobs/", timeout=5) as reply:  # noqa: S310
+                request = urllib.request.Request(f"{self.dashboard_url}/api/jobs/", headers=self.auth_headers)  # noqa: S310
+                with urllib.request.urlopen(request, timeout=5) as reply:  # noqa: S310
                     if reply.status == 200:
                         return
                     last = f"HTTP {reply.status}"
@@ -364,12 +392,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     up = sub.add_parser("up", help="start a local Ray head, print its dashboard URL, block until Ctrl-C")
     up.add_argument("--num-cpus", type=int, default=8, help="CPUs the head advertises (default 8)")
+    up.add_argument("--no-auth", action="store_true", help="start without token authentication")
     reap = sub.add_parser("_reap", help=argparse.SUPPRESS)
     reap.add_argument("temp_dir")
     args = parser.parse_args(argv)
     if args.command == "_reap":
         return _reap(args.temp_dir)
-    with _printing_errors(), LocalRayHead(num_cpus=args.num_cpus) as head:
+    with _printing_errors(), LocalRayHead(num_cpus=args.num_cpus, auth=not args.no_auth) as head:
         print(head.dashboard_url, flush=True)
         print(
             f"localray: Ray head up (GCS {head.gcs_address}, temp dir {head.temp_dir}); "
@@ -377,6 +406,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             file=sys.stderr,
             flush=True,
         )
+        if head.auth_token is not None:  # the token in a file only its owner reads, never on a terminal
+            token_file = head.temp_dir / "auth_token"
+            token_file.touch(mode=0o600)
+            token_file.write_text(head.auth_token)
+            print(f"localray: token auth on: export RAY_AUTH_MODE=token RAY_AUTH_TOKEN_PATH={token_file}",
+                  file=sys.stderr, flush=True)  # fmt: skip
         with contextlib.suppress(KeyboardInterrupt):
             while True:
                 time.sleep(3600)

@@ -101,7 +101,8 @@ def _rules(text: str, kind: str) -> dict[tuple[str, str], set[str]]:
 
 
 PLURAL = {"ConfigMap": "configmaps", "Service": "services", "Deployment": "deployments",
-          "PodDisruptionBudget": "poddisruptionbudgets", "RayCluster": "rayclusters"}  # fmt: skip
+          "PodDisruptionBudget": "poddisruptionbudgets", "RayCluster": "rayclusters",
+          "NetworkPolicy": "networkpolicies"}  # fmt: skip
 
 
 @pytest.mark.parametrize(("values", "kind"), [((), "ClusterRole"), (("watchNamespaces={team-a}",), "Role")])
@@ -119,13 +120,22 @@ def test_the_rules_grant_create_and_patch_on_every_kind_the_operator_renders(val
         assert {"create", "patch"} <= granted.get((group, PLURAL[child_kind]), set()), child_kind
 
 
-def test_no_rule_uses_a_wildcard_or_touches_secrets() -> None:
+def test_no_rule_uses_a_wildcard_and_secrets_are_only_read_by_name_and_created() -> None:
     for kind in ("ClusterRole", "Role"):
         granted = _rules(template("watchNamespaces={team-a}") if kind == "Role" else template(), kind)
         assert granted, kind
         for (group, resource), verbs in granted.items():
             assert "*" not in (group, resource) and "*" not in verbs
-            assert resource not in {"secrets", "namespaces", "nodes", "serviceaccounts"} and "escalate" not in verbs
+            assert resource not in {"namespaces", "nodes", "serviceaccounts"} and "escalate" not in verbs
+        assert granted[("", "secrets")] == {"get", "create"}  # the run's Ray auth token; never list or watch
+
+
+def test_turning_network_policies_off_drops_their_rule_and_tells_the_operator() -> None:
+    [deployment] = by_kind(template("networkPolicies.enabled=false"), "Deployment")
+    env = {e["name"]: e.get("value") for e in deployment["spec"]["template"]["spec"]["containers"][0]["env"]}
+    assert env["GRPO_NETWORK_POLICIES"] == "false"
+    assert ("networking.k8s.io", "networkpolicies") not in _rules(template("networkPolicies.enabled=false"), "ClusterRole")
+    assert ("networking.k8s.io", "networkpolicies") in _rules(template(), "ClusterRole")
 
 
 def test_the_operator_pod_is_non_root_read_only_and_drops_every_capability() -> None:
@@ -163,3 +173,19 @@ def test_the_image_is_pinned_by_digest_and_runs_as_non_root() -> None:
     # the build context is the repository root; only what `pip install .` needs gets in
     ignore = [line for line in (REPO / ".dockerignore").read_text().splitlines() if line and not line.startswith("#")]
     assert ignore[0] == "*" and {"!pyproject.toml", "!README.md", "!operator/grpo_operator"} <= set(ignore)
+
+
+def test_the_network_policy_values_reach_the_operator_as_its_settings() -> None:
+    text = template("networkPolicies.prometheus.namespaceLabels.team=observability",
+                    "networkPolicies.prometheus.podLabels.app=prometheus", "networkPolicies.restrictEgress=true",
+                    "networkPolicies.egressCIDRs={10.1.0.0/16}", namespace="ops")  # fmt: skip
+    render_settings = load_settings({e["name"]: e["value"] for e in _container(text)["env"]}).render
+    assert render_settings.network_policies is True
+    assert render_settings.operator_namespace == "ops"
+    assert render_settings.operator_pod_labels == {"app.kubernetes.io/name": "grpo-operator",
+                                                   "app.kubernetes.io/instance": "grpo"}  # fmt: skip
+    assert render_settings.prometheus_namespace_labels == {"team": "observability"}
+    assert render_settings.prometheus_pod_labels == {"app": "prometheus"}
+    assert render_settings.egress_cidrs == ("10.1.0.0/16",)
+    default = load_settings({e["name"]: e["value"] for e in _container(template())["env"]}).render
+    assert default.prometheus_pod_labels is None and default.egress_cidrs is None

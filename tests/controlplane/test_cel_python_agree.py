@@ -32,32 +32,85 @@ BATCH = 40
 POW2 = st.sampled_from([1, 2, 4, 8])
 
 
+def divisors(n: int) -> list[int]:
+    return [d for d in range(1, n + 1) if n % d == 0]
+
+
+@st.composite
+def valid_specs(draw: st.DrawFn) -> dict[str, Any]:
+    """A spec every cross-field rule accepts, built rule by rule."""
+    doc = base()
+    spec, topo = doc["spec"], doc["spec"]["topology"]
+    nodes, per_node = draw(st.integers(1, 3)), draw(POW2)
+    actor_gpus = nodes * per_node
+    engine = draw(st.sampled_from(divisors(per_node)))
+    topo["actor"] = {"nodes": nodes, "gpusPerNode": per_node}
+    topo["rollout"] = {"gpusPerEngine": engine, "expertParallel": draw(st.sampled_from(divisors(engine))),
+                       "memFraction": 0.8}  # fmt: skip
+    topo["placement"] = draw(st.sampled_from(["Colocated", "Disaggregated"]))
+    if topo["placement"] == "Disaggregated":
+        topo["rollout"]["gpus"] = engine * draw(st.integers(1, 4))
+    elif draw(st.booleans()):
+        topo["rollout"]["gpus"] = actor_gpus
+    tensor = draw(st.sampled_from(divisors(per_node)))
+    pipeline = draw(st.sampled_from(divisors(actor_gpus // tensor)))
+    context = draw(st.sampled_from(divisors(actor_gpus // (tensor * pipeline))))
+    expert = draw(st.sampled_from(divisors(actor_gpus // pipeline)))
+    expert_tensor = draw(st.sampled_from(divisors(actor_gpus // (pipeline * expert))))
+    topo["parallelism"] = {"tensor": tensor, "pipeline": pipeline, "context": context, "expert": expert,
+                           "expertTensor": expert_tensor}  # fmt: skip
+    steps = draw(st.integers(1, 4))
+    global_batch, samples = draw(st.integers(1, 64)), draw(st.sampled_from([1, 2, 4, 8]))
+    spec["rollout"].update(batchSize=global_batch * steps, samplesPerPrompt=samples)
+    spec["training"].update(stepsPerRollout=steps, globalBatchSize=global_batch * samples)
+    clip = draw(st.sampled_from([0.1, 0.2, 0.28]))
+    spec["training"].update(epsClip=clip, epsClipHigh=draw(st.sampled_from([c for c in (0.2, 0.28, 0.5) if c >= clip])))
+    remote = draw(st.booleans())
+    spec["reward"] = {"type": "remote", "remote": {"replicas": 1}} if remote else {"type": "deepscaler"}
+    return doc
+
+
+def _break(doc: dict[str, Any], rule: str, pick: int) -> None:
+    """Break one rule of a valid spec (others may break with it: the comparison is exact either way)."""
+    spec, topo = doc["spec"], doc["spec"]["topology"]
+    actor_gpus = topo["actor"]["nodes"] * topo["actor"]["gpusPerNode"]
+    engine, p = topo["rollout"]["gpusPerEngine"], topo["parallelism"]
+    if rule == "colocated-gpus":  # a multiple of the engine size, fewer or more than the actor's GPUs
+        topo["placement"] = "Colocated"
+        topo["rollout"]["gpus"] = max(engine, actor_gpus - engine) if pick % 2 else actor_gpus + engine
+    elif rule == "disaggregated-gpus":
+        topo["placement"] = "Disaggregated"
+        topo["rollout"].pop("gpus", None)
+    elif rule == "engine-multiple":
+        topo["rollout"]["gpus"] = engine * (1 + pick % 3) + 1
+    elif rule == "engine-in-node":
+        topo["rollout"]["gpusPerEngine"] = topo["actor"]["gpusPerNode"] * 2 if topo["actor"]["gpusPerNode"] < 8 else 3
+    elif rule == "model-parallel":
+        p["context"] = actor_gpus + 1
+    elif rule == "expert-parallel":
+        p["expert"] = actor_gpus * 2 + 1
+    elif rule == "tensor-in-node":
+        p["tensor"] = topo["actor"]["gpusPerNode"] * 2
+    elif rule == "sglang-ep":
+        topo["rollout"]["expertParallel"] = engine * 2 if engine < 8 else 3
+    elif rule == "batch-identity":
+        spec["training"]["globalBatchSize"] += 1 + pick % 5
+    elif rule == "eps-clip":
+        spec["training"].update(epsClip=0.3, epsClipHigh=0.2)
+    elif rule == "remote-block":
+        spec["reward"] = {"type": "remote"} if pick % 2 else {"type": "dapo", "remote": {"replicas": 1}}
+
+
+RULES = ["colocated-gpus", "disaggregated-gpus", "engine-multiple", "engine-in-node", "model-parallel",
+         "expert-parallel", "tensor-in-node", "sglang-ep", "batch-identity", "eps-clip", "remote-block"]  # fmt: skip
+
+
 @st.composite
 def specs(draw: st.DrawFn) -> dict[str, Any]:
-    doc = base()
-    spec = doc["spec"]
-    topo = spec["topology"]
-    topo["placement"] = draw(st.sampled_from(["Colocated", "Disaggregated"]))
-    topo["actor"] = {"nodes": draw(st.integers(1, 3)), "gpusPerNode": draw(POW2)}
-    rollout: dict[str, Any] = {"gpusPerEngine": draw(POW2), "expertParallel": draw(st.sampled_from([1, 2, 4])),
-                               "memFraction": 0.8}  # fmt: skip
-    actor_gpus = topo["actor"]["nodes"] * topo["actor"]["gpusPerNode"]
-    gpus = draw(st.one_of(st.none(), st.just(actor_gpus), st.integers(1, 24)))
-    if gpus is not None:
-        rollout["gpus"] = gpus
-    topo["rollout"] = rollout
-    topo["parallelism"] = {k: draw(st.sampled_from([1, 2, 4])) for k in ("tensor", "pipeline", "context", "expert", "expertTensor")}
-    batch, samples, steps = draw(st.integers(1, 32)), draw(st.integers(1, 16)), draw(st.integers(1, 4))
-    matched = max(1, batch * samples // steps)
-    spec["rollout"].update(batchSize=batch, samplesPerPrompt=samples)
-    spec["training"].update(stepsPerRollout=steps,
-                            globalBatchSize=draw(st.one_of(st.just(matched), st.integers(1, 512))))  # fmt: skip
-    clip = draw(st.sampled_from([0.1, 0.2, 0.28, 0.5]))
-    spec["training"].update(epsClip=clip, epsClipHigh=draw(st.sampled_from([0.1, 0.2, 0.28, 0.5])))
-    reward = draw(st.sampled_from(["deepscaler", "remote"]))
-    spec["reward"] = {"type": reward}
-    if draw(st.booleans()):
-        spec["reward"]["remote"] = {"replicas": 1}
+    """Valid specs, and specs with one or two rules broken."""
+    doc = draw(valid_specs())
+    for rule in draw(st.lists(st.sampled_from(RULES), max_size=2)):
+        _break(doc, rule, draw(st.integers(0, 5)))
     return doc
 
 

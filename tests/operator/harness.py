@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 import signal
 import socket
 import subprocess
@@ -25,6 +26,10 @@ from tests.api.cases import EXAMPLES, merge
 REPO = Path(__file__).resolve().parents[2]
 FAKE_MILES = Path(fake_miles.__file__)
 T = TypeVar("T")
+# The session's local Ray head runs with token auth on and this token (tests/operator/conftest.py). `manifest`
+# gives every run a Secret holding it, made before the run, which the operator takes as the run's token (bring
+# your own token) and sends to the head. Recognisable, so a test can grep for where it went.
+RAY_TOKEN = f"grpo-canary-{secrets.token_hex(16)}"
 
 
 def free_port() -> int:
@@ -108,11 +113,18 @@ def running_operator(control_plane: Any, namespace: str, ray_url: str, tmp_path:
         op.stop()
 
 
-def manifest(name: str, namespace: str, spec: dict[str, Any] | None = None, example: str = "quickstart") -> str:
+def manifest(name: str, namespace: str, spec: dict[str, Any] | None = None, example: str = "quickstart",
+             ray_token: str | None = RAY_TOKEN) -> str:  # fmt: skip
+    """The run, after a Secret with the local head's token (`ray_token=None`: none; the operator makes one)."""
     doc: dict[str, Any] = yaml.safe_load((EXAMPLES / f"{example}.yaml").read_text())
     doc = merge(doc, {"spec": spec or {}})
     doc["metadata"] = {"name": name, "namespace": namespace}
-    return yaml.safe_dump(doc)
+    if ray_token is None:
+        return yaml.safe_dump(doc)
+    secret = {"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+              "metadata": {"name": names.ray_auth_secret(name), "namespace": namespace},
+              "stringData": {names.AUTH_TOKEN_KEY: ray_token}}  # fmt: skip
+    return yaml.safe_dump_all([secret, doc])
 
 
 def fake(*knobs: str, rollouts: int = 3, **spec: Any) -> dict[str, Any]:

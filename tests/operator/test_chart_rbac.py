@@ -4,8 +4,9 @@ ServiceAccount token: its RBAC is enough for a run to reach Succeeded, and no br
 Both RBAC modes are covered: a ClusterRole (the default, every namespace) and a Role in each watched
 namespace (`watchNamespaces`). The operator's own pod cannot run here (no kubelet), so the same code runs as
 a subprocess with a kubeconfig holding the ServiceAccount's token instead of the admin certificate. The run
-uses a remote reward service, so every kind of child (ConfigMap, RayCluster, Deployment, Service,
-PodDisruptionBudget) is applied, read and, for the RayCluster, deleted under that token.
+uses a remote reward service, so every kind of child (ConfigMap, NetworkPolicy, RayCluster, Deployment, Service,
+PodDisruptionBudget) is applied, read and, for the RayCluster, deleted under that token, and its Ray auth token
+Secret is read under it. Secrets: get and create only, never list or watch.
 """
 
 from __future__ import annotations
@@ -133,7 +134,8 @@ def test_the_service_account_token_alone_takes_a_remote_reward_run_to_succeeded(
         assert reward["status"] == "True"
         # Every child kind was applied under the token; the finished run's RayCluster was deleted under it.
         for kind, name in (("configmap", names.config_map("rbac")), ("deployment", names.reward_service("rbac")),
-                           ("service", names.reward_service("rbac")), ("pdb", names.reward_service("rbac"))):  # fmt: skip
+                           ("service", names.reward_service("rbac")), ("pdb", names.reward_service("rbac")),
+                           ("networkpolicy", names.network_policy("rbac", "reward"))):  # fmt: skip
             kubectl("get", kind, name, "-n", namespace)
         wait_for("RayCluster deleted", lambda: kubectl(
             "get", "raycluster", names.ray_cluster("rbac"), "-n", namespace, check=False).returncode != 0)  # fmt: skip
@@ -163,10 +165,13 @@ NEEDED = [
     ("create", "poddisruptionbudgets.policy"), ("patch", "poddisruptionbudgets.policy"),
     ("create", "rayclusters.ray.io"), ("patch", "rayclusters.ray.io"), ("get", "rayclusters.ray.io"),
     ("delete", "rayclusters.ray.io"), ("list", "pods"),
+    ("get", "secrets"), ("create", "secrets"),  # the run's Ray auth token Secret, by name
+    ("create", "networkpolicies.networking.k8s.io"), ("patch", "networkpolicies.networking.k8s.io"),
 ]  # fmt: skip
 
 FORBIDDEN = [
-    ("get", "secrets"), ("list", "secrets"), ("watch", "secrets"), ("create", "secrets"),
+    ("list", "secrets"), ("watch", "secrets"), ("patch", "secrets"), ("update", "secrets"), ("delete", "secrets"),
+    ("delete", "networkpolicies.networking.k8s.io"), ("list", "networkpolicies.networking.k8s.io"),
     ("delete", "grporuns.grpo.dev"), ("create", "grporuns.grpo.dev"), ("update", "grporuns.grpo.dev"),
     ("create", "pods"), ("delete", "pods"), ("create", "pods", "--subresource=exec"), ("get", "pods", "--subresource=log"),
     ("delete", "configmaps"), ("get", "configmaps"), ("delete", "deployments.apps"), ("delete", "services"),
@@ -178,6 +183,7 @@ FORBIDDEN = [
 
 CLUSTER_FORBIDDEN = [
     ("delete", "namespaces"), ("create", "namespaces"), ("list", "nodes"), ("list", "secrets", "--all-namespaces"),
+    ("watch", "secrets", "--all-namespaces"),
     ("create", "customresourcedefinitions.apiextensions.k8s.io"),
     ("delete", "customresourcedefinitions.apiextensions.k8s.io"),
     ("patch", "customresourcedefinitions.apiextensions.k8s.io"),
@@ -204,14 +210,16 @@ def test_the_service_account_can_do_what_the_operator_calls_and_nothing_broader(
         assert can_i(kubectl, install, "list", "grporuns.grpo.dev", "--all-namespaces")
 
 
-def test_acting_with_the_token_reading_a_secret_is_refused_by_the_api_server(
+def test_acting_with_the_token_listing_or_changing_secrets_is_refused_by_the_api_server(
     install: Install, control_plane: Any, namespace: str, kubectl: Any
 ) -> None:
     kubectl("create", "secret", "generic", "hf-token", "-n", namespace, "--from-literal=token=not-for-the-operator")
     token = control_plane.token_kubeconfig(install.operator_namespace, install.service_account)
-    assert kubectl("get", "secret", "hf-token", "-n", namespace, check=False).returncode == 0  # the admin sees it ...
-    refused = _kubectl_with(token, "get", "secret", "hf-token", "-n", namespace)
-    assert refused.returncode != 0 and "Forbidden" in refused.stderr  # ... the operator does not
+    assert kubectl("get", "secrets", "-n", namespace, check=False).returncode == 0  # the admin lists them ...
+    refused = _kubectl_with(token, "get", "secrets", "-n", namespace)
+    assert refused.returncode != 0 and "Forbidden" in refused.stderr  # ... the operator cannot find them
+    refused = _kubectl_with(token, "delete", "secret", "hf-token", "-n", namespace)
+    assert refused.returncode != 0 and "Forbidden" in refused.stderr
     refused = _kubectl_with(token, "delete", "namespace", namespace, "--wait=false")
     assert refused.returncode != 0 and "Forbidden" in refused.stderr
     assert _kubectl_with(token, "get", "grporuns", "-n", namespace).returncode == 0

@@ -72,7 +72,7 @@ def run_to_end(client: JobSubmissionClient, entrypoint: str, **kwargs) -> str:  
 
 
 def test_head_runs_a_job_that_needs_the_gpu_node_resource_and_advertises_no_real_gpu(ray_head: LocalRayHead) -> None:
-    client = JobSubmissionClient(ray_head.dashboard_url)
+    client = JobSubmissionClient(ray_head.dashboard_url, headers=ray_head.auth_headers)
     probe = "import json, ray; ray.init(); print('RESOURCES', json.dumps(ray.cluster_resources()))"
     job = run_to_end(client, f"{sys.executable} -c {json.dumps(probe)}", entrypoint_resources=GPU_NODE)
     assert client.get_job_status(job) == JobStatus.SUCCEEDED, client.get_job_logs(job)
@@ -99,7 +99,7 @@ def test_leaving_the_with_block_on_an_exception_stops_the_head_and_its_running_j
     holder: dict[str, Path] = {}
     with pytest.raises(RuntimeError, match="boom"), LocalRayHead(num_cpus=2) as head:
         holder["temp_dir"] = head.temp_dir
-        client = JobSubmissionClient(head.dashboard_url)
+        client = JobSubmissionClient(head.dashboard_url, headers=head.auth_headers)
         job = client.submit_job(
             entrypoint=f"{sys.executable} -c 'import time; time.sleep(600)' {token}", entrypoint_resources=GPU_NODE
         )
@@ -123,8 +123,9 @@ def up_cli_with_a_running_job() -> Iterator[tuple[subprocess.Popen[str], str, st
         url = up.stdout.readline().strip()
         assert url.startswith("http://127.0.0.1:"), (url, up.stderr.read() if up.poll() is not None else "")
         temp_dir = up.stderr.readline().split("temp dir ", 1)[1].split(")", 1)[0]
+        token_file = up.stderr.readline().strip().split("RAY_AUTH_TOKEN_PATH=", 1)[1]
         token = f"localray-test-{uuid.uuid4().hex}"
-        client = JobSubmissionClient(url)
+        client = JobSubmissionClient(url, headers={"Authorization": f"Bearer {Path(token_file).read_text()}"})
         job = client.submit_job(
             entrypoint=f"{sys.executable} -c 'import time; time.sleep(600)' {token}", entrypoint_resources=GPU_NODE
         )

@@ -14,13 +14,18 @@ import pytest
 from grpo_operator.render import names
 from ray.job_submission import JobStatus, JobSubmissionClient
 
-from tests.operator.harness import fake, manifest, phase_is, play_kuberay_ready, running_operator, wait_for
+from tests.operator.harness import RAY_TOKEN, fake, manifest, phase_is, play_kuberay_ready, running_operator, wait_for
 
 pytestmark = pytest.mark.integration
 
 
+def jobs_client(ray_url: str) -> JobSubmissionClient:
+    """A client of the local head, which runs with token auth on (the operator reads the token from the run's Secret)."""
+    return JobSubmissionClient(ray_url, headers={"Authorization": f"Bearer {RAY_TOKEN}"})
+
+
 def jobs_of(ray_url: str, namespace: str, run: str) -> list[Any]:
-    return [j for j in JobSubmissionClient(ray_url).list_jobs()
+    return [j for j in jobs_client(ray_url).list_jobs()
             if (j.metadata or {}).get("grpo.dev/run") == run and (j.metadata or {}).get("grpo.dev/namespace") == namespace]  # fmt: skip
 
 
@@ -80,7 +85,7 @@ def test_degenerate_output_stops_the_job_and_fails_the_run(env) -> None:  # type
     assert "repetition_frac 0.56" in run["status"]["message"]
     assert condition(run, "Healthy")["status"] == "False"
     [job] = jobs_of(ray_url, ns, "degenerate")
-    wait_for("job stopped", lambda: JobSubmissionClient(ray_url).get_job_status(job.submission_id) == JobStatus.STOPPED)
+    wait_for("job stopped", lambda: jobs_client(ray_url).get_job_status(job.submission_id) == JobStatus.STOPPED)
 
 
 def test_a_job_that_succeeds_with_degenerate_metrics_is_not_succeeded(env) -> None:  # type: ignore[no-untyped-def]
@@ -102,7 +107,7 @@ def test_a_stalled_run_is_stopped(env) -> None:  # type: ignore[no-untyped-def]
     run = wait_for("Failed", lambda: phase_is(kubectl, ns, "stall", "Failed", "Succeeded"), timeout=180)
     assert run["status"]["reason"] == "Stalled" and "no rollout progress" in run["status"]["message"]
     [job] = jobs_of(ray_url, ns, "stall")
-    wait_for("job stopped", lambda: JobSubmissionClient(ray_url).get_job_status(job.submission_id) == JobStatus.STOPPED)
+    wait_for("job stopped", lambda: jobs_client(ray_url).get_job_status(job.submission_id) == JobStatus.STOPPED)
 
 
 def test_an_operator_restart_mid_run_submits_nothing_twice(env) -> None:  # type: ignore[no-untyped-def]
@@ -113,7 +118,7 @@ def test_an_operator_restart_mid_run_submits_nothing_twice(env) -> None:  # type
                       and r["status"].get("metrics") and r)  # fmt: skip
     op.restart()  # SIGKILL: no chance to clean up
     done = wait_for("Succeeded", lambda: phase_is(kubectl, ns, "restart", "Succeeded", "Failed"), timeout=180)
-    assert done["status"]["phase"] == "Succeeded"
+    assert done["status"]["phase"] == "Succeeded", done["status"]
     assert done["status"]["jobSubmissionId"] == before["status"]["jobSubmissionId"]
     assert len(jobs_of(ray_url, ns, "restart")) == 1
 
@@ -125,7 +130,7 @@ def test_deleting_a_run_mid_run_stops_its_job(env) -> None:  # type: ignore[no-u
     wait_for("Running", lambda: phase_is(kubectl, ns, "doomed", "Running"))
     [job] = jobs_of(ray_url, ns, "doomed")
     kubectl("delete", "grporun", "doomed", "-n", ns, "--wait=true", "--timeout=120s")
-    wait_for("job stopped", lambda: JobSubmissionClient(ray_url).get_job_status(job.submission_id) == JobStatus.STOPPED)
+    wait_for("job stopped", lambda: jobs_client(ray_url).get_job_status(job.submission_id) == JobStatus.STOPPED)
     wait_for("children garbage-collected", lambda: kubectl(
         "get", "configmap", names.config_map("doomed"), "-n", ns, check=False).returncode != 0)  # fmt: skip
 
@@ -145,13 +150,13 @@ def test_suspend_checkpoints_stops_and_frees_gpus_and_resume_continues(env, tmp_
     wait_for("RayCluster deleted", lambda: kubectl("get", "raycluster", names.ray_cluster("pausable"), "-n", ns,
                                                    check=False).returncode != 0)  # fmt: skip
     [first] = [j for j in jobs_of(ray_url, ns, "pausable") if not j.submission_id.endswith("-save")]
-    wait_for("job stopped", lambda: JobSubmissionClient(ray_url).get_job_status(first.submission_id) == JobStatus.STOPPED)
+    wait_for("job stopped", lambda: jobs_client(ray_url).get_job_status(first.submission_id) == JobStatus.STOPPED)
     kubectl("patch", "grporun", "pausable", "-n", ns, "--type=merge", "-p", '{"spec": {"suspend": false}}')
     play_kuberay_ready(kubectl, ns, "pausable")
     resumed = wait_for("Running again", lambda: (r := phase_is(kubectl, ns, "pausable", "Running"))
                        and r["status"]["jobSubmissionId"] != first.submission_id and r)  # fmt: skip
     line = f"resuming at rollout {saved + 1}"
-    wait_for(line, lambda: line in JobSubmissionClient(ray_url).get_job_logs(resumed["status"]["jobSubmissionId"]))
+    wait_for(line, lambda: line in jobs_client(ray_url).get_job_logs(resumed["status"]["jobSubmissionId"]))
     main_jobs = [j for j in jobs_of(ray_url, ns, "pausable") if not j.submission_id.endswith("-save")]
     assert len(main_jobs) == 2
 

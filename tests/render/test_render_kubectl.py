@@ -17,7 +17,8 @@ def test_grpo_render_of_the_quickstart_passes_kubectl_client_dry_run(kubectl) ->
                               check=True, capture_output=True, text=True).stdout  # fmt: skip
     result = kubectl("apply", "--dry-run=client", "-f", "-", input=rendered)
     assert sorted(line.split(" ")[0] for line in result.stdout.strip().splitlines()) == [
-        "configmap/quickstart-config", "raycluster.ray.io/quickstart-ray"]  # fmt: skip
+        "configmap/quickstart-config", "networkpolicy.networking.k8s.io/quickstart-ray-head",
+        "networkpolicy.networking.k8s.io/quickstart-ray-worker", "raycluster.ray.io/quickstart-ray"]  # fmt: skip
 
 
 def test_grpo_render_refuses_an_invalid_run_with_its_validation_lines() -> None:

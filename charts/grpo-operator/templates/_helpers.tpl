@@ -82,4 +82,15 @@ tests/chart/test_rbac.py proves they are enough for a run to reach Succeeded, an
 - apiGroups: [""]
   resources: ["pods"]
   verbs: ["list"]
+# kube.ray_auth_token: each run's Ray auth token Secret, made once and read by name on every reconcile
+# (RBAC cannot narrow get to names not known in advance). Never list or watch: no Secret is enumerated.
+- apiGroups: [""]
+  resources: ["secrets"]
+  verbs: ["get", "create"]
+{{- if .Values.networkPolicies.enabled }}
+# Each run's NetworkPolicies, applied with server-side apply.
+- apiGroups: ["networking.k8s.io"]
+  resources: ["networkpolicies"]
+  verbs: ["create", "patch"]
+{{- end }}
 {{- end -}}

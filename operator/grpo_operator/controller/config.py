@@ -51,7 +51,16 @@ _ENV: dict[str, tuple[str, str]] = {
     "GRPO_REWARD_ERROR_RATIO_MAX": ("", "reward_error_ratio_max"),
     "GRPO_HTTP_TIMEOUT_SECONDS": ("", "http_timeout_seconds"),
     "GRPO_METRICS_PORT": ("", "metrics_port"),
+    # NetworkPolicies (render/networkpolicy.py); the JSON ones take a JSON value.
+    "GRPO_NETWORK_POLICIES": ("render", "network_policies"),
+    "GRPO_OPERATOR_NAMESPACE": ("render", "operator_namespace"),
+    "GRPO_OPERATOR_POD_LABELS": ("render", "operator_pod_labels"),
+    "GRPO_PROMETHEUS_NAMESPACE_LABELS": ("render", "prometheus_namespace_labels"),
+    "GRPO_PROMETHEUS_POD_LABELS": ("render", "prometheus_pod_labels"),
+    "GRPO_EGRESS_CIDRS": ("render", "egress_cidrs"),
 }
+_JSON = {"GRPO_OPERATOR_POD_LABELS": "an object of label: value", "GRPO_PROMETHEUS_NAMESPACE_LABELS": "an object",
+         "GRPO_PROMETHEUS_POD_LABELS": "an object", "GRPO_EGRESS_CIDRS": "a list of CIDRs, e.g. [\"10.0.0.0/8\"]"}
 
 
 def _value(name: str, raw: str) -> object:
@@ -63,6 +72,11 @@ def _value(name: str, raw: str) -> object:
         if not isinstance(parsed, list) or not all(isinstance(x, str) for x in parsed):
             raise SettingsError(f"{name}={raw!r}: must be a JSON list of strings, e.g. [\"python3\", \"fake.py\"]")
         return tuple(parsed)
+    if name in _JSON:
+        try:
+            return json.loads(raw)
+        except json.JSONDecodeError as exc:
+            raise SettingsError(f"{name}={raw!r}: not JSON ({exc.msg}); write {_JSON[name]}") from None
     return raw
 
 

@@ -79,7 +79,7 @@ class Reconciler:
     kube: Kube
     settings: OperatorSettings
     clock: Callable[[], datetime] = field(default=lambda: datetime.now(UTC))
-    ray_for: Callable[[str], RayJobs] = field(default=RayJobs)
+    ray_for: Callable[[str, str | None], RayJobs] = field(default=RayJobs)  # (Jobs API address, auth token)
 
     def reconcile(self, body: Mapping[str, Any]) -> Outcome:
         meta = body["metadata"]
@@ -104,8 +104,11 @@ class Reconciler:
             return self._finish(namespace, name, body, prev, decision)
 
         submission_id = self._submission_id(prev, run)
-        ray = self.ray_for(endpoints.ray_address(namespace, name, self.settings))
-        if prev is not None and prev.phase in TERMINAL_PHASES:
+        terminal = prev is not None and prev.phase in TERMINAL_PHASES
+        # Before any child: the Ray pods start only with the token Secret they reference.
+        token = self.kube.ray_auth_token(namespace, name, run.metadata.uid, create=not terminal)
+        ray = self.ray_for(endpoints.ray_address(namespace, name, self.settings), token)
+        if prev is not None and terminal:
             self._wind_down(run, ray, prev)
             return Outcome(previous=prev.phase, status=prev)
         if not run.spec.suspend:
@@ -236,7 +239,8 @@ class Reconciler:
         opmetrics.RUNS.forget(meta["namespace"], meta["name"])
         if prev is None or not prev.job_submission_id:
             return
-        ray = self.ray_for(endpoints.ray_address(meta["namespace"], meta["name"], self.settings))
+        token = self.kube.ray_auth_token(meta["namespace"], meta["name"], meta.get("uid"), create=False)
+        ray = self.ray_for(endpoints.ray_address(meta["namespace"], meta["name"], self.settings), token)
         try:
             job = ray.find(prev.job_submission_id)
         except RayUnavailable as exc:

@@ -2,10 +2,16 @@
 
 Children are applied with server-side apply under one field manager, so a re-apply converges and never
 fights over fields it does not own (KubeRay writes the RayCluster's status; we never do).
+
+The run's Ray auth token is the one child made here rather than rendered: a random value has no place in the
+pure core. `ray_auth_token` creates the Secret once (owned by the run, immutable) and reads it back after; a
+Secret of that name made before the run is used as it is (bring your own token). The value goes nowhere else.
 """
 
 from __future__ import annotations
 
+import base64
+import secrets
 from typing import Any, cast
 
 from kubernetes import client
@@ -74,6 +80,28 @@ class Kube:
             raise
         return deployment
 
+    def ray_auth_token(self, namespace: str, run: str, uid: str | None, *, create: bool = True) -> str | None:
+        """The run's Ray auth token, from its Secret; made first (when `create`) if there is none yet."""
+        name = names.ray_auth_secret(run)
+        try:
+            secret: client.V1Secret = self.core.read_namespaced_secret(name, namespace)
+        except ApiException as exc:
+            if exc.status != 404:
+                raise
+            if not create:
+                return None
+            try:
+                body: Any = _auth_secret(namespace, run, uid)  # the client sends a dict body as it is
+                secret = self.core.create_namespaced_secret(namespace, body)
+            except ApiException as conflict:
+                if conflict.status != 409:  # made meanwhile (a concurrent reconcile): read that one
+                    raise
+                secret = self.core.read_namespaced_secret(name, namespace)
+        raw = (secret.data or {}).get(names.AUTH_TOKEN_KEY)
+        if not raw:
+            raise RuntimeError(f"Secret {namespace}/{name} has no key {names.AUTH_TOKEN_KEY!r}: delete it to get a new one")
+        return base64.b64decode(raw).decode()
+
     def patch_status(self, namespace: str, run: str, status: dict[str, Any]) -> None:
         try:
             self.custom.patch_namespaced_custom_object_status(
@@ -82,6 +110,16 @@ class Kube:
         except ApiException as exc:
             if exc.status != 404:  # deleted meanwhile: nothing to report on
                 raise
+
+
+def _auth_secret(namespace: str, run: str, uid: str | None) -> dict[str, Any]:
+    meta: dict[str, Any] = {"name": names.ray_auth_secret(run), "namespace": namespace,
+                            "labels": names.labels(run, "ray-auth")}  # fmt: skip
+    if uid:
+        meta["ownerReferences"] = [names.owner_reference(run, uid)]
+    token = secrets.token_urlsafe(32)  # 256 bits
+    return {"apiVersion": "v1", "kind": "Secret", "metadata": meta, "type": "Opaque", "immutable": True,
+            "stringData": {names.AUTH_TOKEN_KEY: token}}  # fmt: skip
 
 
 __all__ = ["FIELD_MANAGER", "Kube"]

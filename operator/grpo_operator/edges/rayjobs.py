@@ -2,11 +2,18 @@
 
 Submission is idempotent: the submission id is deterministic, and an existing job with that id is found
 instead of submitted again, so an operator restarted mid-run never starts a second job.
+
+Every call carries the run's Ray auth token as `Authorization: Bearer <token>`, the header Ray's token
+middleware reads first (python/ray/_private/authentication/http_token_authentication.py:29-60, the same in the
+image's Ray 2.56.1 and the operator's 2.60); `JobSubmissionClient` sends `headers` with every request
+(python/ray/dashboard/modules/dashboard_sdk.py:242,332). The
+operator's own process never sets RAY_AUTH_MODE: each run has its own token, so it goes per client, never
+through the process environment. The token is never part of a message or a repr.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from ray.job_submission import JobStatus, JobSubmissionClient
@@ -22,10 +29,12 @@ class RayUnavailable(RuntimeError):
 @dataclass
 class RayJobs:
     address: str
+    token: str | None = field(default=None, repr=False)
 
     def _client(self) -> JobSubmissionClient:
+        headers = {"Authorization": f"Bearer {self.token}"} if self.token else None
         try:
-            return JobSubmissionClient(self.address)
+            return JobSubmissionClient(self.address, headers=headers)
         except Exception as exc:  # ray raises ConnectionError/RuntimeError variants for an unreachable head
             raise RayUnavailable(f"Ray Jobs API at {self.address} unreachable: {exc}") from None
 
@@ -44,13 +53,19 @@ class RayJobs:
         if existing is not None:
             return existing
         client = self._client()
-        client.submit_job(
-            entrypoint=job.entrypoint,
-            submission_id=job.submission_id,
-            runtime_env=job.runtime_env,
-            entrypoint_resources=job.entrypoint_resources,
-            metadata=job.metadata,
-        )
+        try:
+            client.submit_job(
+                entrypoint=job.entrypoint,
+                submission_id=job.submission_id,
+                runtime_env=job.runtime_env,
+                entrypoint_resources=job.entrypoint_resources,
+                metadata=job.metadata,
+            )
+        except RuntimeError as exc:  # another submit of the same id won the race: that job is the one
+            found = self.find(job.submission_id) if "already exists" in str(exc) else None
+            if found is None:
+                raise RayUnavailable(str(exc)) from None
+            return found
         return JobObservation(job.submission_id, JobState.PENDING, "submitted")
 
     def stop(self, submission_id: str) -> bool:
@@ -58,6 +73,13 @@ class RayJobs:
             return bool(self._client().stop_job(submission_id))
         except RuntimeError:
             return False
+
+    def logs(self, submission_id: str) -> str:
+        """The job's whole log (driver stdout and stderr) as the Jobs API serves it."""
+        try:
+            return str(self._client().get_job_logs(submission_id))
+        except RuntimeError as exc:
+            raise RayUnavailable(str(exc)) from None
 
 
 def _observe(submission_id: str, info: Any) -> JobObservation:

@@ -11,6 +11,7 @@ from typing import Any
 from grpo_operator.api import GRPORun
 from grpo_operator.api.status import RunPlan
 from grpo_operator.render.job import JobSubmission, job_submission
+from grpo_operator.render.networkpolicy import network_policies
 from grpo_operator.render.raycluster import ray_cluster
 from grpo_operator.render.reward import MissingRewardImage, reward_children
 from grpo_operator.render.runconfig import config_map
@@ -28,7 +29,9 @@ class Rendered:
 
 def render(run: GRPORun, plan: RunPlan, settings: RenderSettings) -> Rendered:
     job = job_submission(run, plan, settings)
-    children = [config_map(run, plan, job, settings), *reward_children(run, settings), ray_cluster(run, plan, settings)]
+    # Policies before the pods they guard, so no Ray pod starts unguarded.
+    children = [config_map(run, plan, job, settings), *network_policies(run, settings), *reward_children(run, settings),
+                ray_cluster(run, plan, settings)]  # fmt: skip
     return Rendered(children=children, job=job, plan=plan)
 
 

@@ -28,6 +28,23 @@ def config_map(run: str) -> str:
     return f"{run}-config"
 
 
+def ray_auth_secret(run: str) -> str:
+    """The Secret holding the run's Ray auth token (key `AUTH_TOKEN_KEY`): made by the operator, owned by the run."""
+    return f"{run}-ray-auth"
+
+
+AUTH_TOKEN_KEY = "token"  # noqa: S105 - the key's name in the Secret, not a token
+
+
+def network_policy(run: str, component: str) -> str:
+    return f"{run}-{component}"
+
+
+def job_logs(run: str) -> str:
+    """The ConfigMap that keeps the last job's log tail after the RayCluster is gone."""
+    return f"{run}-job-logs"
+
+
 def labels(run: str, component: str) -> dict[str, str]:
     return {
         "app.kubernetes.io/name": "grpo-run",

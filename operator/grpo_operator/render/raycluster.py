@@ -4,7 +4,8 @@ Seed defects this shape rules out: the head advertised CPUs, so control actors t
 head without libcuda (here `num-cpus: "0"` and `num-gpus: "0"`, on the CPU pool); workers asked for part of
 the node's EFA devices (here the plan's full count); a Service named `prometheus` injected
 `PROMETHEUS_PORT=tcp://...` into miles (here `enableServiceLinks: false` everywhere); the HF token in a
-runtime env (here only a secretKeyRef).
+runtime env (here only a secretKeyRef); a Ray head that ran any job for anyone who reached it (here Ray token
+auth, the token by secretKeyRef).
 """
 
 from __future__ import annotations
@@ -50,6 +51,16 @@ def pod_env(run: GRPORun) -> list[dict[str, Any]]:
         {"name": "NCCL_DEBUG", "value": "WARN"},
         {"name": "NCCL_SOCKET_IFNAME", "value": "^lo,docker"},
     ]
+    # Token auth on every Ray process (raylet, GCS, dashboard, client server, drivers) and on KubeRay's
+    # `wait-gcs-ready` init container, which copies this env (kuberay v1.5.0 ray-operator/controllers/ray/common/
+    # pod.go:298) for its `ray health-check`. KubeRay's probes need no token: they wget /api/local_raylet_healthz
+    # and /api/gcs_healthz (pod.go:364-376), which Ray 2.56.1 serves without one (dashboard/http_server_head.py:429,
+    # http_server_agent.py:20). The token itself only by reference (docs/SECURITY.md).
+    env += [
+        {"name": "RAY_AUTH_MODE", "value": "token"},
+        {"name": "RAY_AUTH_TOKEN", "valueFrom": {"secretKeyRef": {
+            "name": names.ray_auth_secret(run.metadata.name), "key": names.AUTH_TOKEN_KEY}}},
+    ]  # fmt: skip
     secret = run.spec.hf_token_secret
     if secret is not None:
         env.append({"name": "HF_TOKEN", "valueFrom": {"secretKeyRef": {"name": secret.name, "key": secret.key}}})

@@ -35,3 +35,18 @@ class RenderSettings(BaseModel):
     head_memory: str = "8Gi"
     reward_cpu: str = "2"
     reward_memory: str = "4Gi"
+    # NetworkPolicies of every run (render/networkpolicy.py).
+    network_policies: bool = Field(default=True, description="Render NetworkPolicies; off for clusters without a "
+                                   "policy engine.")  # fmt: skip
+    operator_namespace: str | None = Field(default=None, description="The operator's namespace (None: the run's).")
+    operator_pod_labels: dict[str, str] = Field(
+        default_factory=lambda: {"app.kubernetes.io/name": "grpo-operator"},
+        description="Labels of the operator's pods, the only ones outside a run that reach its dashboard and metrics.",
+    )
+    prometheus_namespace_labels: dict[str, str] | None = Field(
+        default=None, description="Labels of Prometheus's namespace, which may scrape a run's metrics ports."
+    )
+    prometheus_pod_labels: dict[str, str] | None = Field(default=None, description="Labels of Prometheus's pods.")
+    egress_cidrs: tuple[str, ...] | None = Field(
+        default=None, description="None: egress open. Set: a run's pods reach only the run, cluster DNS and these."
+    )
