@@ -42,7 +42,8 @@ def test_all_checks_run_in_order_and_pass(tmp_path: Path, host: HostPaths, stub_
     report = run_preflight(spec, _gpu_env(host, stub_libcuda(0), busbw=327.4), out)
     assert report.ok
     names = [r.name for r in report.results]
-    assert names == ["libcuda", "shm", "efa", "gdrcopy", "checkpoint", "gpus", "gpu-memory", "nccl-allreduce"]
+    assert names == ["libcuda", "shm", "efa", "gdrcopy", "checkpoint", "prometheus_client", "wget", "gpus",
+                     "gpu-memory", "nccl-allreduce"]  # fmt: skip
     printed = out.getvalue().splitlines()
     assert printed[0].startswith("[pass] libcuda: ")
     assert any(line.startswith("all-reduce bfloat16 over 2 GPU(s)") for line in printed)

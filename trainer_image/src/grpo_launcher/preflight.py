@@ -34,6 +34,7 @@ from grpo_launcher.host_checks import (
     check_libcuda,
     check_shm,
 )
+from grpo_launcher.image_checks import image_checks
 
 
 @dataclass(frozen=True)
@@ -45,6 +46,7 @@ class PreflightEnv:
     probe: Callable[[str], GpuProbe] = run_probe
     allreduce: Callable[[int, str], dict[str, Any]] = run_allreduce
     allreduce_sizes: tuple[int, ...] = DEFAULT_SIZES
+    image_checks: Callable[[], tuple[CheckResult, ...]] = image_checks
 
 
 def run_preflight(spec: PreflightSpec, env: PreflightEnv, out: TextIO) -> PreflightReport:
@@ -62,6 +64,8 @@ def run_preflight(spec: PreflightSpec, env: PreflightEnv, out: TextIO) -> Prefli
     record(check_efa(env.paths, spec.efa_devices))
     record(check_gdrcopy(env.paths, spec.gdrcopy))
     record(check_checkpoint_dir(env.paths, Path(spec.checkpoint_dir), spec.checkpoint_gib))
+    for image_check in env.image_checks():
+        record(image_check)
     if spec.gpus == 0:
         record(passed("gpus", "the plan expects no GPUs on this pod; GPU checks skipped"))
     elif libcuda.status is Status.FAIL:
