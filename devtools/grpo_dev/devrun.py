@@ -84,6 +84,11 @@ def main() -> int:
                 quickstart = QUICKSTART.read_text()
                 if demo:
                     quickstart += "  extraArgs: [--fake-step-seconds, '2', --fake-reward, '0.5']\n"
+                # The local head runs with token auth on: the run takes its token from a Secret made first
+                # (bring your own token), as the operator's own Secret would give it on a cluster.
+                plane.kubectl("apply", "-f", "-", input=json.dumps({
+                    "apiVersion": "v1", "kind": "Secret", "metadata": {"name": names.ray_auth_secret("quickstart")},
+                    "stringData": {names.AUTH_TOKEN_KEY: head.auth_token}}))  # fmt: skip
                 plane.kubectl("apply", "-f", "-", input=quickstart)
                 kubectl = tool_path("kubectl")
                 _say(f"from another shell: export KUBECONFIG={plane.kubeconfig}; {kubectl} get grporuns -w")
