@@ -8,8 +8,10 @@ from typing import Any
 
 from kubernetes import client
 
+from grpo_operator.render import names
 from grpo_operator.status.observation import ClusterObservation, RewardObservation
 
+PREFLIGHT_FAILED = "preflight failed: "
 WAITING_PROBLEMS = {
     "ErrImagePull", "ImagePullBackOff", "InvalidImageName", "CrashLoopBackOff", "CreateContainerConfigError",
     "CreateContainerError", "RunContainerError",
@@ -39,6 +41,18 @@ def cluster_ready(cluster: dict[str, Any], workers: int) -> tuple[bool, str]:
     )
 
 
+def preflight_failure(container: client.V1ContainerStatus) -> str | None:
+    """The `preflight failed: <check>: <reason>` line of a worker's failed preflight init container: the kubelet
+    keeps its log tail as the termination message (`terminationMessagePolicy: FallbackToLogsOnError`), in the
+    current state or, once it restarts, the last one. The prefix is grpo_launcher/checks.py FAILED_PREFIX."""
+    for state in (container.state, container.last_state):
+        ended = state.terminated if state else None
+        if ended is not None and ended.exit_code and ended.message and PREFLIGHT_FAILED in ended.message:
+            line = [x for x in ended.message.splitlines() if PREFLIGHT_FAILED in x][-1]
+            return line[line.index(PREFLIGHT_FAILED):].strip()
+    return None
+
+
 def pod_problems(pods: list[client.V1Pod]) -> list[str]:
     """One line per pod that cannot make progress, with the scheduler's or kubelet's own words."""
     lines = []
@@ -50,7 +64,14 @@ def pod_problems(pods: list[client.V1Pod]) -> list[str]:
         for cond in status.conditions or []:
             if cond.type == "PodScheduled" and cond.status == "False" and cond.reason == "Unschedulable":
                 lines.append(f"pod {name} unschedulable: {cond.message}")
+        for container in status.init_container_statuses or []:
+            failure = preflight_failure(container)
+            if failure is not None:
+                node = pod.spec.node_name if pod.spec and pod.spec.node_name else "?"
+                lines.append(f"pod {name} on node {node}: {failure}")
         for container in (status.init_container_statuses or []) + (status.container_statuses or []):
+            if container.name == names.PREFLIGHT_CONTAINER and preflight_failure(container) is not None:
+                continue  # said above, in the preflight's words
             waiting = container.state.waiting if container.state else None
             if waiting is not None and waiting.reason in WAITING_PROBLEMS:
                 detail = f": {waiting.message}" if waiting.message else ""

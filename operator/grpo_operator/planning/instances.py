@@ -21,6 +21,9 @@ class InstanceTypeName(StrEnum):
     P6_B300 = "p6-b300.48xlarge"
 
 
+ALLREDUCE_FLOOR_FRACTION = 0.25
+
+
 @dataclass(frozen=True)
 class InstanceType:
     """Capacity of one node of a GPU instance type."""
@@ -33,6 +36,15 @@ class InstanceType:
     vcpus: int
     memory_gib: int
     nvlink_gbps: int  # NVLink bandwidth per GPU (unidirectional, GB/s), for preflight expectations
+
+    def allreduce_floor_gbps(self, gpus: int) -> float:
+        """The intra-node all-reduce bus bandwidth a healthy node reaches at least (preflight floor, GB/s).
+
+        A quarter of the per-GPU NVLink bandwidth: NCCL's all-reduce over NVSwitch reaches roughly 70-85% of it
+        at 1 GiB on a healthy node (the seed's p5en measured 327 GB/s of 450), while a node whose NVLink or
+        NVSwitch is degraded falls back to PCIe (at most 64 GB/s per GPU on Gen5), far below the floor. One GPU
+        has no bus to measure: no floor."""
+        return ALLREDUCE_FLOOR_FRACTION * self.nvlink_gbps if gpus > 1 else 0.0
 
     @property
     def shm_gib(self) -> int:

@@ -9,6 +9,7 @@ RUN_LABEL = "grpo.dev/run"
 COMPONENT_LABEL = "grpo.dev/component"
 WORKER_GROUP = "gpu"
 CONFIG_FILE = "run-config.json"
+PREFLIGHT_CONTAINER = "preflight"  # the worker pods' init container running the launcher's preflight
 
 
 def ray_cluster(run: str) -> str:

@@ -144,6 +144,13 @@ def worker_group(run: GRPORun, plan: RunPlan, settings: RenderSettings) -> dict[
     env = pod_env(run)
     if plan.efa_per_node:
         env += [{"name": k, "value": v} for k, v in EFA_ENV.items()]
+    volume_mounts = [
+        {"name": "shared", "mountPath": spec.storage.mount_path},
+        {"name": "dshm", "mountPath": "/dev/shm"},
+        _config_mount(settings),
+    ]
+    # EFA registers memory with the NIC: it needs to lock pages.
+    security = {"allowPrivilegeEscalation": False, "capabilities": {"add": ["IPC_LOCK"]}}
     tolerations = [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
     tolerations += [t.model_dump(by_alias=True, exclude_none=True) for t in spec.scheduling.tolerations]
     pod: dict[str, Any] = {
@@ -154,6 +161,22 @@ def worker_group(run: GRPORun, plan: RunPlan, settings: RenderSettings) -> dict[
             "topologyKey": "kubernetes.io/hostname",
         }]}},
         "tolerations": tolerations,
+        # The launcher's preflight on EVERY worker before Ray starts there (the in-job one sees only the driver's
+        # node): this node's GPUs, EFA devices, shm, libcuda and the intra-node all-reduce against the instance
+        # type's floor (run config). Same resources as the Ray container, so the pod asks for nothing more. On a
+        # failure the kubelet keeps the log tail as the termination message, whose `preflight failed: ...` line
+        # edges/childstate.py puts into the GRPORun's status.
+        "initContainers": [{
+            "name": names.PREFLIGHT_CONTAINER,
+            "image": spec.image,
+            "command": [settings.python, "-m", "grpo_launcher", "preflight",
+                        "--config", f"{settings.config_dir}/{names.CONFIG_FILE}"],
+            "env": env,
+            "resources": {"requests": requests, "limits": limits},
+            "volumeMounts": volume_mounts,
+            "securityContext": security,
+            "terminationMessagePolicy": "FallbackToLogsOnError",
+        }],
         "containers": [{
             "name": "ray-worker",
             "image": spec.image,
@@ -162,13 +185,8 @@ def worker_group(run: GRPORun, plan: RunPlan, settings: RenderSettings) -> dict[
                       {"containerPort": settings.launcher_metrics_port, "name": "launcher-metric"}],
             "env": env,
             "resources": {"requests": requests, "limits": limits},
-            "volumeMounts": [
-                {"name": "shared", "mountPath": spec.storage.mount_path},
-                {"name": "dshm", "mountPath": "/dev/shm"},
-                _config_mount(settings),
-            ],
-            # EFA registers memory with the NIC: it needs to lock pages.
-            "securityContext": {"allowPrivilegeEscalation": False, "capabilities": {"add": ["IPC_LOCK"]}},
+            "volumeMounts": volume_mounts,
+            "securityContext": security,
         }],
         "volumes": [
             {"name": "shared", "persistentVolumeClaim": {"claimName": spec.storage.claim_name}},

@@ -11,6 +11,7 @@ from typing import Any
 
 from grpo_operator.api import API_VERSION, GRPORun
 from grpo_operator.api.status import RunPlan
+from grpo_operator.planning.instances import INSTANCES
 from grpo_operator.render import names
 from grpo_operator.render.job import JobSubmission
 from grpo_operator.render.raycluster import metadata
@@ -29,10 +30,11 @@ def run_config(run: GRPORun, plan: RunPlan, job: JobSubmission, settings: Render
             "minFreeGpuMemoryGiB": plan.min_free_gpu_gib,
             "shmMinGiB": plan.shm_gib,
             "efaDevices": plan.efa_per_node,
+            # Not required: nothing passes /dev/gdrdrv into the pods (seed review: NET/OFI fell back without it).
             "gdrcopy": False,
             "checkpointDir": plan.checkpoint_dir,
             "checkpointGiB": plan.checkpoint_gib,
-            "minBusBandwidthGBps": 0.0,
+            "minBusBandwidthGBps": INSTANCES[run.spec.topology.instance_type].allreduce_floor_gbps(plan.gpus_per_node),
             "metricsPort": settings.launcher_metrics_port,
         },
         "argv": list(job.miles_argv),
