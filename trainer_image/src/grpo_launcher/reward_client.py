@@ -13,7 +13,7 @@ either and returns a float or a list of floats. A sample has `.prompt`, `.respon
 
 What it does:
 - one aiohttp session per event loop, shared by every call (pooled keep-alive connections);
-- a per-request timeout from the service's deadline (`GRPO_REWARD_DEADLINE_S`, the REWARD_DEADLINE_S the
+- a per-request (read) timeout from the service's deadline (`GRPO_REWARD_DEADLINE_S`, the REWARD_DEADLINE_S the
   operator gives the service): twice the deadline plus 5 s, so queueing behind one slow item is no timeout;
 - lists go to `POST /score/batch` (the service's batch route; one request per group); a 413 (batch larger than
   the service's queue) splits the batch in halves;
@@ -90,9 +90,9 @@ def _positive(environ: dict[str, str] | os._Environ[str], name: str, default: fl
     try:
         value = float(raw) if raw else default
     except ValueError:
-        raise RewardServiceFailed(f"{name}={raw!r} is not a number of seconds") from None
+        raise _fail(f"{name}={raw!r} is not a number of seconds") from None
     if value <= 0:
-        raise RewardServiceFailed(f"{name}={raw!r} must be greater than 0")
+        raise _fail(f"{name}={raw!r} must be greater than 0")
     return value
 
 
@@ -160,7 +160,9 @@ async def _post(url: str, body: Any, policy: Policy) -> Any:
     """POST with retries until a 2xx (its JSON), a 422 (`_Unscorable`), 413 (`_TooLarge`), or failure."""
     started = time.monotonic()
     attempt = 0
-    timeout = aiohttp.ClientTimeout(total=policy.timeout_s, sock_connect=min(10.0, policy.timeout_s))
+    # The service answers nothing until the reward is ready, so a read timeout bounds the wait for the answer;
+    # no total, so waiting for a free pooled connection (miles sends hundreds of samples at once) is no timeout.
+    timeout = aiohttp.ClientTimeout(total=None, sock_connect=min(10.0, policy.timeout_s), sock_read=policy.timeout_s)
     while True:
         attempt += 1
         STATS.requests += 1
