@@ -9,9 +9,10 @@ checks the same rules in Python, plus those that need profile or instance data.
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import Annotated
+from typing import Annotated, Any
 
-from pydantic import ConfigDict, Field, JsonValue, StringConstraints
+from pydantic import ConfigDict, Field, JsonValue, StringConstraints, model_validator
+from pydantic_core import PydanticCustomError
 
 from grpo_operator.api.base import ApiModel
 from grpo_operator.planning.instances import InstanceTypeName
@@ -116,9 +117,20 @@ class TrainingSpec(ApiModel):
     kl_loss_coef: float = Field(default=0.0, ge=0, le=10, description="KL loss coefficient (low_var_kl against the reference).")
     eps_clip: float = Field(default=0.2, gt=0, le=1, description="Lower PPO clip range.")
     eps_clip_high: float = Field(default=0.28, gt=0, le=1, description="Upper PPO clip range (clip-higher).")
-    distributed_optimizer: bool = Field(
-        default=True, description="Shard optimizer state over data-parallel ranks (--use-distributed-optimizer)."
-    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_distributed_optimizer_switch(cls, data: Any) -> Any:
+        """`distributedOptimizer` was a switch miles ignores: it turns the distributed optimizer on for adam
+        whatever the flags say (radixark/miles dec268f7 miles/backends/megatron_utils/arguments.py:15), so the
+        field is gone and the plan always shards the optimizer state over data parallelism."""
+        if isinstance(data, dict) and "distributedOptimizer" in data:
+            raise PydanticCustomError(
+                "removed_field",
+                "distributedOptimizer was removed: miles always uses the distributed optimizer for adam "
+                "(miles/backends/megatron_utils/arguments.py:15) and the plan counts it; delete the field",
+            )
+        return data
 
 
 class ActorSpec(ApiModel):

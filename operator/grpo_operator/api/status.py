@@ -77,12 +77,23 @@ class RunLogs(ApiModel):
 
 
 class ActorMemory(ApiModel):
+    """The training estimate per GPU, by component (planning/memory.py says how each is made)."""
+
     weights_gib: float = Field(description="bf16 weights of the actor's shard.")
-    grads_gib: float = Field(description="bf16 gradient buffers.")
-    optimizer_gib: float = Field(description="fp32 master weights and Adam moments (sharded by DP when distributed).")
-    activations_gib: float = Field(description="Checkpointed activations, one recomputed layer and the logits.")
-    overhead_gib: float = Field(description="CUDA context, NCCL buffers, allocator slack.")
-    total_gib: float = Field(description="Sum: the per-GPU peak of training.")
+    grads_gib: float = Field(description="fp32 gradient buffers of the shard (Megatron under --bf16; not sharded by DP).")
+    optimizer_gib: float = Field(description="fp32 main weights and Adam moments, sharded by DP (distributed optimizer).")
+    activations_gib: float = Field(description="Peak of one micro-batch above the resident state: the larger phase.")
+    checkpoints_gib: float = Field(description="Recompute checkpoints: 2 x hidden bytes per token per layer.")
+    layer_working_set_gib: float = Field(description="One layer's recompute and backward.")
+    logits_gib: float = Field(description="The fp32 log-prob phase: 12 bytes x tokens x vocabulary / TP (16 when temperature is not 1).")
+    step_transient_gib: float = Field(description="Optimizer step temporaries (taken instead of activations when larger).")
+    context_gib: float = Field(description="CUDA context, cuBLAS workspaces and NCCL.")
+    allocator_margin_gib: float = Field(description="Explicit allowance for the caching allocator's unused reserve.")
+    total_gib: float = Field(description="The per-GPU peak of training, margin included.")
+    calibration: str = Field(description="What the estimate rests on, or 'not calibrated'.")
+    calibration_error_percent: dict[str, float] = Field(
+        default_factory=dict, description="Largest error against the measurements, per component (empty: not calibrated)."
+    )
 
 
 class RolloutMemory(ApiModel):
@@ -111,7 +122,9 @@ class RunPlan(ApiModel):
     efa_per_node: int = Field(description="EFA devices requested per worker pod.")
     shm_gib: int = Field(description="/dev/shm size of a worker pod.")
     ray_resources: dict[str, float] = Field(description="Custom Ray resources of each worker.")
-    distributed_optimizer: bool = Field(description="Whether the distributed optimizer is used.")
+    distributed_optimizer: bool = Field(
+        description="Always true: miles turns the distributed optimizer on for adam (miles/backends/megatron_utils/arguments.py:15)."
+    )
     params_billions: float = Field(description="Model parameters, computed from the architecture.")
     actor_gib_per_gpu: float = Field(description="Estimated training peak per GPU.")
     rollout_gib_per_gpu: float = Field(description="Estimated rollout reservation per GPU.")

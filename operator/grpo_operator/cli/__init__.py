@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any, TextIO
 
 from grpo_operator.api import GRPORun
-from grpo_operator.api.status import RunPlan
+from grpo_operator.api.status import ActorMemory, RunPlan
 from grpo_operator.cli.loading import Document, load_documents
 from grpo_operator.cli.yamldecode import MAX_BYTES
 from grpo_operator.planning import validation
@@ -91,14 +91,13 @@ def plan_table(plan: RunPlan) -> str:
     rows = [
         ("placement", f"{plan.placement} on {plan.instance_type} ({plan.gpu_model}, {plan.gpu_gib} GiB per GPU)"),
         ("workers", f"{plan.worker_replicas} pod(s) x {plan.gpus_per_node} GPUs = {plan.total_gpus} GPUs"),
-        ("actor", f"{plan.actor_gpus} GPUs, data-parallel {plan.data_parallel}, "
-                  f"distributed optimizer {'on' if plan.distributed_optimizer else 'off'}"),
+        ("actor", f"{plan.actor_gpus} GPUs, data-parallel {plan.data_parallel}, distributed optimizer "
+                  "(always, as miles runs adam)"),
         ("rollout", f"{plan.rollout_gpus} GPUs in {plan.rollout_engines} SGLang engine(s)"),
         ("EFA per worker", str(plan.efa_per_node)),
         ("/dev/shm", f"{plan.shm_gib} GiB"),
         ("model", f"{plan.params_billions} B parameters"),
-        ("actor GiB/GPU", f"{plan.actor_gib_per_gpu} (weights {a.weights_gib}, grads {a.grads_gib}, optimizer "
-                          f"{a.optimizer_gib}, activations {a.activations_gib}, overhead {a.overhead_gib})"),
+        ("actor GiB/GPU", f"{plan.actor_gib_per_gpu} of {plan.gpu_gib}, by component below"),
         ("rollout GiB/GPU", f"{plan.rollout_gib_per_gpu} static (weights {r.weights_gib}, KV cache {r.kv_cache_gib} = "
                             f"{r.kv_cache_tokens} tokens); free {r.free_gib}, needs {r.needed_free_gib}"),
         ("host GiB/node", f"{plan.host_gib_per_node} of {plan.host_capacity_gib}"),
@@ -107,7 +106,36 @@ def plan_table(plan: RunPlan) -> str:
         ("fits", "yes" if plan.fits else "NO"),
     ]  # fmt: skip
     width = max(len(k) for k, _ in rows)
-    return "\n".join(f"{k.ljust(width)}  {v}" for k, v in rows)
+    return "\n".join([f"{k.ljust(width)}  {v}" for k, v in rows] + actor_memory_table(a))
+
+
+def actor_memory_table(a: ActorMemory) -> list[str]:
+    """The training estimate per component, with its error against the measurements it was fitted to."""
+    err = a.calibration_error_percent
+
+    def margin(*keys: str) -> str:
+        found = [err[k] for k in keys if k in err]
+        return f"measured within {max(found):.1f}%" if found else "not measured"
+
+    rows = [
+        ("weights (bf16)", a.weights_gib, margin("weights")),
+        ("grads (fp32)", a.grads_gib, margin("grads")),
+        ("optimizer (fp32, / DP)", a.optimizer_gib, margin("optimizer")),
+        ("activations (peak)", a.activations_gib, margin("logitsPhase", "trunkBackward")),
+        ("  checkpoints", a.checkpoints_gib, margin("checkpoints")),
+        ("  layer working set", a.layer_working_set_gib, margin("layerWorkingSet")),
+        ("  logits (fp32 log-probs)", a.logits_gib, margin("logits")),
+        ("optimizer step (if larger)", a.step_transient_gib, margin("stepTransient")),
+        ("context (CUDA, NCCL)", a.context_gib, "measured on 1 GPU"),
+        ("allocator margin", a.allocator_margin_gib, "allowance, not a measurement"),
+        ("total", a.total_gib, f"peak {margin('total')}" if "total" in err else "not measured"),
+    ]
+    if not err:
+        rows = [(name, gib, "not calibrated" if name == "total" else note) for name, gib, note in rows]
+    width = max(len(name) for name, _, _ in rows)
+    lines = [f"actor memory per GPU ({a.calibration})"]
+    lines += [f"  {name.ljust(width)}  {gib:7.1f} GiB  {note}" for name, gib, note in rows]
+    return lines
 
 
 def cmd_plan(checked: list[Checked], output: str, out: TextIO) -> int:

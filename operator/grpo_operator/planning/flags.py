@@ -50,7 +50,6 @@ _BY_FIELD: dict[str, tuple[str, ...]] = {
     "spec.training.klLossCoef": ("--kl-loss-coef", "--use-kl-loss", "--kl-loss-type"),
     "spec.training.epsClip": ("--eps-clip",),
     "spec.training.epsClipHigh": ("--eps-clip-high",),
-    "spec.training.distributedOptimizer": ("--use-distributed-optimizer",),
     "spec.topology.parallelism.tensor": ("--tensor-model-parallel-size", "--sequence-parallel"),
     "spec.topology.parallelism.pipeline": ("--pipeline-model-parallel-size",),
     "spec.topology.parallelism.context": ("--context-parallel-size",),
@@ -64,6 +63,9 @@ _BY_FIELD: dict[str, tuple[str, ...]] = {
     "spec.topology.placement": ("--colocate",),
     "status.metrics (the operator scrapes this port)": ("--use-prometheus", "--prometheus-port"),
     "the operator (fixed: lowercase level, SGLang rejects WARN)": ("--sglang-log-level",),
+    "the operator (fixed: miles turns it on for adam, miles/backends/megatron_utils/arguments.py:15)": (
+        "--use-distributed-optimizer",
+    ),
     RECIPE_REASON: tuple(a for a in RECIPE_ARGS if a.startswith("--")),
 }  # fmt: skip
 

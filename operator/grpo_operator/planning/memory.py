@@ -1,24 +1,50 @@
 """Per-GPU memory estimates for the Megatron actor and the SGLang rollout engines. Pure arithmetic.
 
-Actor (Megatron, bf16, Adam), per GPU:
+The actor terms are the ones measured with megatron-core 0.19.2 on an H200 (`benchmarks/memory/`, data in
+`benchmarks/memory/measurements.json`, held to them by `tests/api/test_memory_calibration.py`), sharded as
+Megatron shards them. Per GPU, for a stage of L layers, T = maxTokensPerGpu tokens, hidden H, vocabulary V:
+
 - weights: 2 bytes per parameter of the GPU's shard; non-expert parameters are sharded by TP x PP, expert
-  parameters by EP x ETP x PP;
-- gradients: 2 bytes per parameter (bf16 grad buffers: the rendered flags do not pass
-  --accumulate-allreduce-grads-in-fp32);
-- optimizer: fp32 master weights and both Adam moments, 12 bytes per parameter, divided by the data-parallel
-  size (DP x CP for non-expert, the expert-data-parallel size for experts) with the distributed optimizer;
-- activations under full recompute at maxTokensPerGpu: the checkpointed input of every layer of the stage
-  (sequence parallel shards it by TP) for as many micro-batches as pipeline stages are in flight, one layer's
-  recompute working set (34 bytes x tokens x hidden / TP, flash attention), MoE dispatch buffers, and fp32
-  logits with their gradient on the last stage;
-- a fixed overhead for the CUDA context, NCCL communicators and allocator slack.
+  parameters by EP x ETP x PP.
+- gradients: 4 bytes per parameter, never sharded by data parallelism. Megatron turns fp32 gradient
+  accumulation on for `--bf16` (radixark/Megatron-LM miles-main megatron/training/arguments.py:785-787; miles
+  passes no opt-out) and the grad buffer holds every parameter of the rank even with the distributed
+  optimizer, which reduce-scatters into it in place (megatron/core/distributed/param_and_grad_buffer.py:1183).
+- optimizer: fp32 main parameters (4) and Adam's two moments (8), 12 bytes per parameter, divided by the
+  data-parallel size: DP x CP for non-expert parameters, the expert-data-parallel size for experts
+  (distributed_data_parallel.py:221-224, distrib_optimizer.py:441-445). The distributed optimizer is always
+  on: miles sets it for adam (radixark/miles dec268f7 miles/backends/megatron_utils/arguments.py:15).
+- optimizer step transient: 4 bytes per optimizer parameter (torch's foreach AdamW, Megatron's fallback
+  without TE or apex; TE's FusedAdam needs less, so this errs high). The step runs after the activations
+  are freed, so the peak takes the larger of the two.
+- activations, under full recompute of one layer per checkpoint (the rendered argv), the largest of
+  * the logits phase on the last stage: the checkpoints plus 12 bytes x T x V / TP for miles's default
+    log-prob path (Float16Module's fp32 logits, the fp32 copy, Megatron's fused cross entropy and its
+    gradient), 16 when the rollout temperature is not 1 (one more fp32 copy for the division);
+  * the trunk backward on the first stage: the checkpoints of PP micro-batches in flight plus one layer's
+    recompute working set, or the embedding's dense bf16 gradient (2 bytes x V x H / TP, with 6.5 x H
+    bytes per token of gradients reaching it) if larger; a tied
+    output layer also holds its bf16 gradient (2 x V x H / TP) through the trunk backward on one stage.
+  Checkpoints are 2 x H bytes per token per layer (sequence parallel divides them by TP), plus two more
+  hidden states per stage. The working set of one layer is fitted to the three dense profiles measured
+  (`WORKING_SET_*`, bytes per token); MoE layers add a dispatch term per routed copy of a token.
+- context: the CUDA context, cuBLAS workspaces and NCCL, measured on one GPU (2.4-2.5 GiB); communicators of
+  many ranks are not measured here.
+- allocator margin: an explicit allowance for the caching allocator's reserved-but-unallocated memory,
+  `ALLOCATOR_MARGIN` of the allocated peak and at least `ALLOCATOR_MARGIN_MIN_GIB` (measured: 3.8-23.7 GiB
+  over the allocated peak, depending on the sequence of micro-batch sizes; docs/BENCHMARKS.md).
 The reference model used by the KL loss is not on the GPU: miles keeps it in pinned host memory and swaps
 it in (TensorBackuper), so it is counted in host memory.
 
-Rollout (SGLang): `memFraction x GPU memory` is reserved for weights plus KV cache; what remains must hold
-SGLang's workspace (CUDA graphs, activations) and, when colocated, what the offloaded actor leaves behind.
-The two colocated constants are calibrated on the seed's observations (../shared/research/seed-testcase.md
-§6): Qwen3-4B colocated on H200 ran at memFraction 0.8 and ran out of memory at 0.85.
+Rollout (SGLang 0.5.16): SGLang sizes its KV pool as the free memory after loading the weights minus
+`(1 - memFraction) x` the free memory it saw before loading them
+(sglang/srt/mem_cache/kv_cache_configurator.py `_profile_available_bytes`; the post-capture resize is off
+by default, SGLANG_ENABLE_POST_CAPTURE_KV_SIZING, and always off with the memory saver that colocated miles
+turns on). So weights plus KV cache take `memFraction x` the free memory, and the rest must hold SGLang's
+CUDA graphs and activations and, when colocated, what the offloaded actor leaves on the GPU. Those two
+constants are not measured here (no SGLang on the measuring machine): they are calibrated on the seed's
+observations (../shared/research/seed-testcase.md §6): Qwen3-4B colocated on H200 ran at memFraction 0.8
+and ran out of memory at 0.85.
 
 Checkpoint: bf16 weights plus fp32 master weights and two Adam moments, 14 bytes per parameter (the seed
 measured about 53 GB for Qwen3-4B).
@@ -33,10 +59,25 @@ from grpo_operator.planning.profiles import ModelProfile
 
 GIB = 1024**3
 WEIGHT_BYTES = 2
-GRAD_BYTES = 2
+GRAD_BYTES = 4
 OPTIMIZER_BYTES = 12
+STEP_TRANSIENT_BYTES = 4
 CHECKPOINT_BYTES = 14
-ACTOR_OVERHEAD_GIB = 2.0
+LOGITS_BYTES = 12  # per token per vocabulary entry (per TP shard), miles's default log-prob path
+LOGITS_BYTES_TEMPERATURE = 16  # the same with --rollout-temperature != 1
+CHECKPOINT_EXTRA_HIDDEN_STATES = 2  # embedding output and final norm output, beside one per layer
+# One layer's recompute working set, bytes per token: a x hidden + b x ffn + c x (q + 2 kv) widths, fitted
+# to Qwen3-4B, Qwen3-8B and Qwen2.5-72B; MoE adds d x hidden per routed copy (top-k), fitted to Qwen3-30B-A3B.
+WORKING_SET_HIDDEN = 8.56
+WORKING_SET_FFN = 12.46
+WORKING_SET_QKV = 7.91
+WORKING_SET_MOE_DISPATCH = 8.56
+# While the input embedding's dense gradient exists, per token: the gradients reaching it (fitted, Qwen3-8B
+# and Qwen2.5-72B at 4096 tokens, where this phase is the trunk's peak).
+EMBEDDING_BACKWARD_HIDDEN = 6.5
+CONTEXT_GIB = 2.5
+ALLOCATOR_MARGIN = 0.10
+ALLOCATOR_MARGIN_MIN_GIB = 4.0
 SGLANG_WORKSPACE_GIB = 12.0
 OFFLOADED_ACTOR_RESIDUE_GIB = 10.0
 RELEASED_ROLLOUT_RESIDUE_GIB = 3.0
@@ -63,22 +104,70 @@ class Sharding:
 
 
 @dataclass(frozen=True)
+class Activations:
+    """The activation terms of one micro-batch, bytes per GPU, and the peak they make."""
+
+    checkpoints: float  # first stage: PP micro-batches in flight
+    checkpoints_last_stage: float
+    layer_working_set: float
+    logits: float
+    embedding_grad: float
+    tied_output_grad: float
+
+    @property
+    def logits_phase(self) -> float:
+        return self.checkpoints_last_stage + self.logits
+
+    @property
+    def trunk_backward(self) -> float:
+        return max(self.checkpoints + self.layer_working_set, self.embedding_grad) + self.tied_output_grad
+
+    @property
+    def peak(self) -> float:
+        return max(self.logits_phase, self.trunk_backward)
+
+
+@dataclass(frozen=True)
 class ActorEstimate:
     params_per_gpu: float
+    optimizer_params_per_gpu: float
     weights_gib: float
     grads_gib: float
     optimizer_gib: float
-    activations_gib: float
-    overhead_gib: float
+    activations: Activations
+    step_transient_gib: float
+    context_gib: float
+
+    @property
+    def static_gib(self) -> float:
+        return self.weights_gib + self.grads_gib + self.optimizer_gib
+
+    @property
+    def activations_gib(self) -> float:
+        return self.activations.peak / GIB
+
+    @property
+    def transient_gib(self) -> float:
+        """What comes on top of the resident state at the peak: activations, or the optimizer step."""
+        return max(self.activations_gib, self.step_transient_gib)
+
+    @property
+    def allocated_gib(self) -> float:
+        """The peak of `torch.cuda.max_memory_allocated()`: what the measurements are held to."""
+        return self.static_gib + self.transient_gib
+
+    @property
+    def allocator_margin_gib(self) -> float:
+        return max(ALLOCATOR_MARGIN_MIN_GIB, ALLOCATOR_MARGIN * self.allocated_gib)
 
     @property
     def total_gib(self) -> float:
-        return self.weights_gib + self.grads_gib + self.optimizer_gib + self.activations_gib + self.overhead_gib
+        return self.allocated_gib + self.context_gib + self.allocator_margin_gib
 
     @property
     def offloadable_gib(self) -> float:
         """What torch_memory_saver moves to host memory while the rollout runs (colocated)."""
-        return self.weights_gib + self.grads_gib + self.optimizer_gib
+        return self.static_gib
 
 
 @dataclass(frozen=True)
@@ -91,32 +180,51 @@ class RolloutEstimate:
     needed_free_gib: float
 
 
+def layer_working_set_per_token(profile: ModelProfile) -> float:
+    """Bytes per token of one layer's recompute and backward, before tensor-parallel sharding."""
+    attention = profile.num_attention_heads * profile.kv_channels + 2 * profile.num_query_groups * profile.kv_channels
+    if profile.moe is None:
+        ffn, dispatch = profile.ffn_hidden_size, 0.0
+    else:
+        ffn = profile.moe.router_topk * profile.moe.ffn_hidden_size
+        dispatch = WORKING_SET_MOE_DISPATCH * profile.moe.router_topk * profile.hidden_size
+    return WORKING_SET_HIDDEN * profile.hidden_size + WORKING_SET_FFN * ffn + WORKING_SET_QKV * attention + dispatch
+
+
+def activation_terms(profile: ModelProfile, sharding: Sharding, tokens: int, temperature: float = 1.0) -> Activations:
+    s = sharding
+    layers = math.ceil(profile.num_layers / s.pipeline)
+    per_stage_checkpoints = (layers + CHECKPOINT_EXTRA_HIDDEN_STATES) * 2 * profile.hidden_size * tokens / s.tensor
+    embedding = 2 * profile.vocab_size * profile.hidden_size / s.tensor
+    embedding_backward = embedding + EMBEDDING_BACKWARD_HIDDEN * profile.hidden_size * tokens / s.tensor
+    logit_bytes = LOGITS_BYTES if temperature == 1.0 else LOGITS_BYTES_TEMPERATURE
+    return Activations(
+        checkpoints=per_stage_checkpoints * s.pipeline,
+        checkpoints_last_stage=per_stage_checkpoints,
+        layer_working_set=layer_working_set_per_token(profile) * tokens / s.tensor,
+        logits=logit_bytes * tokens * profile.vocab_size / s.tensor,
+        embedding_grad=embedding_backward,
+        tied_output_grad=embedding if profile.tie_embeddings and s.pipeline == 1 else 0.0,
+    )
+
+
 def actor_estimate(
-    profile: ModelProfile, sharding: Sharding, max_tokens_per_gpu: int, distributed_optimizer: bool
+    profile: ModelProfile, sharding: Sharding, max_tokens_per_gpu: int, temperature: float = 1.0
 ) -> ActorEstimate:
     s = sharding
     dense = profile.dense_params / (s.tensor * s.pipeline)
     experts = profile.expert_params / (s.expert * s.expert_tensor * s.pipeline)
     params = dense + experts
-    if distributed_optimizer:
-        optimizer_params = dense / (s.data_parallel * s.context) + experts / s.expert_data_parallel
-    else:
-        optimizer_params = params
-
-    tokens = max_tokens_per_gpu
-    layers_per_stage = math.ceil(profile.num_layers / s.pipeline)
-    hidden_bytes = tokens * profile.hidden_size * 2 / s.tensor
-    checkpoints = layers_per_stage * hidden_bytes * s.pipeline
-    working_set = 17 * hidden_bytes  # 34 bytes x tokens x hidden / TP
-    dispatch = 2 * tokens * profile.moe.router_topk * profile.hidden_size * 2 if profile.moe else 0
-    logits = 2 * tokens * profile.vocab_size * 4 / s.tensor
+    optimizer_params = dense / (s.data_parallel * s.context) + experts / s.expert_data_parallel
     return ActorEstimate(
         params_per_gpu=params,
+        optimizer_params_per_gpu=optimizer_params,
         weights_gib=params * WEIGHT_BYTES / GIB,
         grads_gib=params * GRAD_BYTES / GIB,
         optimizer_gib=optimizer_params * OPTIMIZER_BYTES / GIB,
-        activations_gib=(checkpoints + working_set + dispatch + logits) / GIB,
-        overhead_gib=ACTOR_OVERHEAD_GIB,
+        activations=activation_terms(profile, s, max_tokens_per_gpu, temperature),
+        step_transient_gib=optimizer_params * STEP_TRANSIENT_BYTES / GIB,
+        context_gib=CONTEXT_GIB,
     )
 
 

@@ -15,8 +15,10 @@ from dataclasses import dataclass
 from grpo_operator.api import GRPORun
 from grpo_operator.api.spec import GRPORunSpec, Placement
 from grpo_operator.api.status import ActorMemory, RolloutMemory, RunPlan
+from grpo_operator.planning import calibration
 from grpo_operator.planning.instances import INSTANCES, InstanceType
 from grpo_operator.planning.memory import (
+    GIB,
     RELEASED_ROLLOUT_RESIDUE_GIB,
     ActorEstimate,
     RolloutEstimate,
@@ -73,9 +75,7 @@ def estimates(spec: GRPORunSpec) -> tuple[ActorEstimate, RolloutEstimate]:
     profile = PROFILES[spec.model.profile]
     instance = INSTANCES[spec.topology.instance_type]
     colocated = spec.topology.placement is Placement.COLOCATED
-    actor = actor_estimate(
-        profile, sharding(spec), spec.training.max_tokens_per_gpu, spec.training.distributed_optimizer
-    )
+    actor = actor_estimate(profile, sharding(spec), spec.training.max_tokens_per_gpu, spec.rollout.temperature)
     rollout = rollout_estimate(
         profile, spec.topology.rollout.gpus_per_engine, spec.topology.rollout.mem_fraction, instance.gpu_gib, colocated
     )
@@ -92,6 +92,26 @@ def run_dirs(run: GRPORun) -> tuple[str, str]:
     storage = run.spec.storage
     base = f"{storage.mount_path.rstrip('/')}/grpo/{run.metadata.namespace}/{run.metadata.name}"
     return (storage.checkpoint_dir or f"{base}/checkpoints", storage.tensorboard_dir or f"{base}/tensorboard")
+
+
+def actor_memory(actor: ActorEstimate, spec: GRPORunSpec) -> ActorMemory:
+    acts = actor.activations
+    calibrated = calibration.calibration_of(spec.model.profile)
+    return ActorMemory(
+        weights_gib=_r(actor.weights_gib),
+        grads_gib=_r(actor.grads_gib),
+        optimizer_gib=_r(actor.optimizer_gib),
+        activations_gib=_r(actor.activations_gib),
+        checkpoints_gib=_r(acts.checkpoints / GIB),
+        layer_working_set_gib=_r(acts.layer_working_set / GIB),
+        logits_gib=_r(acts.logits / GIB),
+        step_transient_gib=_r(actor.step_transient_gib),
+        context_gib=_r(actor.context_gib),
+        allocator_margin_gib=_r(actor.allocator_margin_gib),
+        total_gib=_r(actor.total_gib),
+        calibration=calibration.describe(spec.model.profile),
+        calibration_error_percent=dict(calibrated.error_percent) if calibrated else {},
+    )
 
 
 @dataclass(frozen=True)
@@ -144,7 +164,7 @@ def plan_run(run: GRPORun) -> Planned:
         efa_per_node=efa_per_node(spec, instance),
         shm_gib=instance.shm_gib,
         ray_resources={"gpu_node": 1.0},
-        distributed_optimizer=spec.training.distributed_optimizer,
+        distributed_optimizer=True,
         params_billions=round(profile.total_params / 1e9, 2),
         actor_gib_per_gpu=_r(actor.total_gib),
         rollout_gib_per_gpu=_r(rollout.static_gib),
@@ -156,14 +176,7 @@ def plan_run(run: GRPORun) -> Planned:
         checkpoint_dir=checkpoint_dir,
         tensorboard_dir=tensorboard_dir,
         save_interval=spec.storage.save_interval or spec.rollout.num_rollout,
-        actor_memory=ActorMemory(
-            weights_gib=_r(actor.weights_gib),
-            grads_gib=_r(actor.grads_gib),
-            optimizer_gib=_r(actor.optimizer_gib),
-            activations_gib=_r(actor.activations_gib),
-            overhead_gib=_r(actor.overhead_gib),
-            total_gib=_r(actor.total_gib),
-        ),
+        actor_memory=actor_memory(actor, spec),
         rollout_memory=RolloutMemory(
             static_gib=_r(rollout.static_gib),
             weights_gib=_r(rollout.weights_gib),

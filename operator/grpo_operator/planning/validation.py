@@ -18,6 +18,7 @@ from grpo_operator.api.spec import GRPORunSpec, Placement, RewardType
 from grpo_operator.api.status import RunPlan
 from grpo_operator.planning.flags import MANAGED_FLAGS, flag_name
 from grpo_operator.planning.instances import INSTANCES
+from grpo_operator.planning.memory import GIB
 from grpo_operator.planning.plan import Planned, actor_gpus, plan_run, rollout_gpus, run_dirs, sharding
 from grpo_operator.planning.profiles import PROFILES
 
@@ -160,16 +161,16 @@ def _memory_rules(spec: GRPORunSpec, planned: Planned) -> list[Problem]:
     p, out = spec.topology.parallelism, []
     budget = planned.actor_budget_gib
     if actor.total_gib > budget:
-        fixes = []
-        if not spec.training.distributed_optimizer:
-            fixes.append("set training.distributedOptimizer: true")
-        fixes.append(f"raise parallelism.tensor/pipeline (now {p.tensor}/{p.pipeline}) or actor.nodes")
-        fixes.append(f"lower training.maxTokensPerGpu (now {spec.training.max_tokens_per_gpu})")
+        fixes = [f"raise parallelism.tensor/pipeline (now {p.tensor}/{p.pipeline}) or actor.nodes (the optimizer "
+                 f"state is sharded over data parallelism, now {planned.plan.data_parallel})",
+                 f"lower training.maxTokensPerGpu (now {spec.training.max_tokens_per_gpu})"]  # fmt: skip
+        acts = actor.activations
         out.append(Problem("spec.topology",
-            f"training needs about {actor.total_gib:.1f} GiB per GPU (weights {actor.weights_gib:.1f}, grads "
-            f"{actor.grads_gib:.1f}, optimizer {actor.optimizer_gib:.1f}, activations {actor.activations_gib:.1f}, "
-            f"overhead {actor.overhead_gib:.1f}) but a {instance.gpu_model} gives {budget:.1f} GiB: "
-            + "; or ".join(fixes)))  # fmt: skip
+            f"training needs about {actor.total_gib:.1f} GiB per GPU (weights {actor.weights_gib:.1f}, fp32 grads "
+            f"{actor.grads_gib:.1f}, optimizer {actor.optimizer_gib:.1f}, activations {actor.activations_gib:.1f} "
+            f"[logits {acts.logits / GIB:.1f}, checkpoints {acts.checkpoints / GIB:.1f}], context "
+            f"{actor.context_gib:.1f}, allocator margin {actor.allocator_margin_gib:.1f}) but a {instance.gpu_model} "
+            f"gives {budget:.1f} GiB: " + "; or ".join(fixes)))  # fmt: skip
     if rollout.free_gib < rollout.needed_free_gib:
         highest = max(0.1, (instance.gpu_gib - rollout.needed_free_gib) / instance.gpu_gib)
         out.append(Problem("spec.topology.rollout.memFraction",

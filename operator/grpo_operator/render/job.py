@@ -100,7 +100,7 @@ def miles_argv(run: GRPORun, plan: RunPlan, settings: RenderSettings) -> list[st
              "--eps-clip", _num(tr.eps_clip), "--eps-clip-high", _num(tr.eps_clip_high)]  # fmt: skip
     argv += ["--optimizer", "adam", "--lr", _num(tr.learning_rate), "--lr-decay-style", "constant",
              "--weight-decay", "0.1", "--adam-beta1", "0.9", "--adam-beta2", "0.98"]  # fmt: skip
-    argv += ["--use-distributed-optimizer"] if tr.distributed_optimizer else []
+    argv += ["--use-distributed-optimizer"]  # what miles does for adam anyway (megatron_utils/arguments.py:15)
     argv += ["--actor-num-nodes", str(t.actor.nodes), "--actor-num-gpus-per-node", str(t.actor.gpus_per_node),
              "--rollout-num-gpus", str(plan.rollout_gpus),
              "--rollout-num-gpus-per-engine", str(t.rollout.gpus_per_engine),
