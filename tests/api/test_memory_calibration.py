@@ -18,6 +18,7 @@ from grpo_operator.planning.memory import GIB, Sharding, actor_estimate
 from grpo_operator.planning.profiles import PROFILES, ModelProfile, ModelProfileName
 
 from tests.api.cases import REPO
+from tests.api.test_cli import grpo
 
 DATA = json.loads((REPO / "benchmarks/memory/measurements.json").read_text())
 CASES = [c for c in DATA["cases"] if "error" not in c and not c["env"]]  # the allocator variant is not a shape
@@ -120,3 +121,23 @@ def test_a_profile_without_measurements_is_not_calibrated() -> None:
     measured = {ModelProfileName(c["profile"]) for c in CASES}
     for name in ModelProfileName:
         assert (calibration_of(name) is not None) == (name in measured)
+
+
+def plan_text(example: str) -> str:
+    return grpo("plan", "-f", str(REPO / "examples" / example)).stdout
+
+
+def test_grpo_plan_prints_each_component_with_its_measured_error_and_the_calibration() -> None:
+    text = plan_text("quickstart.yaml")
+    assert "measured (the whole model, 36 layers; megatron-core 0.19.2" in text
+    for line in ("grads (fp32)", "optimizer (fp32, / DP)", "logits (fp32 log-probs)", "allocator margin"):
+        assert line in text
+    grads = next(ln for ln in text.splitlines() if "grads (fp32)" in ln)
+    assert "15.0 GiB" in grads and "measured within 0.0%" in grads
+
+
+def test_grpo_plan_says_not_calibrated_for_a_profile_without_measurements() -> None:
+    text = plan_text("glm-z1-9b-tp2.yaml")
+    assert "not calibrated: no measurements of glm-z1-9b" in text
+    total = next(ln for ln in text.splitlines() if ln.strip().startswith("total"))
+    assert total.rstrip().endswith("not calibrated")
