@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 from grpo_dev import miles_flags
 from grpo_dev.miles_flags import FlagData, check_argv
+from grpo_operator.planning.flags import MANAGED_FLAGS
 from hypothesis import given
 
 from tests.render.golden import valid_examples
@@ -46,6 +47,11 @@ def test_every_example_argv_with_remote_rewards_uses_only_flags_miles_accepts(pa
 def test_generated_valid_specs_render_argvs_miles_accepts(doc: dict[str, Any]) -> None:
     result = rendered_or_assume(doc)
     assert check_argv(result.job.miles_argv, DATA) == []
+
+
+def test_every_flag_the_operator_manages_is_a_flag_miles_knows() -> None:
+    # A typo in planning/flags.py would let a user repeat the real flag in extraArgs unnoticed.
+    assert [flag for flag in MANAGED_FLAGS if flag not in DATA.by_name] == []
 
 
 def test_a_misspelt_flag_fails_naming_the_flag_and_the_miles_commit() -> None:
