@@ -90,10 +90,11 @@ class FakeClock:
 def test_readiness_fails_past_the_error_ratio_and_recovers_when_errors_age_out() -> None:
     clock = FakeClock()
     window = HealthWindow(window_s=10, min_requests=5, max_ratio=0.2, clock=clock)
-    for _ in range(4):
+    window.record(Outcome.SCORED)
+    for _ in range(3):
         window.record(Outcome.SERVICE_ERROR)
     assert not window.failing()  # fewer than min_requests items
-    window.record(Outcome.SCORED)
+    window.record(Outcome.SERVICE_ERROR)
     assert window.failing()  # 4 of 5
     clock.now += 11
     assert not window.failing()

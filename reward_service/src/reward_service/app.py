@@ -6,7 +6,7 @@ Routes: `POST /score` (one `{prompt, response, label}` in, a bare JSON number ou
 (Prometheus text format) and `GET /` (the effective settings). The handlers only admit, normalise and
 classify; scoring happens in `pool.ScoringPool`. Status codes: 200 with the reward; 422 for a body or a
 gold label that cannot be used (the message names the field, the value and the fix); 413 for a batch
-larger than the queue; 503 with Retry-After when the queue is full or the service failed. A failure of
+larger than the queue or a body over REWARD_MAX_BODY_BYTES (`bodylimit`, refused before it is read); 503 with Retry-After when the queue is full or the service failed. A failure of
 the service is never turned into a reward.
 """
 
@@ -29,6 +29,7 @@ from pydantic import BaseModel, ConfigDict, Field, JsonValue, StrictFloat, Stric
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from reward_service import worker
+from reward_service.bodylimit import BodyLimit, BodyTooLarge
 from reward_service.extraction import LabelError, label_text
 from reward_service.health import HealthWindow, Outcome
 from reward_service.metrics import ServiceMetrics
@@ -91,7 +92,7 @@ class RewardService:
                 backend=settings.backend,
                 extraction=settings.extraction,
                 budget_s=settings.worker_budget_s,
-                cache_size=settings.cache_size,
+                cache_bytes=settings.cache_mib * 1024 * 1024,
                 model_name=settings.model_name,
                 max_length=settings.max_length,
                 torch_threads=settings.torch_threads,
@@ -228,7 +229,7 @@ def _validation_message(error: RequestValidationError) -> str:
 
 _ERRORS: dict[int | str, dict[str, Any]] = {
     400: {"model": ErrorBody, "description": "The body is not JSON"},
-    413: {"model": ErrorBody, "description": "The batch is larger than the queue"},
+    413: {"model": ErrorBody, "description": "The batch is larger than the queue, or the body than REWARD_MAX_BODY_BYTES"},
     422: {"model": ErrorBody, "description": "The body or the gold label cannot be used"},
     503: {"model": ErrorBody, "description": "Queue full or service failure (Retry-After is set)"},
 }
@@ -263,8 +264,14 @@ def create_app(settings: RewardSettings) -> FastAPI:
         service.metrics.count(Outcome.BAD_REQUEST)
         return JSONResponse({"detail": _validation_message(error), "outcome": Outcome.BAD_REQUEST.value}, 422)
 
+    app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes,
+                       on_refused=lambda: service.metrics.count(Outcome.BAD_REQUEST))
+
     @app.exception_handler(StarletteHTTPException)
     async def http_error(request: Request, error: StarletteHTTPException) -> Response:
+        if isinstance(error, BodyTooLarge):
+            return JSONResponse({"detail": error.detail, "outcome": Outcome.BAD_REQUEST.value}, 413,
+                                headers={"Connection": "close"})
         if error.status_code != 400:
             return await http_exception_handler(request, error)
         service.metrics.count(Outcome.BAD_REQUEST)

@@ -19,10 +19,9 @@ from reward_service.settings import Extraction
 
 BOX_MARKERS = ("\\boxed", "\\fbox")
 _BRACES = re.compile(r"\\.|[{}]", re.DOTALL)
-_ANSWER_LINE = re.compile(
-    r"^[ \t>*_#]*(?:final[ \t]+)?answer[ \t]*(?:\*\*|__)?[ \t]*:[ \t]*(?:\*\*|__)?(?P<answer>[^\n]*)$",
-    re.IGNORECASE | re.MULTILINE,
-)
+_LINE_PREFIX = " \t>*_#"
+_BLANKS = " \t"
+_EMPHASIS = ("**", "__")
 _CANONICAL_INTEGER = re.compile(r"0|-?[1-9][0-9]{0,29}")
 _MATH_DELIMITERS = (("$$", "$$"), ("$", "$"), ("\\(", "\\)"), ("\\[", "\\]"))
 
@@ -61,14 +60,71 @@ def last_boxed(response: str) -> tuple[int, str | None] | None:
     return position, None
 
 
-def last_answer_line(response: str) -> tuple[int, str] | None:
-    """(position, text) of the last line of the form `Answer: ...` (Minerva/DAPO style)."""
-    found = None
-    for found in _ANSWER_LINE.finditer(response):  # noqa: B007 - the last match is what we want
-        pass
-    if found is None:
+class Work:
+    """Characters examined by a scan, summed over the linear steps it takes (str.rfind, str.lstrip, a
+    slice: each touches a character at most once). Only tests read it: it proves, by counting rather
+    than timing, that extraction is linear in the response whatever the response holds."""
+
+    def __init__(self) -> None:
+        self.chars = 0
+
+
+def _skip(line: str, start: int, chars: str, work: Work) -> int:
+    """Index of the first character at or after `start` that is not in `chars`."""
+    rest = line[start:]
+    work.chars += len(rest)
+    return start + len(rest) - len(rest.lstrip(chars))
+
+
+def _word_at(line: str, start: int, word: str) -> bool:
+    """`word` (lower case ASCII) at `start`, case-insensitively, as re.IGNORECASE compares letters."""
+    piece = line[start : start + len(word)]
+    return len(piece) == len(word) and all(c.casefold() == w for c, w in zip(piece, word, strict=True))
+
+
+def _answer_on_line(line: str, work: Work) -> str | None:
+    """The text after `Answer:` when `line` is an answer line, else None. The grammar, written once:
+
+        [ \t>*_#]* (final[ \t]+)? answer [ \t]* (**|__)? [ \t]* : [ \t]* (**|__)? <answer>
+
+    (case-insensitive). Each part is consumed greedily and never given back: no part can end with a
+    character the next one starts with, so there is nothing to backtrack into, and the scan is one pass.
+    """
+    i = _skip(line, 0, _LINE_PREFIX, work)
+    if _word_at(line, i, "final"):
+        after = _skip(line, i + 5, _BLANKS, work)
+        if after == i + 5 or not _word_at(line, after, "answer"):
+            return None
+        i = after
+    if not _word_at(line, i, "answer"):
         return None
-    return found.start(), found.group("answer")
+    i = _skip(line, i + 6, _BLANKS, work)
+    if line.startswith(_EMPHASIS, i):
+        i = _skip(line, i + 2, _BLANKS, work)
+    if not line.startswith(":", i):
+        return None
+    i = _skip(line, i + 1, _BLANKS, work)
+    if line.startswith(_EMPHASIS, i):
+        i += 2
+    return line[i:]
+
+
+def last_answer_line(response: str, work: Work | None = None) -> tuple[int, str] | None:
+    """(position, text) of the last line of the form `Answer: ...` (Minerva/DAPO style).
+
+    Lines are read from the end, each once, so the work is linear in the response (`Work` counts it).
+    """
+    work = work or Work()
+    end = len(response)
+    while end >= 0:
+        start = response.rfind("\n", 0, end) + 1
+        line = response[start:end]
+        work.chars += 2 * len(line) + 1
+        answer = _answer_on_line(line, work)
+        if answer is not None:
+            return start, answer
+        end = start - 1
+    return None
 
 
 def _unwrap(answer: str) -> str:

@@ -5,6 +5,12 @@ service itself is failing; `HealthWindow` keeps per-second counts of items and s
 last `window_s` seconds, and the service is ready while the error ratio in that window stays at or below
 `max_ratio` (ignored until `min_requests` items were seen, so one early failure cannot flip it). The
 window is time-based, so a pod taken out of the Service's endpoints recovers once the errors age out.
+
+Readiness is a latch, so it recovers deterministically: only a service error can make the service
+unready (when, counting that error, the window's ratio is over the threshold), and it becomes ready again
+as soon as the ratio is back under it, by successes or by the errors ageing out. Successes that age out
+of the window before older errors can never flip a recovered service back to unready: a window that was
+healthy when its last error happened stays healthy until another error.
 """
 
 from __future__ import annotations
@@ -41,6 +47,7 @@ class HealthWindow:
         self.max_ratio = max_ratio
         self._clock = clock
         self._buckets: deque[list[int]] = deque()  # [second, items, service_errors]
+        self._unready = False
 
     def _prune(self, now: float) -> None:
         oldest = math.floor(now - self.window_s)
@@ -58,6 +65,8 @@ class HealthWindow:
         bucket[1] += 1
         bucket[2] += outcome is Outcome.SERVICE_ERROR
         self._prune(now)
+        if outcome is Outcome.SERVICE_ERROR or self._unready:
+            self._unready = self._over_threshold()
 
     def counts(self) -> tuple[int, int]:
         """(items, service errors) in the window."""
@@ -68,6 +77,12 @@ class HealthWindow:
         items, errors = self.counts()
         return errors / items if items else 0.0
 
-    def failing(self) -> bool:
+    def _over_threshold(self) -> bool:
         items, errors = self.counts()
         return items >= self.min_requests and errors / items > self.max_ratio
+
+    def failing(self) -> bool:
+        """Unready: set by a service error over the threshold, cleared once the window is under it."""
+        if self._unready and not self._over_threshold():
+            self._unready = False
+        return self._unready

@@ -88,15 +88,17 @@ class RewardSettings(BaseSettings):
     deadline_s: float | None = Field(default=None, gt=0, le=3600)
     soft_deadline_s: float | None = Field(default=None, ge=0, le=3600)
     on_timeout: TimeoutPolicy = TimeoutPolicy.ZERO
-    max_queue: int = Field(default=2048, ge=1, le=1_000_000)
+    max_queue: int = Field(default=2048, ge=1, le=100_000)
     retry_after_s: int = Field(default=1, ge=1, le=3600)
     ready_window_s: float = Field(default=60.0, gt=0, le=86_400)
-    ready_min_requests: int = Field(default=20, ge=1)
+    ready_min_requests: int = Field(default=20, ge=1, le=10_000)
     ready_max_error_ratio: float = Field(default=0.1, gt=0, le=1)
-    inline_max_chars: int = Field(default=16384, ge=0, le=1_000_000)  # 0: every item goes to a worker
-    cache_size: int = Field(default=4096, ge=0, le=10_000_000)  # entries per worker, parse and verdict
-    model_name: str = Field(default="OpenAssistant/reward-model-deberta-v3-large-v2", min_length=1)
-    max_length: int = Field(default=2048, ge=8, le=1_000_000)
+    inline_max_chars: int = Field(default=16384, ge=0, le=65_536)  # 0: every item goes to a worker
+    cache_mib: int = Field(default=64, ge=0, le=4096)  # per worker, parses and verdicts together
+    max_body_bytes: int = Field(default=16 * 1024 * 1024, ge=1024, le=1024 * 1024 * 1024)  # larger: 413
+    model_name: str = Field(default="OpenAssistant/reward-model-deberta-v3-large-v2", min_length=1,
+                            max_length=256, pattern=r"^[A-Za-z0-9._/-]+$")
+    max_length: int = Field(default=2048, ge=8, le=131_072)
     torch_threads: int = Field(default=1, ge=1, le=256)
     log_level: LogLevel = LogLevel.INFO
     access_log: bool = False
@@ -157,7 +159,8 @@ def _describe(error: Mapping[str, Any], environ: Mapping[str, str]) -> str:
     fix = "unset it to use the default" if default is not None else "unset it"
     if isinstance(default, enum.Enum):
         fix = f"unset it for the default {default.value!r}"
-    return f"{variable}={value!r} is invalid: {message}; {fix}"
+    shown = value if value is None or len(value) <= 60 else value[:60] + "..."
+    return f"{variable}={shown!r} is invalid: {message}; {fix}"
 
 
 def load_settings() -> RewardSettings:

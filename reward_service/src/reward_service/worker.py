@@ -10,7 +10,6 @@ takes effect at once. Parses are cached per worker: 8-16 samples share one gold,
 
 from __future__ import annotations
 
-import functools
 import logging
 import os
 import signal
@@ -19,6 +18,7 @@ from dataclasses import dataclass
 from types import FrameType
 from typing import Any, NamedTuple
 
+from reward_service.cache import ByteLRU
 from reward_service.extraction import (
     answer_latex,
     extract_final_answer,
@@ -54,7 +54,7 @@ class WorkerConfig:
     backend: Backend
     extraction: Extraction
     budget_s: float
-    cache_size: int
+    cache_bytes: int
     model_name: str = ""
     max_length: int = 2048
     torch_threads: int = 1
@@ -68,7 +68,8 @@ def _parse_uncached(text: str) -> list[Any]:
     return list(parse(text, parsing_timeout=None))
 
 
-def _verify_uncached(gold_text: str, answer_text: str) -> bool:
+def _verify_uncached(pair: tuple[str, str]) -> bool:
+    gold_text, answer_text = pair
     gold, predicted = _state.parse_cached(gold_text), _state.parse_cached(answer_text)
     return bool(predicted) and bool(verify(gold, predicted, timeout_seconds=None))
 
@@ -79,14 +80,15 @@ class _WorkerState:
     One LRU cache serves gold labels and extracted answers: both are `\\boxed{...}` strings, so the
     samples of a prompt that give the gold answer verbatim reuse the gold's parse. A second one keeps
     the verdict per (gold, answer) pair, for the samples that repeat an answer. Both hold pure results
-    of math_verify (sympy objects are immutable), so a hit changes nothing but the time.
+    of math_verify (sympy objects are immutable), so a hit changes nothing but the time. Both are
+    bounded in bytes (`cache.ByteLRU`; REWARD_CACHE_MIB per worker, three quarters for parses).
     """
 
     def __init__(self) -> None:
         self.config: WorkerConfig | None = None
         self.armed = False
         self.parse_cached: Callable[[str], list[Any]] = _parse_uncached
-        self.verify_cached: Callable[[str, str], bool] = _verify_uncached
+        self.verify_cached: Callable[[tuple[str, str]], bool] = _verify_uncached
         self.reward_model: Any = None
 
 
@@ -105,8 +107,8 @@ def initialize(config: WorkerConfig) -> None:
     signal.signal(signal.SIGALRM, _on_alarm)
     for name in ("math_verify", "latex2sympy2_extended"):
         logging.getLogger(name).setLevel(logging.CRITICAL)
-    _state.parse_cached = functools.lru_cache(maxsize=config.cache_size)(_parse_uncached)
-    _state.verify_cached = functools.lru_cache(maxsize=config.cache_size)(_verify_uncached)
+    _state.parse_cached = ByteLRU(_parse_uncached, config.cache_bytes * 3 // 4)
+    _state.verify_cached = ByteLRU(_verify_uncached, config.cache_bytes // 4)
     if config.backend is Backend.REWARD_MODEL:
         _state.reward_model = RewardModel(config.model_name, config.max_length, config.torch_threads)
 
@@ -154,7 +156,7 @@ def _score_math(label: str, response: str, extraction: Extraction) -> ItemResult
     exact = integer_verdict(label, answer)
     if exact is not None:
         return ItemResult(SCORED, exact)
-    return ItemResult(SCORED, 1.0 if _state.verify_cached(gold_text, answer_latex(answer)) else 0.0)
+    return ItemResult(SCORED, 1.0 if _state.verify_cached((gold_text, answer_latex(answer))) else 0.0)
 
 
 def score(label: str | None, response: str, prompt: Any = None) -> ItemResult:
