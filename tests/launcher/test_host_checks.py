@@ -194,12 +194,23 @@ def test_a_gdrdrv_the_user_cannot_open_fails(host: HostPaths) -> None:
 # -- checkpoint directory -----------------------------------------------------------------------------------
 
 
-def test_a_writable_checkpoint_dir_with_room_passes_and_is_created(host: HostPaths, tmp_path: Path) -> None:
+def test_a_writable_checkpoint_dir_with_room_passes_and_is_left_as_it_was(host: HostPaths, tmp_path: Path) -> None:
+    directory = tmp_path / "fsx" / "grpo" / "checkpoints"
+    directory.mkdir(parents=True)
+    result = check_checkpoint_dir(host, directory, checkpoint_gib=0.001)
+    assert result.status is Status.PASS
+    assert list(directory.iterdir()) == []  # the write probe is cleaned up
+
+
+def test_a_checkpoint_dir_yet_to_be_created_is_checked_on_its_parent_and_not_created(
+    host: HostPaths, tmp_path: Path
+) -> None:
     directory = tmp_path / "fsx" / "grpo" / "checkpoints"
     result = check_checkpoint_dir(host, directory, checkpoint_gib=0.001)
     assert result.status is Status.PASS
-    assert directory.is_dir()
-    assert list(directory.iterdir()) == []  # the write probe is cleaned up
+    assert "not created yet" in result.reason
+    assert not (tmp_path / "fsx").exists()  # no directory made
+    assert not list(tmp_path.glob(".grpo-preflight-*"))  # no probe left
 
 
 def test_a_checkpoint_dir_that_cannot_be_created_fails(host: HostPaths, tmp_path: Path) -> None:
@@ -220,6 +231,7 @@ def test_a_nearly_full_lustre_filesystem_is_a_warning(
     host: HostPaths, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     directory = tmp_path / "fsx" / "ckpt"
+    directory.mkdir(parents=True)
     host.mounts.write_text(f"fsx@tcp:/abc {tmp_path / 'fsx'} lustre rw 0 0\n/dev/root / ext4 rw 0 0\n")
     gib_blocks = 2**30 // 4096
     nine_tenths_full = SimpleNamespace(

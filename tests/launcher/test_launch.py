@@ -80,7 +80,7 @@ def test_a_stale_config_argv_is_refused_before_anything_starts(tmp_path: Path) -
     proc = _run(tmp_path, argv, config)
     assert proc.returncode == 2
     assert "stale run config" in proc.stderr
-    assert "item 3: config has '/fsx/models/Qwen3-8B', entrypoint has '/fsx/models/Qwen3-4B'" in proc.stderr
+    assert 'item 3: config has "/fsx/models/Qwen3-8B", entrypoint has "/fsx/models/Qwen3-4B"' in proc.stderr
     assert not (tmp_path / "record.json").exists()
 
 

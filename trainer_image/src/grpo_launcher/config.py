@@ -4,6 +4,9 @@ The operator writes ``/etc/grpo/run-config.json`` (ConfigMap key ``run-config.js
 ``preflight``, ``argv`` and ``env``; ``run``, ``spec`` and ``plan`` are carried for provenance and logs, and
 unknown keys there are tolerated because they evolve with the operator. A malformed file is reported as a
 ``ConfigError`` whose message names the field, the value, the rule and the fix, never as a traceback.
+Types are strict, as the operator renders them: ``"gpus": "8"`` or ``true`` is refused, not read as 8 or 1.
+A file that is not UTF-8, larger than a ConfigMap can hold, or nested deeper than Python's JSON decoder
+goes is one line naming what and where. Values quoted back are JSON, cut to ``ECHO_CHARS``.
 """
 
 from __future__ import annotations
@@ -17,6 +20,24 @@ from pydantic.alias_generators import to_camel
 
 DEFAULT_CONFIG_PATH = Path("/etc/grpo/run-config.json")
 DEFAULT_METRICS_PORT = 9465
+MAX_CONFIG_BYTES = 1024 * 1024  # ConfigMap data is at most 1 MiB (Kubernetes' ValidateConfigMap uses MaxSecretSize)
+ECHO_CHARS = 80
+
+
+def echo(value: object, limit: int = ECHO_CHARS) -> str:
+    """`value` as a message quotes it: as JSON (control characters escaped), cut to about `limit`."""
+    if isinstance(value, str):
+        value = value[: limit + 1]
+    text = json.dumps(value, default=str) if _small(value) else f"<a {type(value).__name__} of {len(value)} items>"  # type: ignore[arg-type]
+    return text if len(text) <= limit + 2 else text[:limit] + "..."
+
+
+def _small(value: object) -> bool:
+    """Cheap to serialise for a message: scalars, and containers of a few items."""
+    if isinstance(value, list | dict):
+        return len(value) <= 16 and all(isinstance(v, str | int | float | bool) or v is None
+                                         for v in (value.values() if isinstance(value, dict) else value))
+    return True
 
 
 class ConfigError(Exception):
@@ -26,13 +47,15 @@ class ConfigError(Exception):
 class _Strict(BaseModel):
     """camelCase on the wire, snake_case in Python, unknown keys refused."""
 
-    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid", frozen=True)
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid", frozen=True,
+                              strict=True)
 
 
 class _Open(BaseModel):
     """camelCase on the wire, unknown keys kept (these sections evolve with the operator)."""
 
-    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="allow", frozen=True)
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="allow", frozen=True,
+                              strict=True)
 
 
 class RunRef(_Open):
@@ -88,7 +111,8 @@ _FIXES = {
 def _location(loc: tuple[int | str, ...]) -> str:
     out = ""
     for part in loc:
-        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+        name = str(part)[:ECHO_CHARS]
+        out += f"[{part}]" if isinstance(part, int) else (f".{name}" if out else name)
     return out
 
 
@@ -97,7 +121,7 @@ def format_validation_error(source: str, error: ValidationError) -> str:
     lines = [f"run config {source} is invalid:"]
     for item in error.errors(include_url=False):
         where = _location(item["loc"]) or "(top level)"
-        value = "absent" if item["type"] == "missing" else json.dumps(item.get("input"), default=str)[:120]
+        value = "absent" if item["type"] == "missing" else echo(item.get("input"))
         fix = _FIXES.get(item["type"], "correct the value and re-render the run config")
         lines.append(f"  {where}: {value}: {item['msg']}; fix: {fix}")
     return "\n".join(lines)
@@ -105,6 +129,9 @@ def format_validation_error(source: str, error: ValidationError) -> str:
 
 def parse_run_config(text: str, source: str = "<string>") -> RunConfig:
     """Parse the JSON text of a run config, raising ConfigError with a user-facing message."""
+    if len(text) > MAX_CONFIG_BYTES:
+        raise ConfigError(f"run config {source} is {len(text)} characters, more than a ConfigMap holds "
+                          f"({MAX_CONFIG_BYTES} bytes); fix: re-render it")  # fmt: skip
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
@@ -112,22 +139,36 @@ def parse_run_config(text: str, source: str = "<string>") -> RunConfig:
             f"run config {source} is not JSON: line {exc.lineno} column {exc.colno}: {exc.msg}; "
             "fix: render it with json.dumps"
         ) from None
+    except RecursionError:
+        raise ConfigError(f"run config {source} is nested too deeply to read; no run config field is nested "
+                          "more than a few levels: fix: re-render it") from None  # fmt: skip
     if not isinstance(data, dict):
         raise ConfigError(f"run config {source}: top level is {type(data).__name__}, must be an object")
     try:
-        return RunConfig.model_validate(data)
+        return RunConfig.model_validate_json(text)
     except ValidationError as exc:
         raise ConfigError(format_validation_error(source, exc)) from None
+    except RecursionError:
+        raise ConfigError(f"run config {source} is nested too deeply to validate; fix: re-render it") from None
 
 
 def load_run_config(path: Path) -> RunConfig:
     """Read and parse the run config at ``path``."""
     try:
-        text = path.read_text(encoding="utf-8")
+        with path.open("rb") as handle:
+            data = handle.read(MAX_CONFIG_BYTES + 1)
     except FileNotFoundError:
         raise ConfigError(
             f"run config {path} does not exist; fix: mount the ConfigMap key run-config.json at {path.parent}"
         ) from None
     except OSError as exc:
         raise ConfigError(f"run config {path} cannot be read: {exc.strerror}") from None
+    if len(data) > MAX_CONFIG_BYTES:
+        raise ConfigError(f"run config {path} is larger than a ConfigMap holds ({MAX_CONFIG_BYTES} bytes); "
+                          "fix: re-render it")  # fmt: skip
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"run config {path} is not UTF-8 text (byte {exc.start + 1}); "
+                          "fix: re-render it as JSON") from None  # fmt: skip
     return parse_run_config(text, str(path))

@@ -9,6 +9,7 @@ from __future__ import annotations
 import ctypes
 import os
 import subprocess
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -231,24 +232,38 @@ def _fs_type(mounts: Path, directory: Path) -> str:
     return kind
 
 
+def _existing(directory: Path) -> Path:
+    """`directory`, or its nearest ancestor that exists."""
+    for candidate in (directory, *directory.parents):
+        if candidate.exists():
+            return candidate
+    return Path("/")
+
+
 def check_checkpoint_dir(paths: HostPaths, directory: Path, checkpoint_gib: float) -> CheckResult:
-    """The checkpoint directory is writable and has room for two checkpoints of the planned size."""
+    """The checkpoint directory (or, when miles has yet to create it, its nearest existing ancestor) is
+    writable and has room for two checkpoints of the planned size. The check changes nothing: it creates no
+    directory (Megatron's save makes the path itself, checkpointing.py `ensure_directory_exists`:
+    os.makedirs), and its write probe is removed whatever happens."""
     name = "checkpoint"
+    where = _existing(directory)
     try:
-        directory.mkdir(parents=True, exist_ok=True)
-        probe = directory / f".grpo-preflight-{os.getpid()}"
-        with probe.open("wb") as handle:
-            handle.write(b"grpo preflight write probe\n")
-            handle.flush()
-            os.fsync(handle.fileno())
-        probe.unlink()
+        if not where.is_dir():
+            raise NotADirectoryError(20, "Not a directory", str(where))
+        descriptor, probe = tempfile.mkstemp(prefix=".grpo-preflight-", dir=where)
+        try:
+            os.write(descriptor, b"grpo preflight write probe\n")
+            os.fsync(descriptor)
+        finally:
+            os.close(descriptor)
+            os.unlink(probe)
     except OSError as exc:
-        return failed(name, f"{directory} is not writable: {exc.strerror} ({exc.filename})")
-    st = os.statvfs(directory)
+        return failed(name, f"{directory} is not writable: {exc.strerror} ({exc.filename or where})")
+    st = os.statvfs(where)
     free, total = gib(st.f_bavail * st.f_frsize), gib(st.f_blocks * st.f_frsize)
     need = 2 * checkpoint_gib
     used_fraction = 1 - (st.f_bfree / st.f_blocks) if st.f_blocks else 0.0
-    fs = _fs_type(paths.mounts, directory)
+    fs = _fs_type(paths.mounts, where)
     data = {
         "free_gib": round(free, 1),
         "needed_gib": round(need, 1),
@@ -271,4 +286,6 @@ def check_checkpoint_dir(paths: HostPaths, directory: Path, checkpoint_gib: floa
             f"{used_fraction:.0%} full; on Lustre a save can hit ENOSPC on a full OST before df shows it",
             **data,
         )
-    return passed(name, f"{directory} writable, {free:.1f} GiB free (>= {need:g} GiB for two checkpoints)", **data)
+    pending = "" if where == directory else f" (not created yet: miles creates it under {where})"
+    return passed(name, f"{directory} writable{pending}, {free:.1f} GiB free (>= {need:g} GiB for two checkpoints)",
+                  **data)

@@ -28,7 +28,7 @@ from types import FrameType
 from typing import IO, TextIO
 
 from grpo_launcher.checks import PREFLIGHT_FAILED_EXIT, print_report
-from grpo_launcher.config import RunConfig
+from grpo_launcher.config import RunConfig, echo
 from grpo_launcher.metrics import MetricsServer, serve
 from grpo_launcher.preflight import PreflightEnv, run_preflight
 from grpo_launcher.provenance import ProvenanceSources, collect, provenance_line
@@ -55,7 +55,7 @@ def check_argv_matches(config: RunConfig, argv: Sequence[str]) -> None:
     raise StaleConfigError(
         f"stale run config: its argv ({len(config.argv)} items) differs from the argv after -- "
         f"({len(argv)} items) "
-        f"first at item {first}: config has {want!r}, entrypoint has {have!r}; the ConfigMap and "
+        f"first at item {first}: config has {echo(want)}, entrypoint has {echo(have)}; the ConfigMap and "
         f"the Ray job were "
         "rendered from different specs: re-render both (delete the Ray job and let the operator resubmit)"
     )
