@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 from grpo_dev.localcluster import ControlPlane, tool_path
-from grpo_dev.localcluster.build import kuberay_crd_dir
+from grpo_dev.localcluster.build import kuberay_crd_dir, kwok_stage_dir
 from grpo_dev.localcluster.versions import KUBERNETES_VERSION
 
 pytestmark = pytest.mark.integration
@@ -126,16 +126,18 @@ def test_deleting_a_namespace_removes_it_and_its_contents(kubectl: Kubectl) -> N
 def test_existing_binaries_are_used_without_building_anything(tmp_path: Path) -> None:
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
-    for name in ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl", "helm"):
+    for name in ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl", "helm", "kwok",
+                 "ray-operator"):
         (bin_dir / name).symlink_to(tool_path(name))
     crd_dir = kuberay_crd_dir()
     empty_cache = tmp_path / "cache"
     env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "GRPO_CACHE_DIR": str(empty_cache),
-           "GRPO_CONTROL_PLANE_BIN_DIR": str(bin_dir), "GRPO_KUBERAY_CRD_DIR": str(crd_dir)}
+           "GRPO_CONTROL_PLANE_BIN_DIR": str(bin_dir), "GRPO_KUBERAY_CRD_DIR": str(crd_dir),
+           "GRPO_KWOK_STAGE_DIR": str(kwok_stage_dir())}
     result = subprocess.run([sys.executable, "-m", "grpo_dev.localcluster", "build"],
                             env=env, capture_output=True, text=True, timeout=120, check=False)
     assert result.returncode == 0, result.stderr
-    assert result.stdout.count(" external ") == 4, result.stdout
+    assert result.stdout.count(" external ") == 8, result.stdout
     assert not empty_cache.exists()
 
 

