@@ -163,7 +163,7 @@ def test_a_restart_mid_rollout_loses_no_sample(tmp_path: Path) -> None:
 
 
 def test_a_service_that_stays_down_fails_the_run_with_reward_service_failed(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fresh_stats: Path
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fresh_stats: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     monkeypatch.setenv("GRPO_REWARD_RETRY_BUDGET_S", "3")
     url = f"http://127.0.0.1:{free_port()}"  # nothing listens there
@@ -173,3 +173,5 @@ def test_a_service_that_stays_down_fails_the_run_with_reward_service_failed(
     assert failure["reason"] == "RewardServiceFailed"
     assert url in failure["message"] and "GRPO_REWARD_RETRY_BUDGET_S=3" in failure["message"]
     assert "\n" not in failure["message"]
+    (line,) = [x for x in capsys.readouterr().out.splitlines() if x.startswith("GRPO_FAILURE ")]
+    assert json.loads(line.removeprefix("GRPO_FAILURE ")) == failure

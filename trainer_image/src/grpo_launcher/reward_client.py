@@ -25,7 +25,9 @@ What it does:
   A 422 for a batch item re-scores that batch one item at a time so only the bad items score 0.0;
 - when the budget is spent, or on another 4xx (a client bug: retrying cannot help), it writes
   `{"reason": "RewardServiceFailed", "message": "<one line>"}` to `$GRPO_FAILURE_FILE` (when set; the
-  launcher's contract, `grpo_launcher/summary.py`) and raises `RewardServiceFailed`, which ends the job.
+  launcher's contract, `grpo_launcher/summary.py`), prints the same object on stdout after `GRPO_FAILURE `
+  (for when that variable does not reach the actor miles runs this in), and raises `RewardServiceFailed`,
+  which ends the job.
 """
 
 from __future__ import annotations
@@ -48,6 +50,7 @@ import aiohttp
 log = logging.getLogger("grpo_launcher.reward_client")
 
 FAILURE_FILE_ENV = "GRPO_FAILURE_FILE"
+FAILURE_LINE_MARK = "GRPO_FAILURE"
 DEADLINE_ENV = "GRPO_REWARD_DEADLINE_S"
 BUDGET_ENV = "GRPO_REWARD_RETRY_BUDGET_S"
 DEFAULT_DEADLINE_S = 30.0
@@ -136,12 +139,17 @@ def _one_line(text: str, limit: int = 300) -> str:
 
 def _fail(message: str) -> RewardServiceFailed:
     message = _one_line(message)
+    failure = json.dumps({"reason": "RewardServiceFailed", "message": message})
     path = os.environ.get(FAILURE_FILE_ENV)
     if path:
         try:
-            Path(path).write_text(json.dumps({"reason": "RewardServiceFailed", "message": message}))
+            Path(path).write_text(failure)
         except OSError as exc:
             log.error("could not write %s=%s: %s", FAILURE_FILE_ENV, path, exc)
+    # miles calls this client in its RolloutManager actor, which gets the job's runtime env but not the env the
+    # launcher gives miles's driver (miles/ray/placement_group.py:188-189), and may run on another node: the
+    # same record also goes to stdout, which Ray forwards to the driver's output the launcher reads.
+    print(f"{FAILURE_LINE_MARK} {failure}", flush=True)
     log.error("reward service failed: %s", message)
     return RewardServiceFailed(message)
 
