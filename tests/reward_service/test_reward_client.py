@@ -175,3 +175,15 @@ def test_a_service_that_stays_down_fails_the_run_with_reward_service_failed(
     assert "\n" not in failure["message"]
     (line,) = [x for x in capsys.readouterr().out.splitlines() if x.startswith("GRPO_FAILURE ")]
     assert json.loads(line.removeprefix("GRPO_FAILURE ")) == failure
+
+
+def test_the_rendered_custom_rm_path_loads_and_is_awaited_as_miles_does_it(tmp_path: Path) -> None:
+    import importlib
+
+    from grpo_operator.render.job import REWARD_CLIENT
+
+    # miles/utils/misc.py:60-62 (load_function), then rm_hub/__init__.py:46-48: `await fn(args, sample)`.
+    module_path, _, attr = REWARD_CLIENT.rpartition(".")
+    fn = getattr(importlib.import_module(module_path), attr)
+    with run_server(tmp_path, workers="1") as server:
+        assert run(lambda: fn(args_for(server.url), sample("$\\boxed{5}$", 5))) == 1.0
