@@ -23,6 +23,9 @@ for i in range(3):
     print(f"(MegatronTrainRayActor pid=42) [2026-12-01 08:00:0{i}.500 MegatronTrainRayActor] log_utils.py:66 - rollout {i}: "
           f"{{'rollout/raw_reward': {0.25 * i}, 'rollout/log_probs': -0.5, 'rollout/kl': nan}}", file=sys.stderr, flush=True)
     print(f"(MegatronTrainRayActor pid=42) train_metric_utils.py:50 - perf {i}: {{'perf/step_time': 12.0, 'perf/train_time': 9.0}}", flush=True)
+if os.environ.get("FAIL_LINE"):  # a Ray actor without the driver's env prints it instead (forwarded by Ray)
+    print('(RolloutManager pid=41) GRPO_FAILURE {"reason": "RewardServiceFailed", "message": "from an actor"}', flush=True)
+    sys.exit(1)
 if os.environ.get("FAIL"):
     open(os.environ["GRPO_FAILURE_FILE"], "w").write(json.dumps({"reason": "RewardServiceFailed", "message": "reward\nservice down"}))
     sys.exit(1)
@@ -56,6 +59,12 @@ def test_a_failure_file_written_inside_miles_reaches_the_summary(tmp_path: Path)
     assert parsed is not None and parsed.exit_code == 1
     assert parsed.failure is not None
     assert (parsed.failure.reason, parsed.failure.message) == ("RewardServiceFailed", "reward service down")
+
+
+def test_a_failure_line_printed_by_an_actor_reaches_the_summary(tmp_path: Path) -> None:
+    parsed = operator_summary.parse("\n".join(_run(tmp_path, FAIL_LINE="1")))
+    assert parsed is not None and parsed.failure is not None
+    assert (parsed.failure.reason, parsed.failure.message) == ("RewardServiceFailed", "from an actor")
 
 
 def test_lines_that_are_not_miles_metrics_are_ignored_and_the_log_is_bounded() -> None:

@@ -17,7 +17,8 @@ and prints, as the last line of the job's output:
 `rollouts` (the last rollouts in order, at most `MAX_ROLLOUTS`, each with `rollout`, `raw_reward`,
 `repetition_frac`, `truncated_ratio`, `step_time_seconds`, any of them null when miles did not log it);
 `provenance` (the launcher's facts, strings); `failure` (null, or `{"reason", "message"}` read from the file
-named by `GRPO_FAILURE_FILE`, which a component inside miles writes before it ends the run on purpose).
+named by `GRPO_FAILURE_FILE`, which a component inside miles writes before it ends the run on purpose, or from
+a `GRPO_FAILURE {json}` output line when the component runs in a Ray actor that lacks that variable).
 
 The operator reads the job's log through the Ray Jobs API when the job ends and takes the LAST such line; a
 line that does not parse is ignored (the run then ends unverified rather than on a guess).

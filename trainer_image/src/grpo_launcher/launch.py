@@ -146,7 +146,7 @@ def run(config: RunConfig, miles_argv: Sequence[str], options: RunOptions, out: 
         finally:
             if metrics is not None:
                 metrics.close()
-            out.write(summary_line(code, rollouts, facts, read_failure(failure_file)) + "\n")
+            out.write(summary_line(code, rollouts, facts, read_failure(failure_file) or rollouts.failure) + "\n")
             out.flush()
     return code
 

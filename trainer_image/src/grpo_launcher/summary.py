@@ -5,7 +5,10 @@ Contract with the operator (its parser is `operator/grpo_operator/status/summary
 * The launcher sets ``GRPO_FAILURE_FILE=<a fresh temp dir>/failure.json`` in miles's environment. A component
   inside miles that ends the run on purpose (e.g. the remote reward client) writes
   ``{"reason": "RewardServiceFailed", "message": "<one line>"}`` there before raising. ``reason`` is one
-  CamelCase word; it becomes the GRPORun's Failed reason.
+  CamelCase word; it becomes the GRPORun's Failed reason. A Ray actor does not inherit the driver's
+  environment (it gets the job's runtime env) and may run on another node, so the same object may instead be
+  printed on one output line after ``GRPO_FAILURE `` (Ray forwards actor output to the driver's); the launcher
+  reads both, the file first.
 * When miles has exited, the launcher prints as its last stdout line::
 
       GRPO_RUN_SUMMARY {"version": 1, "exit_code": 0, "first_rollout": 0, "last_rollout": 5, "rollouts_logged": 6,
@@ -42,6 +45,7 @@ from typing import Any
 
 MARK = "GRPO_RUN_SUMMARY"
 FAILURE_FILE_ENV = "GRPO_FAILURE_FILE"
+FAILURE_LINE_MARK = "GRPO_FAILURE "
 MAX_ROLLOUTS = 100
 KEYS = {
     "rollout/raw_reward": "raw_reward",
@@ -77,8 +81,13 @@ class RolloutLog:
         self._first: int | None = None
         self._count = 0
         self._lock = threading.Lock()
+        self.failure: dict[str, str] | None = None  # the first GRPO_FAILURE line's object
 
     def feed(self, line: str) -> None:
+        at = line.find(FAILURE_LINE_MARK)
+        if at >= 0 and self.failure is None:
+            self.failure = _failure_object(line[at + len(FAILURE_LINE_MARK):])
+            return
         parsed = parse_metrics_line(line)
         if parsed is None:
             return
@@ -99,15 +108,22 @@ class RolloutLog:
                     "rollouts_logged": self._count, "rollouts": rollouts}  # fmt: skip
 
 
-def read_failure(path: Path) -> dict[str, str] | None:
-    """The failure file's {"reason", "message"}, or None when absent or malformed."""
+def _failure_object(text: str) -> dict[str, str] | None:
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        data = json.loads(text)
+    except ValueError:
         return None
     if not isinstance(data, dict) or not isinstance(data.get("reason"), str):
         return None
     return {"reason": data["reason"], "message": " ".join(str(data.get("message", "")).split())}
+
+
+def read_failure(path: Path) -> dict[str, str] | None:
+    """The failure file's {"reason", "message"}, or None when absent or malformed."""
+    try:
+        return _failure_object(path.read_text(encoding="utf-8"))
+    except OSError:
+        return None
 
 
 def summary_line(exit_code: int, rollouts: RolloutLog, provenance: Mapping[str, str], failure: dict[str, str] | None) -> str:
