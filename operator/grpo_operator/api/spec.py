@@ -18,9 +18,20 @@ from grpo_operator.api.base import ApiModel
 from grpo_operator.planning.instances import InstanceTypeName
 from grpo_operator.planning.profiles import ModelProfileName
 
-AbsPath = Annotated[str, StringConstraints(pattern=r"^/", min_length=1, max_length=512)]
-Name = Annotated[str, StringConstraints(min_length=1, max_length=253)]
-LabelMap = Annotated[dict[str, Annotated[str, StringConstraints(max_length=63)]], Field(max_length=32)]
+# No C0 control character and no DEL: a NUL or a newline in an argv item or a path passes Kubernetes
+# (container args are free text) and only fails when the process is exec'd, after the GPUs were provisioned.
+_PRINTABLE = r"[^\x00-\x1f\x7f]"
+AbsPath = Annotated[str, StringConstraints(pattern=rf"^/{_PRINTABLE}*$", min_length=1, max_length=512)]
+Name = Annotated[str, StringConstraints(pattern=rf"^{_PRINTABLE}+$", min_length=1, max_length=253)]
+Arg = Annotated[str, StringConstraints(pattern=rf"^{_PRINTABLE}*$", max_length=1024)]
+# Kubernetes' label grammar (k8s.io/apimachinery pkg/util/validation: IsQualifiedName, IsValidLabelValue).
+_LABEL_NAME = r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?"
+_DNS_SUBDOMAIN = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*"
+QualifiedName = Annotated[str, StringConstraints(pattern=rf"^({_DNS_SUBDOMAIN}/)?{_LABEL_NAME}$", max_length=317)]
+LabelValue = Annotated[str, StringConstraints(pattern=rf"^({_LABEL_NAME})?$", max_length=63)]
+ImageRef = Annotated[str, StringConstraints(pattern=r"^[^\x00-\x20\x7f]+$", min_length=1, max_length=512)]
+LabelMap = Annotated[dict[str, Annotated[str, StringConstraints(pattern=rf"^({_LABEL_NAME})?$", max_length=63)]],
+                    Field(max_length=32)]
 
 
 def cel(rule: str, message: str, field_path: str | None = None, values: tuple[str, ...] = ()) -> dict[str, str]:
@@ -245,7 +256,7 @@ class RemoteRewardSpec(ApiModel):
     backend: RewardBackend = Field(default=RewardBackend.MATH_VERIFY, description="Scoring backend of the reward service.")
     replicas: int = Field(default=2, ge=1, le=256, description="Reward service replicas (CPU pods).")
     timeout_seconds: float = Field(default=10.0, gt=0, le=600, description="Hard deadline for scoring one response.")
-    image: Annotated[str, StringConstraints(min_length=1, max_length=512)] | None = Field(
+    image: ImageRef | None = Field(
         default=None, description="Reward service image; default: the operator's configured image."
     )
 
@@ -292,15 +303,42 @@ class StorageSpec(ApiModel):
 
 
 class Toleration(ApiModel):
-    key: Annotated[str, StringConstraints(max_length=253)] | None = Field(default=None, description="Taint key.")
+    """A pod toleration, refused by the same rules the API server applies to pods (Kubernetes
+    pkg/apis/core/validation/validation.go `ValidateTolerations`), so a run never renders a pod the API
+    server would refuse. The rules are CEL for the CRD and `_kubernetes_rules` for `grpo validate`; a
+    test compares both with the API server's verdict on a Pod."""
+
+    model_config = rules(
+        cel("self.operator != 'Exists' || !has(self.value) || self.value == ''",
+            "value must be empty when `operator` is 'Exists'", ".value"),
+        cel("(has(self.key) && self.key != '') || self.operator == 'Exists'",
+            "operator must be Exists when `key` is empty, which means \"match all values and all keys\"",
+            ".operator"),
+        cel("!has(self.tolerationSeconds) || (has(self.effect) && self.effect == 'NoExecute')",
+            "effect must be 'NoExecute' when `tolerationSeconds` is set", ".effect"),
+    )  # fmt: skip
+    key: QualifiedName | None = Field(default=None, description="Taint key (a label name); empty with Exists matches every taint.")
     operator: Annotated[str, StringConstraints(pattern=r"^(Exists|Equal)$")] = Field(
         default="Equal", description="Exists or Equal."
     )
-    value: Annotated[str, StringConstraints(max_length=63)] | None = Field(default=None, description="Taint value.")
+    value: LabelValue | None = Field(default=None, description="Taint value (a label value); empty with Exists.")
     effect: Annotated[str, StringConstraints(pattern=r"^(NoSchedule|PreferNoSchedule|NoExecute)?$")] | None = Field(
         default=None, description="NoSchedule, PreferNoSchedule or NoExecute; empty matches all."
     )
     toleration_seconds: int | None = Field(default=None, ge=0, description="How long a NoExecute taint is tolerated.")
+
+    @model_validator(mode="after")
+    def _kubernetes_rules(self) -> Toleration:
+        if self.operator == "Exists" and self.value:
+            raise PydanticCustomError("toleration", "value {value} must be empty when `operator` is 'Exists'; "
+                                      "remove value, or use operator Equal", {"value": repr(self.value[:63])})  # fmt: skip
+        if not self.key and self.operator != "Exists":
+            raise PydanticCustomError("toleration", "operator must be Exists when `key` is empty, which means "
+                                      "\"match all values and all keys\"; set key, or operator Exists")  # fmt: skip
+        if self.toleration_seconds is not None and self.effect != "NoExecute":
+            raise PydanticCustomError("toleration", "effect must be 'NoExecute' when `tolerationSeconds` is set; "
+                                      "set effect NoExecute, or remove tolerationSeconds")  # fmt: skip
+        return self
 
 
 class SchedulingSpec(ApiModel):
@@ -309,7 +347,7 @@ class SchedulingSpec(ApiModel):
     tolerations: list[Toleration] = Field(
         default_factory=list, max_length=16, description="Extra tolerations of the worker pods."
     )
-    priority_class_name: Annotated[str, StringConstraints(max_length=253)] | None = Field(
+    priority_class_name: Annotated[str, StringConstraints(pattern=rf"^{_DNS_SUBDOMAIN}$", max_length=253)] | None = Field(
         default=None, description="PriorityClass of the Ray pods."
     )
 
@@ -368,14 +406,14 @@ class GRPORunSpec(ApiModel):
     topology: TopologySpec = Field(default_factory=TopologySpec, description="GPUs, placement and parallelism.")
     reward: RewardSpec = Field(default_factory=RewardSpec, description="How responses are scored.")
     storage: StorageSpec = Field(description="Shared volume for models, data, checkpoints and TensorBoard.")
-    image: Annotated[str, StringConstraints(min_length=1, max_length=512)] = Field(
+    image: ImageRef = Field(
         description="Trainer image (miles plus the grpo launcher); pin it by digest (name@sha256:...)."
     )
     scheduling: SchedulingSpec = Field(default_factory=SchedulingSpec, description="Node selection for Ray pods.")
     hf_token_secret: SecretKeyRef | None = Field(
         default=None, description="Secret holding a Hugging Face token, passed to pods by secretKeyRef only."
     )
-    extra_args: list[Annotated[str, StringConstraints(max_length=1024)]] = Field(
+    extra_args: list[Arg] = Field(
         default_factory=list,
         max_length=64,
         description="Extra miles/Megatron/SGLang arguments appended last; flags the operator manages are refused.",

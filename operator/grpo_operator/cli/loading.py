@@ -94,6 +94,10 @@ def problems_from_error(error: ValidationError) -> list[Problem]:
             problems.append(Problem(path, "required field is missing; add it"))
             continue
         value = echo(json.dumps(err.get("input"), default=str))
+        if kind == "string_pattern_mismatch" and "\\x00-\\x1f" in str((err.get("ctx") or {}).get("pattern")):
+            problems.append(Problem(path, f"{value} contains a control character (NUL, tab, newline, ESC, ...), which "
+                                          "the process would receive as is; remove it"))  # fmt: skip
+            continue
         fix = _TYPE_FIXES.get(kind)
         message = f"{value} is invalid: {err['msg']}" + (f"; {fix}" if fix else "")
         problems.append(Problem(path, message))
