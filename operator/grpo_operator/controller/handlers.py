@@ -30,6 +30,14 @@ except SettingsError as _exc:
     print(f"grpo-operator: {_exc}", file=sys.stderr)
     raise SystemExit(2) from None
 
+try:  # bound before kopf starts: a port that cannot be bound stops the process with one line
+    opmetrics.serve(SETTINGS.metrics_port)
+except OSError as _exc:
+    print(f"grpo-operator: GRPO_METRICS_PORT={SETTINGS.metrics_port}: cannot listen for /metrics "
+          f"({_exc.strerror or _exc}); free the port, or set GRPO_METRICS_PORT to another (0 disables it)",
+          file=sys.stderr)  # fmt: skip
+    raise SystemExit(2) from None
+
 _reconciler: Reconciler | None = None
 
 
@@ -53,7 +61,6 @@ def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
     # chart: no cluster scan, so a namespaced install needs no cluster-wide read and starts at once.
     settings.scanning.disabled = True
     settings.watching.server_timeout = 300
-    opmetrics.serve(SETTINGS.metrics_port)
 
 
 def _report(outcome: Outcome, body: kopf.Body) -> None:
