@@ -341,7 +341,59 @@ class Toleration(ApiModel):
         return self
 
 
+class GangScheduler(StrEnum):
+    """The gang schedulers KubeRay v1.5.0 integrates (ray-operator/controllers/ray/batchscheduler/
+    schedulermanager.go:58-70). The platform picks one for the whole KubeRay operator (its `batchScheduler`
+    setting); a run only adds the labels that scheduler reads from the RayCluster."""
+
+    VOLCANO = "Volcano"
+    KAI = "KAI"
+    SCHEDULER_PLUGINS = "SchedulerPlugins"
+
+
+# A queue's name: an object name that is also a label value (Kueue reads it from a label).
+QueueName = Annotated[str, StringConstraints(pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$", max_length=63)]
+
+
+class GangSpec(ApiModel):
+    """Gang scheduling of the Ray pods: all of them are placed, or none (no worker holds its GPUs while
+    another cannot be placed)."""
+
+    model_config = rules(
+        cel("self.scheduler != 'KAI' || has(self.queue)",
+            "queue is required with scheduler KAI (KubeRay leaves the pods pending without the kai.scheduler/queue "
+            "label)", ".queue"),
+        cel("self.scheduler != 'SchedulerPlugins' || !has(self.queue)",
+            "queue must be unset with scheduler SchedulerPlugins (coscheduling has no queues)", ".queue"),
+    )  # fmt: skip
+    scheduler: GangScheduler = Field(
+        description="The gang scheduler the cluster's KubeRay operator is configured with (its batchScheduler): "
+        "Volcano, KAI or SchedulerPlugins (coscheduling)."
+    )
+    queue: QueueName | None = Field(
+        default=None, description="Volcano queue (optional, Volcano's default queue otherwise) or KAI queue "
+        "(required); unset for SchedulerPlugins."
+    )
+
+    @model_validator(mode="after")
+    def _queue_rules(self) -> GangSpec:
+        if self.scheduler is GangScheduler.KAI and self.queue is None:
+            raise PydanticCustomError("gang", "queue is required with scheduler KAI (KubeRay leaves the pods "
+                                      "pending without the kai.scheduler/queue label); set queue to a KAI queue")  # fmt: skip
+        if self.scheduler is GangScheduler.SCHEDULER_PLUGINS and self.queue is not None:
+            raise PydanticCustomError("gang", "queue {queue} must be unset with scheduler SchedulerPlugins "
+                                      "(coscheduling has no queues); remove queue", {"queue": repr(self.queue)})  # fmt: skip
+        return self
+
+
 class SchedulingSpec(ApiModel):
+    queue_name: QueueName | None = Field(
+        default=None,
+        description="Kueue LocalQueue in the run's namespace: the RayCluster is created suspended with the "
+        "kueue.x-k8s.io/queue-name label and starts, whole, once Kueue admits it; the reward service is created "
+        "only then.",
+    )
+    gang: GangSpec | None = Field(default=None, description="Gang scheduling of the Ray pods (all or none).")
     gpu_node_selector: LabelMap = Field(default_factory=dict, description="Node selector of the GPU worker pods.")
     head_node_selector: LabelMap = Field(default_factory=dict, description="Node selector of the Ray head (a CPU node).")
     tolerations: list[Toleration] = Field(
@@ -409,7 +461,9 @@ class GRPORunSpec(ApiModel):
     image: ImageRef = Field(
         description="Trainer image (miles plus the grpo launcher); pin it by digest (name@sha256:...)."
     )
-    scheduling: SchedulingSpec = Field(default_factory=SchedulingSpec, description="Node selection for Ray pods.")
+    scheduling: SchedulingSpec = Field(
+        default_factory=SchedulingSpec, description="Queue, gang scheduling and node selection of the Ray pods."
+    )
     hf_token_secret: SecretKeyRef | None = Field(
         default=None, description="Secret holding a Hugging Face token, passed to pods by secretKeyRef only."
     )

@@ -26,7 +26,7 @@ from grpo_operator.edges import childstate, endpoints, opmetrics, scrape
 from grpo_operator.edges.kube import Kube
 from grpo_operator.edges.rayjobs import RayJobs, RayUnavailable
 from grpo_operator.planning.validation import check, errors
-from grpo_operator.render import MissingRewardImage, Rendered, names, render
+from grpo_operator.render import MissingRewardImage, Rendered, names, queueing, render
 from grpo_operator.render.job import checkpoint_request
 from grpo_operator.status.lifecycle import Decision, decide
 from grpo_operator.status.observation import JobObservation, JobState, Observation, TrainerMetrics
@@ -112,12 +112,23 @@ class Reconciler:
             self._wind_down(run, ray, prev)
             return Outcome(previous=prev.phase, status=prev)
         if not run.spec.suspend:
-            for child in rendered.children:
-                self.kube.apply(child)
+            self._apply_children(run, rendered)
         obs = self._observe(run, ray, submission_id, plan=rendered.plan, prev=prev, now=now, generation=generation)
         decision = decide(prev, obs, run.spec)
         decision = self._act(decision, run, rendered, ray, submission_id)
         return self._finish(namespace, name, body, prev, decision)
+
+    def _apply_children(self, run: GRPORun, rendered: Rendered) -> None:
+        """Every child in place; under a Kueue queue the RayCluster is created suspended and the reward
+        Deployment waits for the admission (render/queueing.apply_steps)."""
+        cluster = self.kube.ray_cluster(run.metadata.namespace, run.metadata.name) if queueing.queued(run) else None
+        admitted = cluster is not None and childstate.admission_queue(cluster) is None
+        for how, child in queueing.apply_steps(run, rendered.children, cluster_exists=cluster is not None,
+                                               admitted=admitted):  # fmt: skip
+            if how == "create":
+                self.kube.create(child)
+            else:
+                self.kube.apply(child)
 
     # --- observation -------------------------------------------------------------------------------
     def _submission_id(self, prev: GRPORunStatus | None, run: GRPORun) -> str:

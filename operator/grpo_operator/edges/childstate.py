@@ -8,7 +8,7 @@ from typing import Any
 
 from kubernetes import client
 
-from grpo_operator.render import names
+from grpo_operator.render import names, queueing
 from grpo_operator.status.observation import ClusterObservation, RewardObservation
 
 PREFLIGHT_FAILED = "preflight failed: "
@@ -79,9 +79,20 @@ def pod_problems(pods: list[client.V1Pod]) -> list[str]:
     return lines
 
 
+def admission_queue(cluster: dict[str, Any]) -> str | None:
+    """The Kueue LocalQueue a RayCluster waits in: it carries the queue label and is suspended (created so,
+    or suspended again by a preemption); Kueue admits it by setting `spec.suspend: false` (render/queueing.py)."""
+    queue = ((cluster.get("metadata") or {}).get("labels") or {}).get(queueing.KUEUE_QUEUE_LABEL)
+    return queue if queue and (cluster.get("spec") or {}).get("suspend") is True else None
+
+
 def cluster_observation(cluster: dict[str, Any] | None, workers: int, pods: list[client.V1Pod]) -> ClusterObservation | None:
     if cluster is None:
         return None
+    queue = admission_queue(cluster)
+    if queue is not None:
+        return ClusterObservation(ready=False, message=f"waiting for Kueue to admit the RayCluster in LocalQueue "
+                                  f"{queue}", queue=queue)  # fmt: skip
     ready, message = cluster_ready(cluster, workers)
     problems = pod_problems(pods)
     if problems:

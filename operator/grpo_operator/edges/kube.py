@@ -45,6 +45,19 @@ class Kube:
             field_manager=FIELD_MANAGER, force_conflicts=True,
         )  # fmt: skip
 
+    def create(self, manifest: dict[str, Any]) -> bool:
+        """Create `manifest` as it is (a suspended RayCluster under a Kueue queue, render/queueing.py); False when
+        it exists already. Fields set here are not owned by the server-side apply of later reconciles."""
+        resource = self.dynamic.resources.get(api_version=manifest["apiVersion"], kind=manifest["kind"])
+        try:
+            self.dynamic.create(resource, body=manifest, namespace=manifest["metadata"].get("namespace"),  # type: ignore[no-untyped-call]
+                                field_manager=FIELD_MANAGER)  # fmt: skip
+        except ApiException as exc:
+            if exc.status == 409:
+                return False
+            raise
+        return True
+
     def ray_cluster(self, namespace: str, run: str) -> dict[str, Any] | None:
         try:
             found = cast(dict[str, Any], self.custom.get_namespaced_custom_object(

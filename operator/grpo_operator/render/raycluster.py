@@ -16,7 +16,7 @@ from typing import Any
 from grpo_operator.api import GRPORun
 from grpo_operator.api.status import RunPlan
 from grpo_operator.planning.instances import INSTANCES
-from grpo_operator.render import names
+from grpo_operator.render import names, queueing
 from grpo_operator.render.settings import RenderSettings
 
 HOST_SHARE = 0.9  # of a node's vCPUs and memory requested by its worker pod (daemonsets need the rest)
@@ -210,13 +210,15 @@ def worker_group(run: GRPORun, plan: RunPlan, settings: RenderSettings) -> dict[
 
 
 def ray_cluster(run: GRPORun, plan: RunPlan, settings: RenderSettings) -> dict[str, Any]:
-    return {
-        "apiVersion": "ray.io/v1",
-        "kind": "RayCluster",
-        "metadata": metadata(run, names.ray_cluster(run.metadata.name), "ray"),
-        "spec": {
-            "enableInTreeAutoscaling": False,
-            "headGroupSpec": head_group(run, settings),
-            "workerGroupSpecs": [worker_group(run, plan, settings)],
-        },
+    """The RayCluster; with a Kueue queue it is created suspended and Kueue unsuspends it (render/queueing.py),
+    so the reconciler sets `suspend` only when it creates the cluster, never on a later apply."""
+    meta = metadata(run, names.ray_cluster(run.metadata.name), "ray")
+    meta["labels"].update(queueing.cluster_labels(run))
+    spec: dict[str, Any] = {
+        "enableInTreeAutoscaling": False,
+        "headGroupSpec": head_group(run, settings),
+        "workerGroupSpecs": [worker_group(run, plan, settings)],
     }
+    if queueing.queued(run):
+        spec["suspend"] = True
+    return {"apiVersion": "ray.io/v1", "kind": "RayCluster", "metadata": meta, "spec": spec}

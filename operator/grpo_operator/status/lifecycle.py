@@ -13,6 +13,7 @@ status table is checked against it.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Literal
@@ -37,10 +38,10 @@ CONDITION_ORDER = ("Validated", "ResourcesReady", "RewardServiceReady", "JobRunn
 
 # Phase reasons: what `status.reason` can be in each phase (a failure file's own reason is added to Failed).
 REASONS: dict[Phase, tuple[str, ...]] = {
-    Phase.PENDING: ("Provisioning",),
+    Phase.PENDING: ("Provisioning", "Queued"),
     Phase.PROVISIONING: ("Provisioning", "Submitting", "WaitingForDriver"),
     Phase.RUNNING: ("Running", "Suspending", guards.DEGENERATE, guards.STALLED),
-    Phase.SUSPENDED: ("Suspended",),
+    Phase.SUSPENDED: ("Suspended", "Preempted"),
     Phase.SUCCEEDED: ("Succeeded",),
     Phase.FAILED: ("InvalidSpec", guards.DEGENERATE, guards.STALLED, UNVERIFIED, "PreflightFailed", "JobFailed",
                    "JobStopped"),
@@ -48,9 +49,10 @@ REASONS: dict[Phase, tuple[str, ...]] = {
 # Condition types and the reasons each can carry.
 CONDITION_REASONS: dict[str, tuple[str, ...]] = {
     "Validated": ("Valid", "InvalidSpec"),
-    "ResourcesReady": ("Ready", "Provisioning", "Suspended"),
+    "ResourcesReady": ("Ready", "Provisioning", "Suspended", "WaitingForAdmission"),
     "RewardServiceReady": ("NotRequired", "NotCreated", "NotReady", "ScoringErrors", "Ready"),
-    "JobRunning": ("NotSubmitted", "Pending", "Running", "Suspending", "Suspended", "Stopped", "Succeeded", "Failed"),
+    "JobRunning": ("NotSubmitted", "Pending", "Running", "Suspending", "Suspended", "Preempted", "Stopped", "Succeeded",
+                   "Failed"),
     "MetricsAvailable": ("NotRunning", "NotScraped", "Scraped", "NoRolloutYet", "ScrapeFailed", "ScrapeOutage",
                          "RunSummary", "NoRunSummary"),
     "Healthy": ("NoMetrics", "MetricsHealthy", guards.DEGENERATE, guards.STALLED),
@@ -188,6 +190,33 @@ def new_attempt(status: GRPORunStatus, submission_id: str, state: JobState) -> G
     })  # fmt: skip
 
 
+def _waiting_for_admission(prev: GRPORunStatus | None, obs: Observation, queue: str, *, conds: _Conditions,
+                           status: Callable[..., GRPORunStatus], tracked: Mapping[str, object]) -> Decision:
+    """The RayCluster is suspended under a Kueue queue: not admitted yet (`Pending/Queued`), or suspended again
+    by a preemption after its job ran (`Suspended/Preempted`). KubeRay v1.5.0 deletes every pod of a suspended
+    cluster at once (ray-operator/controllers/ray/raycluster_controller.go:552-567), so a preempted job cannot
+    save a checkpoint first: once Kueue admits the cluster again a new attempt starts and resumes, like a resume
+    after spec.suspend, from the last checkpoint saved (storage.saveInterval)."""
+    where = f"LocalQueue {queue}"
+    conds.set("ResourcesReady", False, "WaitingForAdmission", f"waiting for Kueue to admit the RayCluster in {where}")
+    conds.set("MetricsAvailable", None, "NotRunning", "the trainer is not running")
+    if obs.reward_required:
+        conds.set("RewardServiceReady", False, "NotCreated", "the reward service is created once Kueue admits the "
+                  "RayCluster")  # fmt: skip
+    conds.set("Complete", False, "InProgress", "")
+    ran = prev is not None and prev.job_submission_id is not None and prev.phase in (Phase.RUNNING, Phase.PROVISIONING)
+    preempted = ran or (prev is not None and prev.phase is Phase.SUSPENDED and prev.reason == "Preempted")
+    if preempted:
+        message = (f"preempted by Kueue ({where}): KubeRay deleted the Ray pods; the run resumes from its last "
+                   "checkpoint once Kueue admits it again")  # fmt: skip
+        conds.set("JobRunning", False, "Preempted", message)
+        return Decision(status=status(Phase.SUSPENDED, "Preempted", message, **tracked),
+                        stop_job=obs.job is not None and obs.job.state.active)
+    conds.set("JobRunning", False, "NotSubmitted", "waiting for admission")
+    return Decision(status=status(Phase.PENDING, "Queued", f"waiting for Kueue to admit the RayCluster (all of its "
+                                  f"pods at once) in {where}", **tracked))  # fmt: skip
+
+
 def decide(prev: GRPORunStatus | None, obs: Observation, spec: GRPORunSpec | None) -> Decision:
     if prev is not None and prev.phase in TERMINAL_PHASES:
         # Terminal: nothing changes but the generation processed and where the logs are; a job we decided to
@@ -311,6 +340,9 @@ def decide(prev: GRPORunStatus | None, obs: Observation, spec: GRPORunSpec | Non
         return Decision(status=status(Phase.SUSPENDED, "Suspended", "stopped by spec.suspend; set it to false to resume",
                                       **tracked),
                         stop_job=job is not None and job.state.active, delete_cluster=True)
+
+    if obs.cluster is not None and obs.cluster.queue is not None:
+        return _waiting_for_admission(prev, obs, obs.cluster.queue, conds=conds, status=status, tracked=tracked)
 
     reward_ok = True
     if obs.reward_required:

@@ -31,6 +31,7 @@ class JobState(StrEnum):
 class ClusterObservation:
     ready: bool
     message: str = ""
+    queue: str | None = None  # the Kueue LocalQueue the suspended RayCluster waits in for admission
 
 
 @dataclass(frozen=True)
