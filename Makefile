@@ -9,7 +9,7 @@ export PATH := $(BIN):$(PATH)
 DOCKERFILES := $(shell find . -name Dockerfile -not -path './.venv/*' -not -path './.git/*' | sort)
 PACKAGES := operator/grpo_operator devtools/grpo_dev reward_service/src/reward_service trainer_image/src/grpo_launcher
 
-.PHONY: install test lint crds golden miles-flags control-plane images run bench-reward clean
+.PHONY: install test lint crds golden miles-flags control-plane images run bench-reward bench-operator clean
 
 install: $(VENV)/.installed
 
@@ -70,6 +70,12 @@ run: install control-plane
 
 bench-reward: install
 	$(PY) benchmarks/bench_reward.py
+
+## The operator with N = 10, 100, 500 runs on the real local API server, against a bare kopf operator
+## (SIZES=10,100 for a quicker run).
+SIZES ?= 10,100,500
+bench-operator: install control-plane
+	$(PY) benchmarks/bench_operator.py --sizes $(SIZES)
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .grpo

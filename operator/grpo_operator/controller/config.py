@@ -32,6 +32,11 @@ class OperatorSettings(BaseModel):
     reward_error_ratio_max: float = Field(default=0.1, gt=0, le=1)
     http_timeout_seconds: float = Field(default=5.0, gt=0, le=120)
     metrics_port: int = Field(default=8081, ge=0, le=65535, description="Operator /metrics port; 0 disables it.")
+    workers: int = Field(default=16, ge=1, le=256, description="Threads for reconciles (kopf's executor for sync handlers).")
+    peering_lifetime_seconds: int = Field(
+        default=30, ge=5, le=600,
+        description="With peering (two replicas): how long a silent replica counts as alive, the failover bound.",
+    )
 
 
 class SettingsError(ValueError):
@@ -51,6 +56,8 @@ _ENV: dict[str, tuple[str, str]] = {
     "GRPO_REWARD_ERROR_RATIO_MAX": ("", "reward_error_ratio_max"),
     "GRPO_HTTP_TIMEOUT_SECONDS": ("", "http_timeout_seconds"),
     "GRPO_METRICS_PORT": ("", "metrics_port"),
+    "GRPO_WORKERS": ("", "workers"),
+    "GRPO_PEERING_LIFETIME_SECONDS": ("", "peering_lifetime_seconds"),
     # NetworkPolicies (render/networkpolicy.py); the JSON ones take a JSON value.
     "GRPO_NETWORK_POLICIES": ("render", "network_policies"),
     "GRPO_OPERATOR_NAMESPACE": ("render", "operator_namespace"),

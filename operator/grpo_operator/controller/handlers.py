@@ -8,19 +8,22 @@ from __future__ import annotations
 
 import logging
 import os
+import secrets
 import sys
 import time
-from typing import Any
+from typing import Any, cast
 
 import kopf
 from kubernetes import client, config
 
 from grpo_operator.api import GROUP, PLURAL, VERSION
 from grpo_operator.api.status import Phase
+from grpo_operator.controller.children import Pacing, owner_body, resync_seconds
 from grpo_operator.controller.config import SettingsError, load_settings
 from grpo_operator.controller.reconciler import Outcome, Reconciler
-from grpo_operator.edges import opmetrics
-from grpo_operator.edges.kube import Kube
+from grpo_operator.edges import backoff, opmetrics
+from grpo_operator.edges.kubecache import CachingKube
+from grpo_operator.render import names
 
 log = logging.getLogger("grpo_operator")
 
@@ -39,17 +42,28 @@ except OSError as _exc:
     raise SystemExit(2) from None
 
 _reconciler: Reconciler | None = None
+_pacing: Pacing | None = None
+# A run's Ray head that failed is retried after one reconcile interval, doubling up to four (edges/backoff.py).
+RAY_BACKOFF = backoff.Backoff(first=SETTINGS.reconcile_interval_seconds, most=resync_seconds(SETTINGS))
 
 
 def reconciler() -> Reconciler:
-    global _reconciler  # noqa: PLW0603 - one API client per process, made after kopf has logged in
+    global _reconciler, _pacing  # noqa: PLW0603 - one API client per process, made after kopf has logged in
     if _reconciler is None:
         try:
             config.load_incluster_config()  # type: ignore[no-untyped-call]
         except config.ConfigException:
             config.load_kube_config()  # type: ignore[no-untyped-call]
-        _reconciler = Reconciler(kube=Kube(client.ApiClient()), settings=SETTINGS)
+        kube = CachingKube(client.ApiClient(), resync_seconds=resync_seconds(SETTINGS))
+        _pacing = Pacing(SETTINGS, kube, RAY_BACKOFF)
+        _reconciler = Reconciler(kube=kube, settings=SETTINGS, ray_for=backoff.ray_for(RAY_BACKOFF))
     return _reconciler
+
+
+def pacing() -> Pacing:
+    reconciler()
+    assert _pacing is not None
+    return _pacing
 
 
 @kopf.on.startup()
@@ -61,6 +75,16 @@ def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
     # chart: no cluster scan, so a namespaced install needs no cluster-wide read and starts at once.
     settings.scanning.disabled = True
     settings.watching.server_timeout = 300
+    # Reconciles are sync handlers on kopf's thread pool: sized, so many runs share a bounded set of threads
+    # (a slow Ray head or scrape is backed off per run and holds one thread at most once per backoff).
+    settings.execution.max_workers = SETTINGS.workers
+    # Two replicas (chart `replicas: 2`, `--peering NAME` instead of `--standalone`): kopf's peering pauses every
+    # replica but the one of the highest priority; unique priorities, so exactly one is active. A replica
+    # killed without notice is presumed dead `lifetime` seconds after its last keep-alive, then the next
+    # takes over (kopf/_core/engines/peering.py process_peering_event, keepalive).
+    if settings.peering.priority == 0:
+        settings.peering.priority = secrets.randbelow(2**31 - 2) + 1
+    settings.peering.lifetime = SETTINGS.peering_lifetime_seconds
 
 
 def _report(outcome: Outcome, body: kopf.Body) -> None:
@@ -83,6 +107,7 @@ def _reconcile(body: kopf.Body) -> None:
         raise
     finally:
         opmetrics.RECONCILE_SECONDS.observe(time.monotonic() - started)
+        pacing().reconciled(body["metadata"]["namespace"], body["metadata"]["name"])
     opmetrics.RECONCILES.labels("ok").inc()
     _report(outcome, body)
 
@@ -96,9 +121,22 @@ def on_change(body: kopf.Body, **_: Any) -> None:
 
 @kopf.timer(GROUP, VERSION, PLURAL, interval=SETTINGS.reconcile_interval_seconds, sharp=False)
 def on_timer(body: kopf.Body, **_: Any) -> None:
-    _reconcile(body)
+    if pacing().due(body):  # children are watched: a tick polls Ray and the metrics (controller/children.py)
+        _reconcile(body)
+
+
+@kopf.on.event("ray.io", "v1", "rayclusters", labels={names.RUN_LABEL: kopf.PRESENT})
+@kopf.on.event("apps", "v1", "deployments", labels={names.RUN_LABEL: kopf.PRESENT})
+def on_child(body: kopf.Body, type: str | None, **_: Any) -> None:
+    owner = owner_body(body)
+    if owner is None or type is None:  # type None: the initial listing, which the runs' resume handles
+        return
+    meta = owner["metadata"]
+    pacing().child_changed(meta["namespace"], meta["name"], str(body.get("kind")), deleted=type == "DELETED")
+    _reconcile(cast(kopf.Body, owner))
 
 
 @kopf.on.delete(GROUP, VERSION, PLURAL)
 def on_delete(body: kopf.Body, **_: Any) -> None:
     reconciler().stop_for_deletion(body)
+    pacing().forget(body["metadata"]["namespace"], body["metadata"]["name"])

@@ -3,16 +3,24 @@
 Parsing uses prometheus_client's own text parser; the reading of metric names follows miles's collector
 (`miles_metric_` + key with `/` and `-` turned into `_`, label `run_name`) and the reward service's
 `reward_service_*` families.
+
+An endpoint that timed out is not scraped again for a while (`SLOW`, per URL, doubling from 5 s to 60 s; a
+success forgets it): a hung trainer or reward service costs its run one timeout per backoff period instead of
+one per reconcile, so it cannot hold the worker threads every other run needs. A refused connection fails at
+once and is retried at the next reconcile.
 """
 
 from __future__ import annotations
 
+import socket
+import urllib.error
 import urllib.request
 from collections.abc import Iterable
 
 from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.samples import Sample
 
+from grpo_operator.edges.backoff import Backoff
 from grpo_operator.status.observation import TrainerMetrics
 
 TRAINER_GAUGES = {
@@ -23,6 +31,7 @@ TRAINER_GAUGES = {
     "miles_metric_perf_step_time": "step_time_seconds",
 }
 REWARD_ERROR_RATIO = "reward_service_service_error_ratio"
+SLOW = Backoff(first=5.0, most=60.0)
 
 
 class ScrapeError(RuntimeError):
@@ -32,11 +41,18 @@ class ScrapeError(RuntimeError):
 def fetch(url: str, timeout: float) -> str:
     if not url.startswith(("http://", "https://")):
         raise ScrapeError(f"{url}: only http(s) metrics URLs are scraped")
+    waiting = SLOW.waiting(url)
+    if waiting is not None:
+        raise ScrapeError(f"{url}: {waiting}")
     try:
         with urllib.request.urlopen(url, timeout=timeout) as response:  # noqa: S310 - scheme checked above
             body: bytes = response.read(8 * 1024 * 1024)
     except OSError as exc:
+        reason = exc.reason if isinstance(exc, urllib.error.URLError) else exc
+        if isinstance(reason, (TimeoutError, socket.timeout)):
+            SLOW.failed(url, f"timed out after {timeout:g}s")
         raise ScrapeError(f"{url}: {exc}") from None
+    SLOW.succeeded(url)
     return body.decode("utf-8", errors="replace")
 
 

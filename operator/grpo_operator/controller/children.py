@@ -1,0 +1,97 @@
+"""Children watched instead of polled: a change of a run's RayCluster or reward Deployment reconciles the run at
+once, and the timer skips the ticks that could only re-read what the watches already report.
+
+kopf watches RayClusters and Deployments carrying the run label (render/names.py RUN_LABEL); an event names its
+owner through the label and the ownerReference (the owner's uid, so Events can be posted on it without reading
+it first) and runs the owner's reconcile, serialised per run by `Reconciler.reconcile`. A RayCluster event also
+retries the run's Ray head now (edges/backoff.py): its head may just have become reachable. A deleted child
+makes the next reconcile apply the run's children again (edges/kubecache.py).
+
+The timer (controller/handlers.py, every `reconcile_interval_seconds`) is what polls Ray and the metrics
+endpoints, which no watch reports. `due` lets a tick through when the run has Ray work (a job submitted, or one
+to submit) and its head is not in backoff; every other run is reconciled on its children's events and at least
+every `resync_seconds` (pods, whose problems no watched child reports, and drift).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from grpo_operator.api import GROUP, VERSION
+from grpo_operator.api.status import TERMINAL_PHASES
+from grpo_operator.controller.config import OperatorSettings
+from grpo_operator.edges import endpoints
+from grpo_operator.edges.backoff import Backoff, ray_key
+from grpo_operator.edges.kubecache import CachingKube
+from grpo_operator.render import names
+
+RESYNC_INTERVALS = 4  # a run without Ray work is reconciled at least every 4 reconcile intervals
+
+
+def resync_seconds(settings: OperatorSettings) -> float:
+    return RESYNC_INTERVALS * settings.reconcile_interval_seconds
+
+
+def owner_body(child: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The owning GRPORun as far as the child names it (enough to reconcile it and post Events on it)."""
+    meta = child.get("metadata") or {}
+    run = (meta.get("labels") or {}).get(names.RUN_LABEL)
+    if not run:
+        return None
+    ref = next((r for r in meta.get("ownerReferences") or []
+                if r.get("kind") == "GRPORun" and r.get("name") == run), None)  # fmt: skip
+    if ref is None:
+        return None
+    return {"apiVersion": f"{GROUP}/{VERSION}", "kind": "GRPORun",
+            "metadata": {"name": run, "namespace": meta.get("namespace"), "uid": ref.get("uid")}}  # fmt: skip
+
+
+@dataclass
+class Pacing:
+    """When each run was last reconciled, and whether a timer tick of it is due."""
+
+    settings: OperatorSettings
+    kube: CachingKube
+    backoff: Backoff
+    clock: Callable[[], float] = time.monotonic
+    _last: dict[tuple[str, str], float] = field(default_factory=dict, init=False, repr=False)
+    _guard: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
+
+    def reconciled(self, namespace: str, name: str) -> None:
+        with self._guard:
+            self._last[(namespace, name)] = self.clock()
+
+    def forget(self, namespace: str, name: str) -> None:
+        with self._guard:
+            self._last.pop((namespace, name), None)
+        self.kube.forget_run(namespace, name)
+        self.kube.forget_token(namespace, name)
+
+    def ray_address(self, namespace: str, name: str) -> str:
+        return endpoints.ray_address(namespace, name, self.settings)
+
+    def due(self, body: Mapping[str, Any]) -> bool:
+        meta = body["metadata"]
+        key = (meta["namespace"], meta["name"])
+        with self._guard:
+            last = self._last.get(key)
+        if last is None or self.clock() - last >= resync_seconds(self.settings):
+            return True
+        status = body.get("status") or {}
+        if status.get("phase") in {p.value for p in TERMINAL_PHASES}:
+            return False  # winding down follows Ray; the resync and the RayCluster's deletion event carry it
+        ray_work = bool(status.get("jobSubmissionId")) or status.get("reason") == "Submitting"
+        if not ray_work:
+            return False
+        token = self.kube.known_token(*key)
+        return self.backoff.waiting(ray_key(self.ray_address(*key), token)) is None
+
+    def child_changed(self, namespace: str, run: str, kind: str, deleted: bool) -> None:
+        if deleted:
+            self.kube.forget_run(namespace, run)
+        if kind == "RayCluster":
+            self.backoff.retry_now(f"ray {self.ray_address(namespace, run)} ")

@@ -1,0 +1,114 @@
+"""Which timer ticks reconcile a run (children are watched; the timer polls Ray), and the per-target backoff
+of an unreachable Ray head or a hung scrape. Pure: a hand-driven clock, no API server."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from grpo_operator.controller.children import Pacing, owner_body
+from grpo_operator.controller.config import OperatorSettings
+from grpo_operator.edges.backoff import BackedOffRayJobs, Backoff, ray_key
+from grpo_operator.edges.rayjobs import RayUnavailable
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class Tokens:
+    """The part of CachingKube that Pacing reads."""
+
+    def known_token(self, namespace: str, run: str) -> str | None:
+        return "tok"
+
+    def forget_run(self, namespace: str, run: str) -> None: ...
+
+    def forget_token(self, namespace: str, run: str) -> None: ...
+
+
+def body(**status: Any) -> dict[str, Any]:
+    return {"metadata": {"namespace": "ns", "name": "r"}, "status": status}
+
+
+def pacing(clock: Clock) -> tuple[Pacing, Backoff]:
+    settings = OperatorSettings(ray_address="http://127.0.0.1:1", reconcile_interval_seconds=15)
+    backoff = Backoff(first=15, most=60, clock=clock)
+    return Pacing(settings, Tokens(), backoff, clock=clock), backoff  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(("status", "due"), [
+    ({"phase": "Provisioning", "reason": "Provisioning"}, False),  # waiting for KubeRay: its watch reports it
+    ({"phase": "Pending", "reason": "Provisioning"}, False),
+    ({"phase": "Provisioning", "reason": "Submitting"}, True),  # a job to submit: Ray is polled
+    ({"phase": "Running", "reason": "Running", "jobSubmissionId": "r-1"}, True),  # metrics and the job's state
+    ({"phase": "Succeeded", "reason": "Succeeded", "jobSubmissionId": "r-1"}, False),
+])  # fmt: skip
+def test_a_tick_reconciles_only_runs_with_ray_work_between_resyncs(status: dict[str, Any], due: bool) -> None:
+    clock = Clock()
+    pace, _ = pacing(clock)
+    assert pace.due(body(**status))  # never reconciled by this process yet
+    pace.reconciled("ns", "r")
+    clock.now += 15
+    assert pace.due(body(**status)) is due
+    clock.now += 45  # four intervals since the last reconcile: every run is reconciled again
+    assert pace.due(body(**status))
+
+
+def test_a_run_whose_ray_head_failed_is_not_polled_until_its_backoff_ends_or_its_raycluster_changes() -> None:
+    clock = Clock()
+    pace, backoff = pacing(clock)
+    pace.reconciled("ns", "r")
+    running = body(phase="Running", reason="Running", jobSubmissionId="r-1")
+    key = ray_key("http://127.0.0.1:1", "tok")
+    backoff.failed(key, "connection refused")
+    clock.now += 10
+    assert not pace.due(running)
+    clock.now += 6  # 15 s after the failure
+    assert pace.due(running)
+    backoff.failed(key, "connection refused")  # the second failure in a row waits 30 s
+    clock.now += 20
+    assert not pace.due(running)
+    pace.child_changed("ns", "r", "RayCluster", deleted=False)  # the head may be up now
+    assert pace.due(running)
+
+
+def test_backoff_doubles_up_to_its_cap_says_when_it_retries_and_forgets_on_success() -> None:
+    clock = Clock()
+    backoff = Backoff(first=5, most=20, clock=clock)
+    delays = []
+    for _ in range(4):
+        backoff.failed("k", "timed out after 5s")
+        start = clock.now
+        while backoff.waiting("k"):
+            clock.now += 1
+        delays.append(clock.now - start)
+    assert delays == [5, 10, 20, 20]
+    backoff.failed("k", "timed out after 5s")
+    assert backoff.waiting("k") == "not retried for 20s more after 5 failed attempts: timed out after 5s"
+    backoff.succeeded("k")
+    assert backoff.waiting("k") is None
+
+
+def test_an_unreachable_ray_head_costs_one_attempt_per_backoff_period() -> None:
+    clock = Clock()
+    backoff = Backoff(first=15, most=60, clock=clock)
+    ray = BackedOffRayJobs("http://127.0.0.1:9", "tok", backoff=backoff)  # port 9 (discard): nothing listens
+    with pytest.raises(RayUnavailable):
+        ray.find("r-1")
+    with pytest.raises(RayUnavailable, match="not retried for 15s more after 1 failed attempt"):
+        ray.find("r-1")  # no second attempt within the backoff: the error says so at once
+
+
+def test_a_child_names_its_owning_run_by_label_and_owner_reference() -> None:
+    child = {"kind": "RayCluster", "metadata": {
+        "name": "r-ray", "namespace": "ns", "labels": {"grpo.dev/run": "r"},
+        "ownerReferences": [{"apiVersion": "grpo.dev/v1alpha1", "kind": "GRPORun", "name": "r", "uid": "u-1"}]}}  # fmt: skip
+    assert owner_body(child) == {"apiVersion": "grpo.dev/v1alpha1", "kind": "GRPORun",
+                                 "metadata": {"name": "r", "namespace": "ns", "uid": "u-1"}}  # fmt: skip
+    child["metadata"]["ownerReferences"] = []
+    assert owner_body(child) is None  # labelled but not owned by a run: not ours to reconcile
