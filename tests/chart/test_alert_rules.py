@@ -15,7 +15,7 @@ import yaml
 from tests.chart.helm import by_kind, template
 from tests.chart.promtool import PromtoolUnavailable, promtool
 
-ALERTS = ("GRPORunDegenerate", "GRPORunStalled", "GRPORewardServiceFailing")
+ALERTS = ("GRPORunDegenerate", "GRPORunStalled", "GRPORunMetricsUnavailable", "GRPORunFailed", "GRPORewardServiceFailing")
 
 
 @pytest.fixture(scope="module")
@@ -64,37 +64,60 @@ def test_the_rules_pass_promtool_check(tool: Path, rules: dict[str, Any], tmp_pa
     assert result.returncode == 0, result.stdout + result.stderr
 
 
+def _cond(run: dict[str, str], type_: str, status: str, reason: str, values: str) -> dict[str, str]:
+    return _series("grpo_run_condition", {**run, "type": type_, "status": status, "reason": reason}, values)
+
+
 def test_each_alert_fires_for_its_run_and_a_healthy_run_raises_none(tool: Path, rules: dict[str, Any], tmp_path: Path) -> None:
     run = {"namespace": "ml", "name": "r"}
 
-    def fired(alert: str, severity: str) -> list[dict[str, Any]]:
-        return [{"exp_labels": {**run, "severity": severity}, "exp_annotations": _annotations(rules, alert, "ml", "r")}]
+    def fired(alert: str, severity: str, **extra: str) -> list[dict[str, Any]]:
+        annotations = _annotations(rules, alert, "ml", "r")
+        annotations = {k: v.replace("{{ $labels.reason }}", extra.get("reason", "")) for k, v in annotations.items()}
+        return [{"exp_labels": {**run, **extra, "severity": severity}, "exp_annotations": annotations}]
 
     running = _series("grpo_run_phase", {**run, "phase": "Running"}, "1x120")
     advancing = _series("grpo_run_rollout", run, "0+1x120")
+    available = _cond(run, "MetricsAvailable", "True", "Scraped", "1x120")
+    healthy = _cond(run, "Healthy", "True", "MetricsHealthy", "1x120")
     quiet: list[tuple[str, str, list[dict[str, Any]]]] = [(t, a, []) for t in ("20m", "100m") for a in ALERTS]
     tests = [
         # healthy: running, advancing, Healthy=True, reward service fine -> nothing, ever
-        _case([running, advancing, _series("grpo_run_healthy", run, "1x120"),
+        _case([running, advancing, available, healthy, _series("grpo_run_status", {**run, "phase": "Running", "reason": "Running"}, "1x120"),
                _series("reward_service_service_error_ratio", {**run, "pod": "r-reward-0"}, "0x120"),
                _series("reward_service_ready", {**run, "pod": "r-reward-0"}, "1x120")], quiet),
-        # degenerate under guards.action Warn: Healthy=False while rollouts advance
-        _case([running, advancing, _series("grpo_run_healthy", run, "0x120")],
+        # degenerate under guards.action Warn: Healthy=False/DegenerateOutput while rollouts advance
+        _case([running, advancing, available, _cond(run, "Healthy", "False", "DegenerateOutput", "1x120")],
               [("3m", "GRPORunDegenerate", []), ("20m", "GRPORunDegenerate", fired("GRPORunDegenerate", "warning")),
                ("20m", "GRPORunStalled", [])]),
-        # degenerate, stopped by the guard: Failed, one DegenerateOutput trip, rollouts frozen
+        # stopped by the guard (or SUCCEEDED with degenerate final rollouts): Failed, Healthy=False/DegenerateOutput
         _case([_series("grpo_run_phase", {**run, "phase": "Failed"}, "1x120"), _series("grpo_run_rollout", run, "7x120"),
-               _series("grpo_run_healthy", run, "0x120"),
-               _series("grpo_run_guard_trips_total", {**run, "reason": "DegenerateOutput"}, "1x120")],
-              [("20m", "GRPORunDegenerate", fired("GRPORunDegenerate", "warning")), ("100m", "GRPORunStalled", [])]),
-        # stalled: Running, the rollout step stuck at 5 (Healthy still True: the stall guard has not tripped yet)
-        _case([running, _series("grpo_run_rollout", run, "5x120"), _series("grpo_run_healthy", run, "1x120")],
+               _series("grpo_run_status", {**run, "phase": "Failed", "reason": "DegenerateOutput"}, "1x120"),
+               _cond(run, "Healthy", "False", "DegenerateOutput", "1x120")],
+              [("20m", "GRPORunDegenerate", fired("GRPORunDegenerate", "warning")), ("100m", "GRPORunStalled", []),
+               ("20m", "GRPORunFailed", [])]),
+        # ... and once the run is deleted its series end: the alert resolves
+        _case([_cond(run, "Healthy", "False", "DegenerateOutput", "1x30")],
+              [("20m", "GRPORunDegenerate", fired("GRPORunDegenerate", "warning")), ("60m", "GRPORunDegenerate", [])]),
+        # stalled: Running with metrics available, the rollout step stuck at 5
+        _case([running, available, healthy, _series("grpo_run_rollout", run, "5x120")],
               [("20m", "GRPORunStalled", []), ("70m", "GRPORunStalled", fired("GRPORunStalled", "warning")),
                ("70m", "GRPORunDegenerate", [])]),
-        # stalled before the first rollout: Running with no rollout metric at all
-        _case([running], [("70m", "GRPORunStalled", fired("GRPORunStalled", "warning"))]),
+        # stalled before the first rollout: Running, the endpoint answers, no rollout metric at all
+        _case([running, _cond(run, "MetricsAvailable", "True", "NoRolloutYet", "1x120")],
+              [("70m", "GRPORunStalled", fired("GRPORunStalled", "warning"))]),
+        # the stall guard tripped
+        _case([_cond(run, "Healthy", "False", "Stalled", "1x120")], [("40m", "GRPORunStalled", fired("GRPORunStalled", "warning"))]),
+        # metrics unreachable: not a stall, its own alert
+        _case([running, _series("grpo_run_rollout", run, "5x120"), _cond(run, "MetricsAvailable", "False", "ScrapeFailed", "1x120")],
+              [("10m", "GRPORunMetricsUnavailable", []),
+               ("20m", "GRPORunMetricsUnavailable", fired("GRPORunMetricsUnavailable", "warning")),
+               ("100m", "GRPORunStalled", [])]),
+        # ended, but the success could not be verified
+        _case([_series("grpo_run_status", {**run, "phase": "Failed", "reason": "Unverified"}, "1x120")],
+              [("5m", "GRPORunFailed", fired("GRPORunFailed", "warning", reason="Unverified"))]),
         # the reward service answers half its requests with service errors
-        _case([running, advancing, _series("reward_service_service_error_ratio", {**run, "pod": "r-reward-0"}, "0.5x120"),
+        _case([running, advancing, available, _series("reward_service_service_error_ratio", {**run, "pod": "r-reward-0"}, "0.5x120"),
                _series("reward_service_ready", {**run, "pod": "r-reward-0"}, "1x120")],
               [("5m", "GRPORewardServiceFailing", []),
                ("20m", "GRPORewardServiceFailing", fired("GRPORewardServiceFailing", "critical"))]),

@@ -33,14 +33,12 @@ def exported() -> dict[str, set[str]]:
     status = previous_status(yaml.safe_load((ARGOCD / "testdata" / "running.yaml").read_text()))  # as read from the API
     assert status is not None and status.metrics is not None
     opmetrics.RUNS.update("ml-team", "chart-monitoring-sample", status)
-    opmetrics.GUARD_TRIPS.labels("ml-team", "chart-monitoring-sample", "DegenerateOutput").inc(0)
     opmetrics.SCRAPE_ERRORS.labels("reward").inc(0)
     opmetrics.RECONCILES.labels("ok").inc(0)
     try:
         texts = [generate_latest(REGISTRY).decode()]
     finally:
         opmetrics.RUNS.forget("ml-team", "chart-monitoring-sample")
-        opmetrics.GUARD_TRIPS.remove("ml-team", "chart-monitoring-sample", "DegenerateOutput")
     live = collections.defaultdict(float, ready=1.0)
     texts.append(generate_latest(ServiceMetrics(lambda: live).registry).decode())
     names: dict[str, set[str]] = {}
@@ -94,7 +92,7 @@ def test_the_alerts_cover_a_degenerate_run_a_stalled_run_and_a_failing_reward_se
     [rule] = by_kind(template("metrics.prometheusRule.enabled=true"), "PrometheusRule")
     alerts = {r["alert"]: r for group in rule["spec"]["groups"] for r in group["rules"]}
     assert {"GRPORunDegenerate", "GRPORunStalled", "GRPORewardServiceFailing"} <= set(alerts)
-    assert "grpo_run_healthy" in alerts["GRPORunDegenerate"]["expr"]
+    assert 'grpo_run_condition{type="Healthy", reason="DegenerateOutput"}' in alerts["GRPORunDegenerate"]["expr"]
     assert "grpo_run_rollout" in alerts["GRPORunStalled"]["expr"]
     assert "reward_service_service_error_ratio" in alerts["GRPORewardServiceFailing"]["expr"]
 

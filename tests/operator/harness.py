@@ -53,6 +53,18 @@ def wait_for(what: str, probe: Callable[[], T | None], timeout: float = 120.0, i
 
 
 
+def launcher_prefix(directory: Path) -> list[str]:
+    """The real trainer launcher (output pump, GRPO_RUN_SUMMARY, failure file) around the miles double, as the
+    Ray job entrypoint; its preflight is skipped (no GPU here) and its run config is a minimal one."""
+    config = {"apiVersion": "grpo.dev/v1alpha1", "kind": "RunConfig", "run": {"name": "test", "namespace": "test"},
+              "preflight": {"gpus": 0, "minFreeGpuMemoryGiB": 0.0, "shmMinGiB": 0.0, "efaDevices": 0, "gdrcopy": False,
+                            "checkpointDir": str(directory / "checkpoints"), "checkpointGiB": 0.0, "metricsPort": 0}}  # fmt: skip
+    path = directory / "run-config.json"
+    path.write_text(json.dumps(config))
+    return [sys.executable, "-m", "grpo_launcher", "run", "--config", str(path), "--skip-preflight", "--",
+            sys.executable, str(FAKE_MILES)]  # fmt: skip
+
+
 class Operator:
     """The operator as a subprocess; `restart()` kills it hard and starts a new one."""
 
@@ -63,8 +75,10 @@ class Operator:
             "KUBECONFIG": str(kubeconfig),
             "GRPO_RAY_ADDRESS": ray_url,
             "GRPO_PROMETHEUS_PORT": str(self.prometheus_port),
-            "GRPO_ENTRYPOINT_PREFIX": json.dumps([sys.executable, str(FAKE_MILES)]),
-            "GRPO_RECONCILE_INTERVAL_SECONDS": "1",
+            "GRPO_ENTRYPOINT_PREFIX": json.dumps(launcher_prefix(log_dir)),
+            # Long enough that a run's last rollouts fall between two scrapes (the double, like miles, serves
+            # nothing once it has exited): the end of a run must come from the launcher's run summary.
+            "GRPO_RECONCILE_INTERVAL_SECONDS": "5",
             "GRPO_METRICS_PORT": "0",
             "GRPO_HTTP_TIMEOUT_SECONDS": "2",
             **env,

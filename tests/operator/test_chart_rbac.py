@@ -165,6 +165,8 @@ NEEDED = [
     ("create", "poddisruptionbudgets.policy"), ("patch", "poddisruptionbudgets.policy"),
     ("create", "rayclusters.ray.io"), ("patch", "rayclusters.ray.io"), ("get", "rayclusters.ray.io"),
     ("delete", "rayclusters.ray.io"), ("list", "pods"),
+    ("list", "rayclusters.ray.io"), ("watch", "rayclusters.ray.io"),  # children watched (controller/children.py)
+    ("list", "deployments.apps"), ("watch", "deployments.apps"),
     ("get", "secrets"), ("create", "secrets"),  # the run's Ray auth token Secret, by name
     ("create", "networkpolicies.networking.k8s.io"), ("patch", "networkpolicies.networking.k8s.io"),
 ]  # fmt: skip

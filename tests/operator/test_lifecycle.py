@@ -344,3 +344,25 @@ def test_observed_generation_keeps_moving_after_a_terminal_phase() -> None:
     done = step(None, Observation(now=T0, generation=1, cluster=READY, job=job(JobState.SUCCEEDED), metrics=healthy(99)))
     later = decide(done.status, Observation(now=T0, generation=4), spec())
     assert later.status.phase is Phase.SUCCEEDED and later.status.observed_generation == 4
+
+
+def test_every_reason_decide_writes_is_one_the_readme_table_declares() -> None:
+    from itertools import product
+
+    from grpo_operator.status.lifecycle import CONDITION_REASONS, REASONS
+
+    s = spec({"guards": {"stallTimeoutSeconds": 60, "startupGraceSeconds": 0}})
+    jobs = [None, *(job(state, "Job entrypoint command failed with exit code 1\nboom") for state in JobState)]
+    metrics = [None, TrainerMetrics(), healthy(99), TrainerMetrics(rollout=5, raw_reward=0.0, repetition_frac=0.9)]
+    seen = 0
+    for j, m, suspend, error, cluster in product(jobs, metrics, (False, True), (None, "refused"),
+                                                 (None, READY, ClusterObservation(False, "waiting"))):  # fmt: skip
+        d: Decision | None = None
+        for sec in (0, 30, 4000):
+            d = step(d, Observation(now=T0 + timedelta(seconds=sec), generation=1, suspend=suspend, cluster=cluster,
+                                    job=j, metrics=m, metrics_error=error if m is None else None), s)  # fmt: skip
+            assert d.status.phase is not None and d.status.reason in REASONS[d.status.phase], d.status
+            for c in d.status.conditions:
+                assert c.reason in CONDITION_REASONS[c.type], c
+            seen += 1
+    assert seen > 500

@@ -70,14 +70,15 @@ tests/chart/test_rbac.py proves they are enough for a run to reach Succeeded, an
   verbs: ["create", "patch"]
 - apiGroups: ["apps"]
   resources: ["deployments"]
-  verbs: ["create", "patch", "get"]
+  verbs: ["create", "patch", "get", "list", "watch"]
 - apiGroups: ["policy"]
   resources: ["poddisruptionbudgets"]
   verbs: ["create", "patch"]
-# The RayCluster: applied, read for its status, deleted when a run ends or is suspended.
+# The RayCluster: applied, read for its status, deleted when a run ends or is suspended. The RayClusters and
+# the reward Deployments are watched (list, watch): a change reconciles the owning run (controller/children.py).
 - apiGroups: ["ray.io"]
   resources: ["rayclusters"]
-  verbs: ["create", "patch", "get", "delete"]
+  verbs: ["create", "patch", "get", "delete", "list", "watch"]
 # Pod states of a run (image pull errors, unschedulable pods) for its status message.
 - apiGroups: [""]
   resources: ["pods"]
@@ -87,6 +88,12 @@ tests/chart/test_rbac.py proves they are enough for a run to reach Succeeded, an
 - apiGroups: [""]
   resources: ["secrets"]
   verbs: ["get", "create"]
+{{- if gt (int .Values.replicas) 1 }}
+# kopf peering between the replicas: each patches its keep-alive into the peering object and watches it.
+- apiGroups: ["kopf.dev"]
+  resources: [{{ if .Values.watchNamespaces }}"kopfpeerings"{{ else }}"clusterkopfpeerings"{{ end }}]
+  verbs: ["get", "list", "watch", "patch"]
+{{- end }}
 {{- if .Values.networkPolicies.enabled }}
 # Each run's NetworkPolicies, applied with server-side apply.
 - apiGroups: ["networking.k8s.io"]

@@ -7,9 +7,9 @@ This module owns turning the pins in `versions` into files on disk with no manua
   published `v0.Y.Z` tag (`go install ...@version` cannot work: the module requires them at `v0.0.0`).
   kubectl has its own scratch module and cache directory, and shares the Go build cache with the others.
 - etcd: `go build` of the main package `go.etcd.io/etcd/server/v3` through a scratch module.
-- helm, kwok and the KubeRay operator: `go install <main package>@<version>` (their go.mod files have no
+- helm, kwok, the KubeRay operator and Kueue's manager: `go install <main package>@<version>` (their go.mod files have no
   `replace` directives, so the published module builds as it is).
-- the kwok stage files and the KubeRay CRDs: copied from the modules (`kustomize/stage/...` of
+- the kwok stage files, the KubeRay CRDs and Kueue's CRDs: copied from the modules (`kustomize/stage/...` of
   `sigs.k8s.io/kwok`, `config/crd/bases/` of `github.com/ray-project/kuberay/ray-operator`), fetched with
   `go mod download`.
 
@@ -301,6 +301,15 @@ def _build_kuberay_operator(component: v.Component, out: Path, report: Report) -
     _go_install(component, "github.com/ray-project/kuberay/ray-operator", out, report)
 
 
+def _build_kueue(component: v.Component, out: Path, report: Report) -> None:
+    """Kueue's manager (`cmd/kueue`; its go.mod has no `replace`) and the CRDs it watches, copied from the
+    module's config/components/crd/bases."""
+    workdir = _go_install(component, "sigs.k8s.io/kueue/cmd/kueue", out, report)
+    source = Path(_module_info(f"sigs.k8s.io/kueue@{component.version}", workdir, workdir / "build.log")["Dir"])
+    for name in v.KUEUE_CRDS:
+        shutil.copyfile(source / "config" / "components" / "crd" / "bases" / name, out / name)
+
+
 def _build_etcd(component: v.Component, out: Path, report: Report) -> None:
     workdir, log = _scratch_module(component, "etcd")
     module = "go.etcd.io/etcd/server/v3"
@@ -331,6 +340,7 @@ _BUILDERS: dict[str, Callable[[v.Component, Path, Report], None]] = {
     v.KWOK.name: _build_kwok,
     v.KWOK_STAGE_FILES.name: _fetch_kwok_stages,
     v.KUBERAY_OPERATOR.name: _build_kuberay_operator,
+    v.KUEUE.name: _build_kueue,
 }
 
 

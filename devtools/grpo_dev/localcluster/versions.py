@@ -3,7 +3,8 @@
 This module owns the single list of what the test control plane and the simulated cluster are made of
 (kube-apiserver, kube-controller-manager, kube-scheduler and kubectl from `k8s.io/kubernetes`, etcd from
 `go.etcd.io/etcd/server/v3`, helm from `helm.sh/helm/v4`, kwok and its stage files from `sigs.k8s.io/kwok`,
-the KubeRay operator and its CRDs from the `ray-operator` Go module) and the cache layout
+the KubeRay operator and its CRDs from the `ray-operator` Go module, Kueue's manager and CRDs from
+`sigs.k8s.io/kueue`) and the cache layout
 `<cache>/<component>-<version>/`. Changing a version here is the only step needed to move to another
 release: the new directory is built on next use and the old one is left alone.
 """
@@ -20,6 +21,11 @@ KUBERAY_VERSION = "v1.5.0"
 # helm v4.3.2 requires k8s.io/client-go v0.37.2 (its go.mod), the client of the server version above.
 HELM_VERSION = "v4.3.2"
 KWOK_VERSION = "v0.8.0"
+# Kueue v0.17.0 (the newest the module proxy serves) is built against k8s.io/api v0.35.3 and KubeRay's
+# ray-operator v1.6.0 API types (its go.mod); ray.io/v1 RayCluster fields it reads (spec.suspend, the head and
+# worker group templates, replicas, numOfHosts) are the same in the v1.5.0 CRDs installed here. Its client talks
+# to the v1.37 API server only through GA APIs (v1 core, coordination, admissionregistration, apiextensions).
+KUEUE_VERSION = "v0.17.0"
 
 KUBERNETES_BINARIES = ("kube-apiserver", "kube-controller-manager", "kube-scheduler")
 KUBERAY_CRDS = ("ray.io_rayclusters.yaml", "ray.io_rayjobs.yaml", "ray.io_rayservices.yaml")
@@ -33,6 +39,12 @@ KWOK_STAGES = {
     "pod-complete.yaml": "kustomize/stage/pod/fast/pod-complete.yaml",
     "pod-delete.yaml": "kustomize/stage/pod/fast/pod-delete.yaml",
 }
+
+# The CRDs Kueue's manager watches (config/components/crd/bases of the module), installed as they are: no
+# conversion webhook, so clients use the storage version kueue.x-k8s.io/v1beta2.
+KUEUE_CRDS = tuple(f"kueue.x-k8s.io_{kind}.yaml" for kind in (
+    "admissionchecks", "clusterqueues", "cohorts", "localqueues", "multikueueclusters", "multikueueconfigs",
+    "provisioningrequestconfigs", "resourceflavors", "topologies", "workloadpriorityclasses", "workloads"))
 
 BIN_DIR_ENV = "GRPO_CONTROL_PLANE_BIN_DIR"
 KUBERAY_CRD_DIR_ENV = "GRPO_KUBERAY_CRD_DIR"
@@ -61,7 +73,8 @@ KUBERAY = Component("kuberay-crds", KUBERAY_VERSION, KUBERAY_CRDS)
 KWOK = Component("kwok", KWOK_VERSION, ("kwok",))
 KWOK_STAGE_FILES = Component("kwok-stages", KWOK_VERSION, tuple(KWOK_STAGES))
 KUBERAY_OPERATOR = Component("kuberay-operator", KUBERAY_VERSION, ("ray-operator",))
-COMPONENTS = (ETCD, KUBERNETES, KUBECTL, HELM, KUBERAY, KWOK, KWOK_STAGE_FILES, KUBERAY_OPERATOR)
+KUEUE = Component("kueue", KUEUE_VERSION, ("kueue", *KUEUE_CRDS))
+COMPONENTS = (ETCD, KUBERNETES, KUBECTL, HELM, KUBERAY, KWOK, KWOK_STAGE_FILES, KUBERAY_OPERATOR, KUEUE)
 
 TOOL_COMPONENT = {
     "etcd": ETCD,
@@ -72,6 +85,7 @@ TOOL_COMPONENT = {
     "helm": HELM,
     "kwok": KWOK,
     "ray-operator": KUBERAY_OPERATOR,
+    "kueue": KUEUE,
 }
 
 

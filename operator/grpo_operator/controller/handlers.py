@@ -1,5 +1,9 @@
 """kopf handlers: thin. Each event and each timer tick runs one level-triggered reconcile of the run.
 
+kopf may run the create/update/resume handlers and the timer of one run at the same time (sync handlers go
+to its thread pool); `Reconciler.reconcile` serialises them per run and writes the status with optimistic
+concurrency, so the handlers need no coordination of their own.
+
 Run with `kopf run -m grpo_operator.controller.handlers` (or `python -m grpo_operator`). kopf keeps its bookkeeping in
 annotations, never in `status`, which the API server would prune and which belongs to `GRPORun.status`.
 """
@@ -96,6 +100,8 @@ def _report(outcome: Outcome, body: kopf.Body) -> None:
     for warning in outcome.warnings:
         if not outcome.transitioned:
             kopf.warn(body, reason="Guard", message=warning[:1024])
+    for reason, message in outcome.notes:
+        kopf.info(body, reason=reason, message=message[:1024])
 
 
 def _reconcile(body: kopf.Body) -> None:

@@ -2,7 +2,13 @@
 
 Level-triggered and idempotent: every call re-reads the world, so a crash at any point converges on the
 next call. The decision is the pure `lifecycle.decide`; this module only gathers the observation and
-carries out the actions (apply, submit, stop, delete, patch status).
+carries out the actions (apply, submit, stop, delete, keep the job's log tail, patch status).
+
+One reconcile at a time per run: kopf runs the create/update/resume handlers and the timer of one object
+concurrently (sync handlers on its thread pool), so `reconcile` holds a per-run lock, starts from the run as
+the API server has it now (not kopf's copy, which may predate our last status write), and writes the status
+with that object's resourceVersion: a status written meanwhile makes the write fail with 409 and the
+reconcile start over from the newer one, so no update (e.g. the repetition streak) is silently lost.
 """
 
 from __future__ import annotations
@@ -10,6 +16,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
+import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -19,16 +26,18 @@ from pydantic import ValidationError
 
 from grpo_operator.api import GRPORun
 from grpo_operator.api.spec import RewardType
-from grpo_operator.api.status import TERMINAL_PHASES, GRPORunStatus, Phase, RunPlan
+from grpo_operator.api.status import TERMINAL_PHASES, GRPORunStatus, Phase, RunLogs, RunPlan
 from grpo_operator.cli.loading import parse_run
 from grpo_operator.controller.config import OperatorSettings
 from grpo_operator.edges import childstate, endpoints, opmetrics, scrape
-from grpo_operator.edges.kube import Kube
+from grpo_operator.edges.kube import Kube, StatusConflict
 from grpo_operator.edges.rayjobs import RayJobs, RayUnavailable
 from grpo_operator.planning.validation import check, errors
 from grpo_operator.render import MissingRewardImage, Rendered, names, queueing, render
 from grpo_operator.render.job import checkpoint_request
-from grpo_operator.status.lifecycle import Decision, decide
+from grpo_operator.render.joblogs import job_logs_config_map
+from grpo_operator.status import summary
+from grpo_operator.status.lifecycle import Decision, decide, new_attempt
 from grpo_operator.status.observation import JobObservation, JobState, Observation, TrainerMetrics
 
 log = logging.getLogger(__name__)
@@ -41,6 +50,7 @@ class Outcome:
     previous: Phase | None
     status: GRPORunStatus
     warnings: list[str] = field(default_factory=list)
+    notes: list[tuple[str, str]] = field(default_factory=list)  # (reason, message) of Normal events
 
     @property
     def transitioned(self) -> bool:
@@ -81,7 +91,32 @@ class Reconciler:
     clock: Callable[[], datetime] = field(default=lambda: datetime.now(UTC))
     ray_for: Callable[[str, str | None], RayJobs] = field(default=RayJobs)  # (Jobs API address, auth token)
 
+    _locks: dict[tuple[str, str], threading.Lock] = field(default_factory=dict, init=False, repr=False)
+    _locks_guard: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
+    conflict_retries: int = 5
+
     def reconcile(self, body: Mapping[str, Any]) -> Outcome:
+        """One reconcile of the run `body` names, serialised per run and started from the API server's copy."""
+        meta = body["metadata"]
+        key = (meta["namespace"], meta["name"])
+        with self._locks_guard:
+            lock = self._locks.setdefault(key, threading.Lock())
+        with lock:
+            for _ in range(self.conflict_retries):
+                current = self.kube.get_run(*key)
+                if current is None:  # deleted meanwhile
+                    return Outcome(previous=None, status=previous_status(body) or GRPORunStatus())
+                try:
+                    return self._reconcile_once(current)
+                except StatusConflict:
+                    log.info("%s/%s: the status changed meanwhile; reconciling again from the newer one", *key)
+            raise StatusConflict(f"{key[0]}/{key[1]}: status kept changing under {self.conflict_retries} reconciles")
+
+    def forget(self, namespace: str, name: str) -> None:
+        with self._locks_guard:
+            self._locks.pop((namespace, name), None)
+
+    def _reconcile_once(self, body: Mapping[str, Any]) -> Outcome:
         meta = body["metadata"]
         namespace, name = meta["namespace"], meta["name"]
         generation = int(meta.get("generation") or 1)
@@ -109,11 +144,13 @@ class Reconciler:
         token = self.kube.ray_auth_token(namespace, name, run.metadata.uid, create=not terminal)
         ray = self.ray_for(endpoints.ray_address(namespace, name, self.settings), token)
         if prev is not None and terminal:
-            self._wind_down(run, ray, prev)
-            return Outcome(previous=prev.phase, status=prev)
+            logs = self._wind_down(run, ray, prev)
+            decision = decide(prev, Observation(now=now, generation=generation, logs=logs), run.spec)
+            return self._finish(namespace, name, body, prev, decision)
         if not run.spec.suspend:
             self._apply_children(run, rendered)
         obs = self._observe(run, ray, submission_id, plan=rendered.plan, prev=prev, now=now, generation=generation)
+        obs = self._ended(run, ray, obs)
         decision = decide(prev, obs, run.spec)
         decision = self._act(decision, run, rendered, ray, submission_id)
         return self._finish(namespace, name, body, prev, decision)
@@ -155,7 +192,8 @@ class Reconciler:
                 job = ray.find(submission_id)
             except RayUnavailable as exc:
                 log.info("%s/%s: %s", ns, name, exc)
-        metrics = self._trainer_metrics(job, name)
+        metrics, metrics_error = self._trainer_metrics(job, name)
+        image, image_id = childstate.trainer_image(pods)
         checkpoint_job = None
         if run.spec.suspend and prev is not None and prev.suspend_requested_time:
             try:
@@ -165,7 +203,28 @@ class Reconciler:
                 log.info("%s/%s: %s", ns, name, exc)
         return Observation(now=now, generation=generation, plan=plan, suspend=run.spec.suspend, cluster=cluster,
                            reward=reward, reward_required=remote, job=job, checkpoint_job=checkpoint_job,
-                           metrics=metrics)  # fmt: skip
+                           metrics=metrics, metrics_error=metrics_error, trainer_image=image,
+                           trainer_image_id=image_id)  # fmt: skip
+
+    def _ended(self, run: GRPORun, ray: RayJobs, obs: Observation) -> Observation:
+        """Once the job has ended: keep its log tail (before anything deletes the RayCluster) and read the
+        launcher's end-of-run summary from it."""
+        if obs.job is None or obs.job.state.active:
+            return obs
+        text, logs = self._keep_logs(run, ray, obs.job.submission_id)
+        parsed = summary.parse(text) if text is not None else None
+        return dataclasses.replace(obs, summary=parsed, logs=logs)
+
+    def _keep_logs(self, run: GRPORun, ray: RayJobs, submission_id: str) -> tuple[str | None, RunLogs | None]:
+        ns, name = run.metadata.namespace, run.metadata.name
+        try:
+            text = ray.logs(submission_id)
+        except RayUnavailable as exc:
+            log.info("%s/%s: the log of %s cannot be read: %s", ns, name, submission_id, exc)
+            return None, None
+        manifest, ref = job_logs_config_map(ns, name, run.metadata.uid, submission_id, text)
+        self.kube.apply(manifest)
+        return text, ref
 
     def _reward_error_ratio(self, namespace: str, name: str) -> float | None:
         url = endpoints.reward_metrics_url(namespace, name, self.settings)
@@ -176,16 +235,17 @@ class Reconciler:
             log.info("%s/%s reward metrics: %s", namespace, name, exc)
             return None
 
-    def _trainer_metrics(self, job: JobObservation | None, name: str) -> TrainerMetrics | None:
-        if job is None or job.driver_ip is None or job.state not in (JobState.RUNNING, JobState.SUCCEEDED):
-            return None
+    def _trainer_metrics(self, job: JobObservation | None, name: str) -> tuple[TrainerMetrics | None, str | None]:
+        """The trainer's gauges, or why they could not be read; (None, None) when there is nothing to scrape."""
+        if job is None or job.driver_ip is None or job.state is not JobState.RUNNING:
+            return None, None
         url = endpoints.trainer_metrics_url(job.driver_ip, self.settings)
         try:
-            return scrape.trainer_metrics(scrape.fetch(url, self.settings.http_timeout_seconds), name)
+            return scrape.trainer_metrics(scrape.fetch(url, self.settings.http_timeout_seconds), name), None
         except scrape.ScrapeError as exc:
             opmetrics.SCRAPE_ERRORS.labels("trainer").inc()
             log.info("%s trainer metrics: %s", name, exc)
-            return None
+            return None, str(exc)
 
     # --- actions -----------------------------------------------------------------------------------
     def _act(self, decision: Decision, run: GRPORun, rendered: Rendered, ray: RayJobs, submission_id: str) -> Decision:
@@ -193,8 +253,6 @@ class Reconciler:
         status = decision.status
         if decision.stop_job:
             ray.stop(submission_id)
-            if status.phase is Phase.FAILED and status.reason:
-                opmetrics.GUARD_TRIPS.labels(ns, name, status.reason).inc()
         if decision.request_checkpoint:
             try:
                 ray.submit(checkpoint_request(run, rendered.plan, self.settings.render, submission_id))
@@ -208,9 +266,7 @@ class Reconciler:
                 observed = ray.submit(job)
             except RayUnavailable as exc:
                 return dataclasses.replace(decision, status=status.model_copy(update={"message": str(exc)}))
-            status = status.model_copy(update={
-                "job_submission_id": observed.submission_id,
-                "job_status": observed.state.value,
+            status = new_attempt(status, observed.submission_id, observed.state).model_copy(update={
                 "ray_cluster_name": names.ray_cluster(name),
                 "message": f"submitted Ray job {observed.submission_id}",
             })  # fmt: skip
@@ -220,17 +276,24 @@ class Reconciler:
                 decision: Decision) -> Outcome:  # fmt: skip
         patch = status_patch(body.get("status"), decision.status)
         if patch is not None:
-            self.kube.patch_status(namespace, name, patch)
+            self.kube.patch_status(namespace, name, patch, resource_version=body["metadata"].get("resourceVersion"))
         opmetrics.RUNS.update(namespace, name, decision.status)
-        return Outcome(previous=prev.phase if prev else None, status=decision.status, warnings=decision.warnings)
+        notes = []
+        logs = decision.status.logs
+        if logs is not None and (prev is None or prev.logs != logs):
+            notes.append(("LogsKept", f"the log tail of Ray job {logs.submission_id} ({logs.bytes} bytes"
+                                      f"{', truncated' if logs.truncated else ''}) is kept in ConfigMap "
+                                      f"{logs.config_map}, key {logs.key}"))  # fmt: skip
+        return Outcome(previous=prev.phase if prev else None, status=decision.status, warnings=decision.warnings,
+                       notes=notes)  # fmt: skip
 
-    def _wind_down(self, run: GRPORun, ray: RayJobs, prev: GRPORunStatus) -> None:
-        """A finished run keeps its status and gives its GPUs back: stop the job if it still runs, then delete
-        the RayCluster."""
+    def _wind_down(self, run: GRPORun, ray: RayJobs, prev: GRPORunStatus) -> RunLogs | None:
+        """A finished run keeps its status and gives its GPUs back: stop the job if it still runs, keep its log
+        tail unless that is done, then delete the RayCluster. Returns where the log tail was kept now."""
         ns, name = run.metadata.namespace, run.metadata.name
         opmetrics.RUNS.update(ns, name, prev)
         if self.kube.ray_cluster(ns, name) is None:
-            return
+            return None
         job = None
         if prev.job_submission_id:
             try:
@@ -239,8 +302,12 @@ class Reconciler:
                 log.info("%s/%s: %s", ns, name, exc)
         if job is not None and job.state.active:
             ray.stop(job.submission_id)
-            return  # delete the cluster once the job has stopped
+            return None  # delete the cluster once the job has stopped
+        logs = None
+        if prev.logs is None and prev.job_submission_id:
+            _, logs = self._keep_logs(run, ray, prev.job_submission_id)
         self.kube.delete_ray_cluster(ns, name)
+        return logs
 
     # --- deletion ----------------------------------------------------------------------------------
     def stop_for_deletion(self, body: Mapping[str, Any]) -> None:
@@ -248,6 +315,7 @@ class Reconciler:
         meta = body["metadata"]
         prev = previous_status(body)
         opmetrics.RUNS.forget(meta["namespace"], meta["name"])
+        self.forget(meta["namespace"], meta["name"])
         if prev is None or not prev.job_submission_id:
             return
         token = self.kube.ray_auth_token(meta["namespace"], meta["name"], meta.get("uid"), create=False)

@@ -100,6 +100,16 @@ def cluster_observation(cluster: dict[str, Any] | None, workers: int, pods: list
     return ClusterObservation(ready=ready, message=message)
 
 
+def trainer_image(pods: list[client.V1Pod]) -> tuple[str | None, str | None]:
+    """(image, imageID) of a running Ray container of the run, as the kubelet reports it: the digest that
+    actually runs, whatever tag the spec named."""
+    for pod in pods:
+        for container in (pod.status.container_statuses or []) if pod.status else []:
+            if container.name.startswith("ray") and container.image_id:
+                return container.image, container.image_id
+    return None, None
+
+
 def reward_observation(deployment: client.V1Deployment | None, error_ratio: float | None, max_ratio: float) -> RewardObservation | None:
     if deployment is None:
         return None

@@ -115,14 +115,33 @@ class Kube:
             raise RuntimeError(f"Secret {namespace}/{name} has no key {names.AUTH_TOKEN_KEY!r}: delete it to get a new one")
         return base64.b64decode(raw).decode()
 
-    def patch_status(self, namespace: str, run: str, status: dict[str, Any]) -> None:
+    def get_run(self, namespace: str, run: str) -> dict[str, Any] | None:
+        """The GRPORun as the API server has it now, or None once it is gone."""
         try:
-            self.custom.patch_namespaced_custom_object_status(
-                GROUP, VERSION, namespace, PLURAL, run, {"status": status}
-            )
+            found = cast(dict[str, Any], self.custom.get_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, run))
         except ApiException as exc:
+            if exc.status == 404:
+                return None
+            raise
+        return found
+
+    def patch_status(self, namespace: str, run: str, status: dict[str, Any], resource_version: str | None = None) -> None:
+        """Merge-patch the status; with `resource_version`, only onto that version of the object (optimistic
+        concurrency: the API server answers 409 when it changed meanwhile, raised as StatusConflict)."""
+        body: dict[str, Any] = {"status": status}
+        if resource_version:
+            body["metadata"] = {"resourceVersion": resource_version}
+        try:
+            self.custom.patch_namespaced_custom_object_status(GROUP, VERSION, namespace, PLURAL, run, body)
+        except ApiException as exc:
+            if exc.status == 409:
+                raise StatusConflict(f"{namespace}/{run}: the GRPORun changed since resourceVersion {resource_version}") from None
             if exc.status != 404:  # deleted meanwhile: nothing to report on
                 raise
+
+
+class StatusConflict(RuntimeError):
+    """The GRPORun changed since it was read: reconcile again from the newer one."""
 
 
 def _auth_secret(namespace: str, run: str, uid: str | None) -> dict[str, Any]:
@@ -135,4 +154,4 @@ def _auth_secret(namespace: str, run: str, uid: str | None) -> dict[str, Any]:
             "stringData": {names.AUTH_TOKEN_KEY: token}}  # fmt: skip
 
 
-__all__ = ["FIELD_MANAGER", "Kube"]
+__all__ = ["FIELD_MANAGER", "Kube", "StatusConflict"]

@@ -1,5 +1,9 @@
-"""The operator's own Prometheus metrics: reconciles, their duration, runs by phase, guard trips, scrape errors,
-and per-run gauges (reward, repetition, progress) for dashboards and alerts.
+"""The operator's own Prometheus metrics: reconciles, their duration, runs by phase, scrape errors, and per-run
+gauges (phase, status reason, every condition, reward, repetition, progress) for dashboards and alerts.
+
+Alerts are built on the per-run gauges, never on per-run counters: each gauge is read from the run's last
+status, and every series of a run disappears when the run is deleted (`forget`, called by the delete
+handler), so no alert outlives its run or fires for a finished one from a counter that never resets.
 """
 
 from __future__ import annotations
@@ -15,7 +19,6 @@ from grpo_operator.api.status import GRPORunStatus, Phase
 
 RECONCILES = Counter("grpo_operator_reconcile", "Reconciles by result", ["result"])
 RECONCILE_SECONDS = Histogram("grpo_operator_reconcile_duration_seconds", "Duration of one reconcile")
-GUARD_TRIPS = Counter("grpo_run_guard_trips", "Guard trips by reason", ["namespace", "name", "reason"])
 SCRAPE_ERRORS = Counter("grpo_operator_scrape_errors", "Failed metric scrapes by target", ["target"])
 
 
@@ -45,11 +48,21 @@ class _RunCollector(Collector):
                                        labels=["namespace", "name"])  # fmt: skip
         rollout = GaugeMetricFamily("grpo_run_rollout", "Last rollout step seen", labels=["namespace", "name"])
         healthy = GaugeMetricFamily("grpo_run_healthy", "1 healthy, 0 degenerate or stalled", labels=["namespace", "name"])
+        reason = GaugeMetricFamily("grpo_run_status", "1, labelled with the run's phase and its reason",
+                                   labels=["namespace", "name", "phase", "reason"])  # fmt: skip
+        condition = GaugeMetricFamily("grpo_run_condition", "1 for each condition, labelled with its status and reason",
+                                      labels=["namespace", "name", "type", "status", "reason"])  # fmt: skip
+        attempt = GaugeMetricFamily("grpo_run_attempt", "Jobs the run has started (1 + resumes)", labels=["namespace", "name"])
         for (namespace, name), status in runs.items():
             if status.phase is not None:
                 counts[status.phase] += 1
                 for candidate in Phase:
                     phase.add_metric([namespace, name, candidate.value], 1.0 if candidate is status.phase else 0.0)
+                reason.add_metric([namespace, name, status.phase.value, status.reason or ""], 1.0)
+            for cond in status.conditions:
+                condition.add_metric([namespace, name, cond.type, cond.status, cond.reason], 1.0)
+            if status.attempt is not None:
+                attempt.add_metric([namespace, name], status.attempt)
             metrics = status.metrics
             if metrics is not None and metrics.raw_reward is not None:
                 reward.add_metric([namespace, name], metrics.raw_reward)
@@ -62,7 +75,7 @@ class _RunCollector(Collector):
                 healthy.add_metric([namespace, name], 1.0 if health.status == "True" else 0.0)
         for key, count in counts.items():
             by_phase.add_metric([key.value], count)
-        yield from (by_phase, phase, reward, repetition, rollout, healthy)
+        yield from (by_phase, phase, reason, condition, attempt, reward, repetition, rollout, healthy)
 
 
 RUNS = _RunCollector()

@@ -1,0 +1,69 @@
+"""Kueue's real controller manager on a local control plane, in the smallest configuration that admits RayClusters.
+
+`start_kueue(plane)` installs Kueue's CRDs (pinned in `versions.KUEUE_CRDS`, from the module) and runs its
+manager (`sigs.k8s.io/kueue/cmd/kueue`, built and cached by `build.py`) with a Configuration that enables only
+the `ray.io/raycluster` integration (sigs.k8s.io/kueue v0.17.0 pkg/controller/jobs/raycluster).
+
+Webhooks: none is registered with the API server. Kueue's only webhook a run depends on would suspend a
+labelled RayCluster on creation (raycluster_webhook.go:87-94); grpo-operator creates it suspended itself
+(`grpo_operator.render.queueing`), so admission is the same without it. Kueue's webhook server still starts
+(the manager fails without serving certificates) on a loopback port with the control plane's 127.0.0.1
+serving certificate, and nothing calls it. `internalCertManagement` is off (it would write Secrets and patch
+webhook configurations that do not exist here); the visibility API server (an aggregated API) is off by its
+feature gate. The manager runs as cluster admin: this is a test double of a platform install, not one.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import Callable
+
+from grpo_dev.localcluster import versions as v
+from grpo_dev.localcluster.build import ensure
+from grpo_dev.localcluster.controlplane import ControlPlane, _free_port
+from grpo_dev.localcluster.pki import Pki
+
+
+def configuration(health_port: int, webhook_port: int, cert_dir: str) -> dict[str, object]:
+    """Kueue's `config.kueue.x-k8s.io/v1beta2` Configuration (apis/config/v1beta2/configuration_types.go)."""
+    return {
+        "apiVersion": "config.kueue.x-k8s.io/v1beta2",
+        "kind": "Configuration",
+        "namespace": "kueue-system",
+        "health": {"healthProbeBindAddress": f"127.0.0.1:{health_port}"},
+        "metrics": {"bindAddress": "0"},
+        "webhook": {"host": "127.0.0.1", "port": webhook_port, "certDir": cert_dir},
+        "leaderElection": {"leaderElect": False},
+        "internalCertManagement": {"enable": False},
+        "integrations": {"frameworks": ["ray.io/raycluster"]},
+    }
+
+
+def start_kueue(plane: ControlPlane, report: Callable[[str], None] = lambda _: None) -> None:
+    """Install Kueue's CRDs on `plane` and run its manager there until the plane stops; wait for /readyz.
+    Once per plane: a second call finds it running and returns."""
+    if "kueue" in plane.pids:
+        return
+    directory = ensure(v.KUEUE, report).directory
+    plane.apply_crds(directory / name for name in v.KUEUE_CRDS)
+    plane.kubectl("create", "namespace", "kueue-system")
+    work = plane.workdir / "kueue"
+    certs = work / "certs"
+    certs.mkdir(parents=True, exist_ok=True)
+    pki = Pki(plane.workdir / "pki")
+    shutil.copyfile(pki.serving_cert, certs / "tls.crt")  # the API server's, for 127.0.0.1
+    shutil.copyfile(pki.serving_key, certs / "tls.key")
+    health = _free_port()
+    config = work / "config.yaml"
+    config.write_text(json.dumps(configuration(health, _free_port(), str(certs))))  # JSON is YAML
+    plane._launch("kueue", [
+        str(directory / "kueue"),
+        f"--kubeconfig={plane.kubeconfig}",
+        f"--config={config}",
+        "--feature-gates=VisibilityOnDemand=false",
+        f"--visibility-server-port={_free_port()}",
+        "--zap-log-level=2",
+    ])  # fmt: skip
+    plane._wait("Kueue's /readyz", lambda: plane._http_ok(f"http://127.0.0.1:{health}/readyz"))
+    report(f"Kueue {v.KUEUE_VERSION}: manager ready (integration ray.io/raycluster, no webhooks registered)")
