@@ -81,13 +81,6 @@ class RayJobs:
         except RuntimeError as exc:
             raise RayUnavailable(str(exc)) from None
 
-    def logs(self, submission_id: str) -> str:
-        """The job's whole log (driver stdout and stderr) as the Jobs API serves it."""
-        try:
-            return str(self._client().get_job_logs(submission_id))
-        except RuntimeError as exc:
-            raise RayUnavailable(str(exc)) from None
-
 
 def _observe(submission_id: str, info: Any) -> JobObservation:
     status = info.status.value if isinstance(info.status, JobStatus) else str(info.status)
