@@ -168,6 +168,7 @@ NEEDED = [
     ("list", "rayclusters.ray.io"), ("watch", "rayclusters.ray.io"),  # children watched (controller/children.py)
     ("list", "deployments.apps"), ("watch", "deployments.apps"),
     ("get", "secrets"), ("create", "secrets"),  # the run's Ray auth token Secret, by name
+    ("create", "podtemplates"),  # dry runs of the rendered pod templates (nothing is stored)
     ("create", "networkpolicies.networking.k8s.io"), ("patch", "networkpolicies.networking.k8s.io"),
 ]  # fmt: skip
 
@@ -181,6 +182,7 @@ FORBIDDEN = [
     ("create", "serviceaccounts", "--subresource=token"), ("create", "roles.rbac.authorization.k8s.io"),
     ("create", "rolebindings.rbac.authorization.k8s.io"), ("impersonate", "serviceaccounts"),
     ("create", "persistentvolumeclaims"), ("patch", "events"),
+    ("get", "podtemplates"), ("list", "podtemplates"), ("delete", "podtemplates"), ("patch", "podtemplates"),
 ]  # fmt: skip
 
 CLUSTER_FORBIDDEN = [

@@ -88,6 +88,11 @@ tests/chart/test_rbac.py proves they are enough for a run to reach Succeeded, an
 - apiGroups: [""]
   resources: ["secrets"]
   verbs: ["get", "create"]
+# kube.pod_template_problems: every rendered pod template is sent with dryRun=All before any child is made,
+# so Kubernetes' own pod rules judge it; a dry run stores nothing, and PodTemplates drive no controller.
+- apiGroups: [""]
+  resources: ["podtemplates"]
+  verbs: ["create"]
 {{- if gt (int .Values.replicas) 1 }}
 # kopf peering between the replicas: each patches its keep-alive into the peering object and watches it.
 - apiGroups: ["kopf.dev"]

@@ -134,6 +134,9 @@ class Reconciler:
                     rendered = render(run, checked.plan, self.settings.render)
                 except MissingRewardImage as exc:
                     problems.append(str(exc))
+            if rendered is not None:  # Kubernetes' own pod rules, before any child exists
+                problems += self.kube.pod_template_problems(namespace, rendered.children)
+                rendered = None if problems else rendered
         if run is None or rendered is None:
             decision = decide(prev, Observation(now=now, generation=generation, problems=tuple(problems)), None)
             return self._finish(namespace, name, body, prev, decision)

@@ -11,6 +11,9 @@ Secret of that name made before the run is used as it is (bring your own token).
 from __future__ import annotations
 
 import base64
+import hashlib
+import json
+import logging
 import secrets
 from typing import Any, cast
 
@@ -23,6 +26,35 @@ from grpo_operator.render import names
 
 FIELD_MANAGER = "grpo-operator"
 
+log = logging.getLogger("grpo_operator")
+
+
+def pod_templates(children: list[dict[str, Any]]) -> list[tuple[str, dict[str, Any]]]:
+    """(where, template) for every pod template the children carry: the RayCluster's head and worker
+    groups, and `spec.template` of any other child (the reward Deployment)."""
+    found: list[tuple[str, dict[str, Any]]] = []
+    for child in children:
+        label = f"{child['kind']} {child['metadata']['name']}"
+        spec = child.get("spec") or {}
+        if child["kind"] == "RayCluster":
+            found.append((f"{label} head group", spec["headGroupSpec"]["template"]))
+            found += [(f"{label} worker group {g['groupName']}", g["template"]) for g in spec.get("workerGroupSpecs", [])]
+        elif isinstance(spec.get("template"), dict) and "spec" in spec["template"]:
+            found.append((label, spec["template"]))
+    return found
+
+
+def _refusal(where: str, exc: ApiException) -> str:
+    """The API server's words for a refused template, one line: its causes, else its message."""
+    try:
+        body = json.loads(exc.body or "{}")
+    except ValueError:
+        body = {}
+    causes = (body.get("details") or {}).get("causes") or []
+    said = "; ".join(f"{str(c.get('field', '')).removeprefix('template.')}: {c.get('message', '')}" for c in causes)
+    said = said or str(body.get("message") or exc.reason)
+    return f"{where}: the API server refuses its pod template: {said[:900]}"
+
 
 class Kube:
     def __init__(self, api_client: client.ApiClient) -> None:
@@ -31,6 +63,7 @@ class Kube:
         self.core = client.CoreV1Api(api_client)
         self.custom = client.CustomObjectsApi(api_client)
         self.apps = client.AppsV1Api(api_client)
+        self._template_verdicts: dict[str, str | None] = {}
 
     @property
     def dynamic(self) -> DynamicClient:
@@ -57,6 +90,37 @@ class Kube:
                 return False
             raise
         return True
+
+    def pod_template_problems(self, namespace: str, children: list[dict[str, Any]]) -> list[str]:
+        """Kubernetes' own verdict on every pod template the children carry, before any child exists: each is
+        sent as a PodTemplate with dryRun=All (validated like a pod's spec, ValidatePodTemplateSpec, and never
+        stored). A verdict is kept per template content, so an unchanged run costs no request. Without RBAC
+        for it (403) the check is skipped with one warning: it guards, it does not gate the operator."""
+        problems = []
+        for where, template in pod_templates(children):
+            digest = hashlib.sha256(json.dumps(template, sort_keys=True).encode()).hexdigest()
+            if digest not in self._template_verdicts:
+                self._template_verdicts[digest] = self._dry_run_template(namespace, where, template)
+                if len(self._template_verdicts) > 1024:
+                    self._template_verdicts.pop(next(iter(self._template_verdicts)))
+            problem = self._template_verdicts[digest]
+            if problem:
+                problems.append(problem)
+        return problems
+
+    def _dry_run_template(self, namespace: str, where: str, template: dict[str, Any]) -> str | None:
+        body: Any = {"apiVersion": "v1", "kind": "PodTemplate", "template": template,
+                     "metadata": {"name": "grpo-template-check", "namespace": namespace}}  # fmt: skip
+        try:
+            self.core.create_namespaced_pod_template(namespace, body, dry_run="All", field_manager=FIELD_MANAGER)
+        except ApiException as exc:
+            if exc.status in (400, 422):
+                return _refusal(where, exc)
+            if exc.status == 403:
+                log.warning("cannot dry-run pod templates (%s); grant create on podtemplates to check them", exc.reason)
+                return None
+            raise
+        return None
 
     def ray_cluster(self, namespace: str, run: str) -> dict[str, Any] | None:
         try:
