@@ -47,10 +47,11 @@ every namespace, a Role's rules in each watched namespace otherwise). Each rule 
 tests/chart/test_rbac.py proves they are enough for a run to reach Succeeded, and no broader.
 */}}
 {{- define "grpo-operator.namespacedRules" -}}
-# kopf: watch GRPORuns; patch them for its finalizer and its progress annotations (grpo.dev/*).
+# kopf: watch GRPORuns; patch them for its finalizer and its progress annotations (grpo.dev/*). The reconciler:
+# get (each reconcile starts from the run as the API server has it now).
 - apiGroups: ["grpo.dev"]
   resources: ["grporuns"]
-  verbs: ["list", "watch", "patch"]
+  verbs: ["get", "list", "watch", "patch"]
 # kube.patch_status: the operator writes GRPORun.status through the status subresource.
 - apiGroups: ["grpo.dev"]
   resources: ["grporuns/status"]
