@@ -22,7 +22,7 @@ from tests.operator.harness import RAY_TOKEN, fake, manifest, phase_is, play_kub
 
 pytestmark = pytest.mark.integration
 
-KINDS = "configmaps,secrets,services,deployments,poddisruptionbudgets,networkpolicies,rayclusters,pods,grporuns,events"
+KINDS = "configmaps,secrets,services,deployments,replicasets,poddisruptionbudgets,networkpolicies,rayclusters,pods,grporuns,events"
 
 
 def places_holding(token: str, kubectl: Any, namespace: str, logs: str) -> list[str]:
