@@ -4,6 +4,11 @@
 kube-controller-manager on 127.0.0.1, with crds/ and the KubeRay CRDs installed); it starts only when a
 test asks for it. `namespace` is a fresh namespace, deleted after the test. `kubectl(*args, input=None,
 check=True)` runs the real kubectl as cluster admin and returns the `CompletedProcess`.
+
+`simulated_cluster` is a second, separate `grpo_dev.localcluster.SimulatedCluster` (the same control plane plus
+kube-scheduler, kwok nodes shaped like the EKS GPU and CPU node groups, and the real KubeRay operator), also
+started only on demand; `sim_namespace` is a fresh namespace in it holding the `fsx-claim` PVC the examples
+mount.
 """
 
 from __future__ import annotations
@@ -14,7 +19,7 @@ import uuid
 from collections.abc import Callable, Iterator
 
 import pytest
-from grpo_dev.localcluster import ControlPlane
+from grpo_dev.localcluster import ControlPlane, SimulatedCluster
 
 Kubectl = Callable[..., subprocess.CompletedProcess[str]]
 
@@ -25,13 +30,35 @@ def control_plane() -> Iterator[ControlPlane]:
         yield plane
 
 
+@pytest.fixture(scope="session")
+def simulated_cluster() -> Iterator[SimulatedCluster]:
+    with SimulatedCluster() as cluster:
+        yield cluster
+
+
+def _namespace_name(request: pytest.FixtureRequest) -> str:
+    slug = re.sub(r"[^a-z0-9]+", "-", request.node.name.lower()).strip("-")[:48].strip("-")
+    return f"{slug or 'test'}-{uuid.uuid4().hex[:6]}"
+
+
 @pytest.fixture
 def namespace(control_plane: ControlPlane, request: pytest.FixtureRequest) -> Iterator[str]:
-    slug = re.sub(r"[^a-z0-9]+", "-", request.node.name.lower()).strip("-")[:48].strip("-")
-    name = f"{slug or 'test'}-{uuid.uuid4().hex[:6]}"
+    name = _namespace_name(request)
     control_plane.kubectl("create", "namespace", name)
     yield name
     control_plane.kubectl("delete", "namespace", name, "--wait=false", check=False)
+
+
+@pytest.fixture
+def sim_namespace(simulated_cluster: SimulatedCluster, request: pytest.FixtureRequest) -> Iterator[str]:
+    name = _namespace_name(request)
+    simulated_cluster.kubectl("create", "namespace", name)
+    simulated_cluster.provide_claim(name, "fsx-claim")
+    yield name
+    simulated_cluster.kubectl("delete", "namespace", name, "--wait=false", check=False)
+    # The next test's pods need the GPU nodes this one's pods held (a GRPORun may keep the namespace itself
+    # Terminating: its finalizer waits for an operator that is gone by now).
+    simulated_cluster.kubectl("wait", "--for=delete", "pods", "--all", "-n", name, "--timeout=120s", check=False)
 
 
 @pytest.fixture

@@ -3,7 +3,8 @@
 `python -m grpo_dev.localcluster build` prints, per component, whether it was found in the cache or
 built and how long that took, then the cache size. `python -m grpo_dev.localcluster up --kubeconfig
 .grpo/kubeconfig` starts a control plane, writes its admin kubeconfig there, and keeps it running until
-SIGINT/SIGTERM (then removes everything, the kubeconfig included).
+SIGINT/SIGTERM (then removes everything, the kubeconfig included); `up --simulated` runs a `SimulatedCluster`
+instead (kube-scheduler, kwok GPU/EFA and CPU nodes, the KubeRay operator).
 """
 
 from __future__ import annotations
@@ -17,6 +18,11 @@ from grpo_dev.localcluster import versions
 from grpo_dev.localcluster.build import BuildError, build_all, directory_size
 from grpo_dev.localcluster.controlplane import ControlPlane, ControlPlaneError
 from grpo_dev.localcluster.processes import Terminated
+from grpo_dev.localcluster.simcluster import SimulatedCluster
+
+
+def _print(line: str) -> None:
+    print(line, flush=True)
 
 
 def _build() -> int:
@@ -29,10 +35,11 @@ def _build() -> int:
     return 0
 
 
-def _up(kubeconfig: Path, scheduler: bool, crds: bool) -> int:
+def _up(kubeconfig: Path, scheduler: bool, crds: bool, simulated: bool) -> int:
     crd_dirs: list[Path] | None = None if crds else []
-    with ControlPlane(kubeconfig=kubeconfig.resolve(), scheduler=scheduler, crd_dirs=crd_dirs,
-                      kuberay_crds=crds, report=lambda line: print(line, flush=True)) as plane:
+    plane = SimulatedCluster(kubeconfig=kubeconfig.resolve(), report=_print) if simulated else ControlPlane(
+        kubeconfig=kubeconfig.resolve(), scheduler=scheduler, crd_dirs=crd_dirs, kuberay_crds=crds, report=_print)
+    with plane:
         print(f"ready: export KUBECONFIG={plane.kubeconfig}   (Ctrl-C stops it)", flush=True)
         try:
             while not (dead := plane.dead()):
@@ -47,19 +54,22 @@ def _up(kubeconfig: Path, scheduler: bool, crds: bool) -> int:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m grpo_dev.localcluster", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
-    commands.add_parser("build", help="obtain etcd, kube-apiserver, kube-controller-manager, kubectl, helm, "
-                                      "KubeRay CRDs into the cache (no-op when present)")
+    commands.add_parser("build", help="obtain etcd, kube-apiserver, kube-controller-manager, kube-scheduler, "
+                                      "kubectl, helm, kwok and its stages, the KubeRay CRDs and operator into the "
+                                      "cache (no-op when present)")
     up = commands.add_parser("up", help="run a control plane until Ctrl-C")
     up.add_argument("--kubeconfig", type=Path, default=Path(".grpo/kubeconfig"),
                     help="where to write the admin kubeconfig (default: .grpo/kubeconfig)")
     up.add_argument("--scheduler", action="store_true", help="also run kube-scheduler")
     up.add_argument("--no-crds", dest="crds", action="store_false",
                     help="install neither crds/ nor the KubeRay CRDs")
+    up.add_argument("--simulated", action="store_true",
+                    help="a simulated GPU cluster: kube-scheduler, kwok nodes and the KubeRay operator as well")
     args = parser.parse_args(argv)
     try:
         if args.command == "build":
             return _build()
-        return _up(args.kubeconfig, args.scheduler, args.crds)
+        return _up(args.kubeconfig, args.scheduler, args.crds, args.simulated)
     except (BuildError, ControlPlaneError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 1

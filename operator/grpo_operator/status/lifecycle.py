@@ -407,6 +407,11 @@ def decide(prev: GRPORunStatus | None, obs: Observation, spec: GRPORunSpec | Non
                             warnings=[*warnings, trip.message])  # fmt: skip
         if trip is not None:
             warnings.append(trip.message)
+        if obs.cluster is not None and not obs.cluster.ready:
+            # A lost worker: KubeRay v1.5.0 keeps `state: ready` and RayClusterProvisioned=True and only lowers
+            # readyWorkerReplicas (edges/childstate.cluster_ready counts it); the job runs short of its GPUs.
+            return Decision(status=status(Phase.PROVISIONING, "Provisioning", obs.cluster.message, **tracked),
+                            warnings=warnings)
         return Decision(status=status(Phase.RUNNING, trip.reason if trip else "Running",
                                       trip.message if trip else f"rollout {progress}", **tracked), warnings=warnings)  # fmt: skip
     conds.set("JobRunning", False, job.state.value.capitalize(), _last_line(job.message))
