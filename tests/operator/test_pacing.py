@@ -89,7 +89,10 @@ def test_backoff_doubles_up_to_its_cap_says_when_it_retries_and_forgets_on_succe
         delays.append(clock.now - start)
     assert delays == [5, 10, 20, 20]
     backoff.failed("k", "timed out after 5s")
-    assert backoff.waiting("k") == "not retried for 20s more after 5 failed attempts: timed out after 5s"
+    said = "not retried within a 20s backoff after 5 failed attempts: timed out after 5s"
+    assert backoff.waiting("k") == said
+    clock.now += 19
+    assert backoff.waiting("k") == said  # the same words for the whole wait: no status rewrite per reconcile
     backoff.succeeded("k")
     assert backoff.waiting("k") is None
 
@@ -100,7 +103,7 @@ def test_an_unreachable_ray_head_costs_one_attempt_per_backoff_period() -> None:
     ray = BackedOffRayJobs("http://127.0.0.1:9", "tok", backoff=backoff)  # port 9 (discard): nothing listens
     with pytest.raises(RayUnavailable):
         ray.find("r-1")
-    with pytest.raises(RayUnavailable, match="not retried for 15s more after 1 failed attempt"):
+    with pytest.raises(RayUnavailable, match="not retried within a 15s backoff after 1 failed attempt"):
         ray.find("r-1")  # no second attempt within the backoff: the error says so at once
 
 

@@ -29,6 +29,7 @@ class _State:
     failures: int
     until: float
     error: str
+    delay: float
 
 
 @dataclass
@@ -46,14 +47,15 @@ class Backoff:
             now = self.clock()
             if state is None or state.until <= now:
                 return None
-            return (f"not retried for {state.until - now:.0f}s more after {state.failures} failed "
+            # The same words for the whole wait, so a status carrying them is not rewritten at every reconcile.
+            return (f"not retried within a {state.delay:g}s backoff after {state.failures} failed "
                     f"attempt{'s' if state.failures > 1 else ''}: {state.error}")  # fmt: skip
 
     def failed(self, key: str, error: str) -> None:
         with self._guard:
             failures = self._states[key].failures + 1 if key in self._states else 1
             delay = min(self.most, self.first * 2 ** (failures - 1))
-            self._states[key] = _State(failures, self.clock() + delay, error)
+            self._states[key] = _State(failures, self.clock() + delay, error, delay)
 
     def succeeded(self, key: str) -> None:
         with self._guard:
