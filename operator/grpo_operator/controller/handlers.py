@@ -135,7 +135,9 @@ def on_timer(body: kopf.Body, **_: Any) -> None:
 @kopf.on.event("apps", "v1", "deployments", labels={names.RUN_LABEL: kopf.PRESENT})
 def on_child(body: kopf.Body, type: str | None, **_: Any) -> None:
     owner = owner_body(body)
-    if owner is None or type is None:  # type None: the initial listing, which the runs' resume handles
+    # None: the initial listing, which the runs' resume handles; ADDED: the child this operator has just applied
+    # (only the reconcile creates children), which that reconcile has observed already.
+    if owner is None or type in (None, "ADDED"):
         return
     meta = owner["metadata"]
     pacing().child_changed(meta["namespace"], meta["name"], str(body.get("kind")), deleted=type == "DELETED")
