@@ -26,6 +26,7 @@ Every wait has a cap; a run not done by then is counted and said. The machine's 
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import os
 import re
@@ -277,11 +278,10 @@ def measure(plane: ControlPlane, design: str, n: int, *, window: float, backgrou
                 ready_patch(custom, namespace, name)
             pending = set(sample)
             while pending and time.monotonic() - started < cap:
-                out = plane.kubectl("get", "grporun", *sorted(pending), "-n", namespace, "-o",
-                                    'jsonpath={range .items[*]}{.metadata.name} {.status.reason}{"\\n"}{end}').stdout  # fmt: skip
+                got = json.loads(plane.kubectl("get", "grporun", *sorted(pending), "-n", namespace, "-o", "json").stdout)
                 now = time.monotonic()
-                for line in out.splitlines():
-                    name, _, reason = line.partition(" ")
+                for item in got.get("items", [got]):  # one name: the object itself, not a List
+                    name, reason = item["metadata"]["name"], (item.get("status") or {}).get("reason")
                     if reason == "Submitting" and name in pending:
                         pending.discard(name)
                         row.kubectl.append(now - started)
