@@ -169,3 +169,13 @@ def test_an_entry_is_charged_at_least_what_its_objects_take() -> None:
     for key in "abcdefghij":
         cache(key)
     assert cache.bytes <= 1_000_000 and len(cache) == 9  # each ~100 KB: the tenth evicts the first
+
+
+def test_a_deeply_nested_body_gets_a_short_422() -> None:
+    from fastapi.testclient import TestClient
+    from reward_service.app import create_app
+
+    client = TestClient(create_app(RewardSettings(workers=1)))  # no lifespan: the pool is never started
+    body = '{"response": "x", "label": "1", "prompt": ' + "[" * 900 + "]" * 900 + "}"
+    reply = client.post("/score", content=body, headers={"content-type": "application/json"})
+    assert reply.status_code == 422 and len(reply.text) < 600, reply.text[:300]

@@ -217,6 +217,7 @@ def _validation_message(error: RequestValidationError) -> str:
         loc = [str(part) for part in problem.get("loc", ())]
         field = next((name for name in _FIELD_RULES if name in loc), None)
         location = ".".join(loc[: loc.index(field) + 1] if field else loc)
+        location = location if len(location) <= 80 else location[:77] + "..."  # a deep body's path is long
         rule = _FIELD_RULES[field] if field else str(problem.get("msg"))
         if problem.get("type") == "missing":
             rule = "is required"
