@@ -11,18 +11,25 @@ labelled RayCluster on creation (raycluster_webhook.go:87-94); grpo-operator cre
 serving certificate, and nothing calls it. `internalCertManagement` is off (it would write Secrets and patch
 webhook configurations that do not exist here); the visibility API server (an aggregated API) is off by its
 feature gate. The manager runs as cluster admin: this is a test double of a platform install, not one.
+
+One file outside the work directory: with internalCertManagement off, Kueue v0.17.0 loads a metrics serving
+certificate from the fixed path /etc/kueue/metrics/certs (cmd/kueue/main.go:204-218) and exits without one, even
+with the metrics server off (`metrics.bindAddress: "0"`, as here, so the pair is only parsed). `start_kueue`
+writes a throwaway self-signed pair there once when none exists (root, as on CI; elsewhere it says what to do).
 """
 
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from collections.abc import Callable
+from pathlib import Path
 
 from grpo_dev.localcluster import versions as v
 from grpo_dev.localcluster.build import ensure
-from grpo_dev.localcluster.controlplane import ControlPlane, _free_port
-from grpo_dev.localcluster.pki import Pki
+from grpo_dev.localcluster.controlplane import ControlPlane, ControlPlaneError, _free_port
+from grpo_dev.localcluster.pki import Pki, generate
 
 
 def configuration(health_port: int, webhook_port: int, cert_dir: str) -> dict[str, object]:
@@ -40,6 +47,27 @@ def configuration(health_port: int, webhook_port: int, cert_dir: str) -> dict[st
     }
 
 
+METRICS_CERTS = Path("/etc/kueue/metrics/certs")
+
+
+def _metrics_certs(scratch: Path) -> None:
+    """A parseable pair at Kueue's fixed metrics-certificate path (see the module doc), written atomically."""
+    if (METRICS_CERTS / "tls.crt").is_file() and (METRICS_CERTS / "tls.key").is_file():
+        return
+    pair = generate(scratch / "metrics-pki")
+    try:
+        METRICS_CERTS.mkdir(parents=True, exist_ok=True, mode=0o755)
+        for source, name in ((pair.serving_key, "tls.key"), (pair.serving_cert, "tls.crt")):
+            staged = METRICS_CERTS / f".{name}.{os.getpid()}"
+            shutil.copyfile(source, staged)
+            staged.rename(METRICS_CERTS / name)
+    except PermissionError as exc:
+        raise ControlPlaneError(
+            f"Kueue v0.17.0 needs a certificate pair at {METRICS_CERTS} (tls.crt, tls.key; any self-signed pair: "
+            f"its metrics server is off here) and this user cannot write it: {exc}. Create it once as root."
+        ) from exc
+
+
 def start_kueue(plane: ControlPlane, report: Callable[[str], None] = lambda _: None) -> None:
     """Install Kueue's CRDs on `plane` and run its manager there until the plane stops; wait for /readyz.
     Once per plane: a second call finds it running and returns."""
@@ -51,6 +79,7 @@ def start_kueue(plane: ControlPlane, report: Callable[[str], None] = lambda _: N
     work = plane.workdir / "kueue"
     certs = work / "certs"
     certs.mkdir(parents=True, exist_ok=True)
+    _metrics_certs(work)
     pki = Pki(plane.workdir / "pki")
     shutil.copyfile(pki.serving_cert, certs / "tls.crt")  # the API server's, for 127.0.0.1
     shutil.copyfile(pki.serving_key, certs / "tls.key")
