@@ -47,6 +47,9 @@ except OSError as _exc:
 
 _reconciler: Reconciler | None = None
 _pacing: Pacing | None = None
+# An unchanged child is applied again every 10 resyncs (10 min by default): drift someone made in its spec is
+# undone then; a deleted child at once (its watch event).
+REAPPLY_RESYNCS = 10
 # A run's Ray head that failed is retried after one reconcile interval, doubling up to four (edges/backoff.py).
 RAY_BACKOFF = backoff.Backoff(first=SETTINGS.reconcile_interval_seconds, most=resync_seconds(SETTINGS))
 
@@ -58,7 +61,7 @@ def reconciler() -> Reconciler:
             config.load_incluster_config()  # type: ignore[no-untyped-call]
         except config.ConfigException:
             config.load_kube_config()  # type: ignore[no-untyped-call]
-        kube = CachingKube(client.ApiClient(), resync_seconds=resync_seconds(SETTINGS))
+        kube = CachingKube(client.ApiClient(), resync_seconds=REAPPLY_RESYNCS * resync_seconds(SETTINGS))
         _pacing = Pacing(SETTINGS, kube, RAY_BACKOFF)
         _reconciler = Reconciler(kube=kube, settings=SETTINGS, ray_for=backoff.ray_for(RAY_BACKOFF))
     return _reconciler

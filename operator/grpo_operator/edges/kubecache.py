@@ -5,8 +5,8 @@ nothing on the server but is still one PATCH per child per reconcile, the larges
 requests. `CachingKube.apply` remembers the digest of the manifest it last applied for each object and skips
 a manifest it applied within `resync_seconds`: a changed spec renders a changed manifest and goes out at once,
 a child deleted by someone is seen by the child watch (controller/children.py calls `forget_run`), and drift
-someone made in a child's spec is corrected at the next apply after `resync_seconds` (level-triggered, as
-before, only less often).
+someone made in a child's spec is corrected at the first reconcile after `resync_seconds` (the operator passes
+10 resyncs, 10 minutes by default: level-triggered, as before, only less often).
 
 It also remembers each run's Ray auth token as read (never instead of reading it), so the timer can tell
 whether that run's Ray head is in backoff (edges/backoff.py keys a head by address and token).
