@@ -29,10 +29,13 @@ from grpo_dev.images import IMAGES, ImageError, build_all, podman
 @pytest.fixture(scope="session")
 def built_images() -> dict[str, str]:
     """name -> local image reference, built from the current tree."""
+    problem = None
     try:
         build_all(install=False)
     except ImageError as exc:
-        pytest.fail(str(exc), pytrace=False)
+        problem = str(exc)
+    if problem:  # outside the except block: the one line, without the chained traceback
+        pytest.fail(problem, pytrace=False)
     return {name: image.reference for name, image in IMAGES.items()}
 
 
