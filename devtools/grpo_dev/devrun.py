@@ -1,13 +1,17 @@
-"""`make run`: the operator on a local embedded control plane and a local Ray head, with the quickstart applied.
+"""`make run`: the operator on a simulated GPU cluster and a local Ray head, with the quickstart applied.
 
-Starts the real kube-apiserver and etcd (grpo_dev.localcluster) with the CRDs installed, a real Ray
-head on loopback (grpo_dev.localray), and the operator against both; applies examples/quickstart.yaml
-and prints `kubectl get grporuns` every few seconds. The kubeconfig goes to .grpo/kubeconfig. Ctrl-C stops
-everything and leaves no process behind.
+Starts the real kube-apiserver and etcd with the CRDs installed, kube-scheduler, kwok nodes shaped like EKS
+GPU and CPU node groups and the real KubeRay operator (grpo_dev.localcluster.SimulatedCluster), a real Ray
+head on loopback (grpo_dev.localray), and the operator against both; creates the quickstart's prerequisite
+(the `fsx-claim` PVC), applies examples/quickstart.yaml and prints `kubectl get grporuns` every few seconds.
+The kubeconfig goes to .grpo/kubeconfig. Ctrl-C stops everything and leaves no process behind.
 
-No KubeRay runs here, so the quickstart waits in Provisioning ("waiting for KubeRay") exactly as it would on
-a cluster without it. `GRPO_DEMO=1 make run` plays KubeRay's part (marks the RayCluster ready) and runs a
-stand-in for miles (grpo_dev/fake_miles.py) so the whole loop can be watched to Succeeded.
+KubeRay creates the head and worker pods, kube-scheduler places them (head on the CPU pool, the worker on a
+GPU node), kwok marks them Running and Ready and KubeRay marks the RayCluster ready, so the quickstart goes
+Pending -> Provisioning -> (ready) and its Ray job is submitted to the local Ray head. That head has no
+trainer image, so the real job fails at once (its own words end up in the run's status, printed under the
+table); `GRPO_DEMO=1 make run` runs a stand-in for miles (grpo_dev/fake_miles.py) instead, so the whole loop
+can be watched to Succeeded.
 """
 
 from __future__ import annotations
@@ -24,7 +28,7 @@ from pathlib import Path
 
 from grpo_operator.render import names
 
-from grpo_dev.localcluster import ControlPlane, tool_path
+from grpo_dev.localcluster import SimulatedCluster, tool_path
 from grpo_dev.localray import LocalRayHead
 
 REPO = Path(__file__).resolve().parents[2]
@@ -37,18 +41,11 @@ def _say(line: str) -> None:
     print(f"[make run] {line}", flush=True)
 
 
-def _mark_cluster_ready(plane: ControlPlane, run: str) -> bool:
-    """Demo only: write what KubeRay writes once the head and the worker are running."""
-    cluster = names.ray_cluster(run)
-    if plane.kubectl("get", "raycluster", cluster, check=False).returncode != 0:
-        return False
-    now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-    conditions = [{"type": t, "status": "True", "reason": "Demo", "message": "played by make run",
-                   "lastTransitionTime": now} for t in ("RayClusterProvisioned", "HeadPodReady")]  # fmt: skip
-    status = {"state": "ready", "readyWorkerReplicas": 1, "desiredWorkerReplicas": 1, "conditions": conditions}
-    plane.kubectl("patch", "raycluster", cluster, "--subresource=status", "--type=merge",
-                  "-p", json.dumps({"status": status}))  # fmt: skip
-    return True
+def _kuberay_ready(plane: SimulatedCluster, run: str) -> bool:
+    """KubeRay (not this script) reports the head and the worker ready."""
+    found = plane.kubectl("get", "raycluster", names.ray_cluster(run), "-o", "json", check=False)
+    status = json.loads(found.stdout).get("status", {}) if found.returncode == 0 else {}
+    return bool(status.get("state") == "ready" and status.get("readyWorkerReplicas"))
 
 
 @contextmanager
@@ -73,7 +70,7 @@ def main() -> int:
     KUBECONFIG.parent.mkdir(exist_ok=True)
     signal.signal(signal.SIGTERM, signal.default_int_handler)
     try:
-        with ControlPlane(kubeconfig=KUBECONFIG, report=_say) as plane, LocalRayHead() as head:
+        with SimulatedCluster(kubeconfig=KUBECONFIG, report=_say) as plane, LocalRayHead() as head:
             _say(f"Ray head: {head.dashboard_url}")
             env = {**os.environ, "KUBECONFIG": str(plane.kubeconfig), "GRPO_RAY_ADDRESS": head.dashboard_url,
                    "GRPO_RECONCILE_INTERVAL_SECONDS": "3"}  # fmt: skip
@@ -84,23 +81,31 @@ def main() -> int:
                 quickstart = QUICKSTART.read_text()
                 if demo:
                     quickstart += "  extraArgs: [--fake-step-seconds, '2', --fake-reward, '0.5']\n"
+                plane.provide_claim("default", "fsx-claim")
                 # The local head runs with token auth on: the run takes its token from a Secret made first
                 # (bring your own token), as the operator's own Secret would give it on a cluster.
                 plane.kubectl("apply", "-f", "-", input=json.dumps({
                     "apiVersion": "v1", "kind": "Secret", "metadata": {"name": names.ray_auth_secret("quickstart")},
                     "stringData": {names.AUTH_TOKEN_KEY: head.auth_token}}))  # fmt: skip
                 plane.kubectl("apply", "-f", "-", input=quickstart)
+                applied = time.monotonic()
                 kubectl = tool_path("kubectl")
                 _say(f"from another shell: export KUBECONFIG={plane.kubeconfig}; {kubectl} get grporuns -w")
                 _say("Ctrl-C stops everything")
-                marked, last = False, ""
+                last, ready = "", False
                 while operator.poll() is None:
-                    if demo and not marked:
-                        marked = _mark_cluster_ready(plane, "quickstart")
+                    if not ready and _kuberay_ready(plane, "quickstart"):
+                        ready = True
+                        _say(f"KubeRay made RayCluster {names.ray_cluster('quickstart')} ready "
+                             f"{time.monotonic() - applied:.0f}s after kubectl apply")
                     table = plane.kubectl("get", "grporuns", check=False).stdout
                     if table.split()[:-1] != last.split()[:-1]:  # print on change (AGE aside)
                         print(table, flush=True)
                         last = table
+                        message = plane.kubectl("get", "grporun", "quickstart", "-o", "jsonpath={.status.message}",
+                                                check=False).stdout  # fmt: skip
+                        if message:
+                            _say(f"quickstart: {message}")
                     time.sleep(3)
                 _say(f"the operator exited with code {operator.returncode}")
                 return 1
