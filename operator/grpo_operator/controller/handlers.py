@@ -128,7 +128,9 @@ def on_change(body: kopf.Body, **_: Any) -> None:
     _reconcile(body)
 
 
-@kopf.timer(GROUP, VERSION, PLURAL, interval=SETTINGS.reconcile_interval_seconds, sharp=False)
+# The first tick one interval after a run appears: its create (or resume) handler has reconciled it just then.
+@kopf.timer(GROUP, VERSION, PLURAL, interval=SETTINGS.reconcile_interval_seconds, sharp=False,
+            initial_delay=SETTINGS.reconcile_interval_seconds)
 def on_timer(body: kopf.Body, **_: Any) -> None:
     if pacing().due(body):  # children are watched: a tick polls Ray and the metrics (controller/children.py)
         _reconcile(body)
