@@ -151,3 +151,47 @@ def test_a_run_larger_than_the_quota_never_holds_part_of_the_gpus(
         # Kueue has tried it and said no: no pod, so no GPU held.
         assert ray_pods(kubectl, ns, "big") == []
         assert get(kubectl, "raycluster", names.ray_cluster("big"), "-n", ns)["spec"]["suspend"] is True
+
+
+@pytest.fixture
+def priorities(kueue: SimulatedCluster, sim_namespace: str) -> Iterator[tuple[str, str]]:
+    """Two PriorityClasses (low, high); Kueue takes a Workload's priority from its pods' priorityClassName
+    (pkg/controller/jobframework/reconciler.go:1485-1492), which spec.scheduling.priorityClassName sets."""
+    low, high = f"low-{sim_namespace}"[:63], f"high-{sim_namespace}"[:63]
+    items = [{"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": n}, "value": value}
+             for n, value in ((low, 100), (high, 1000))]  # fmt: skip
+    kueue.kubectl("apply", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "List", "items": items}))
+    yield low, high
+    kueue.kubectl("delete", "priorityclass", low, high, "--wait=false", check=False)
+
+
+def test_a_run_kueue_preempts_is_suspended_preempted_and_resumes_as_a_new_attempt_once_readmitted(  # noqa: PLR0917
+    kueue: SimulatedCluster, sim_namespace: str, queue: str, priorities: tuple[str, str], ray_head: Any,
+    tmp_path: Path,
+) -> None:
+    kubectl, ns = kueue.kubectl, sim_namespace
+    low, high = priorities
+    kubectl("patch", "clusterqueue", f"cq-{ns}"[:63], "--type=merge",
+            "-p", json.dumps({"spec": {"preemption": {"withinClusterQueue": "LowerPriority"}}}))  # fmt: skip
+    with running_operator(kueue, ns, ray_head.dashboard_url, tmp_path):
+        kubectl("apply", "-f", "-", input=manifest("low", ns, fake("--fake-stall-after", "1", rollouts=5, scheduling={
+            "queueName": queue, "priorityClassName": low})))  # fmt: skip
+        running = wait_for("the low-priority run Running", lambda: phase_is(kubectl, ns, "low", "Running"), timeout=300)
+        first_job = running["status"]["jobSubmissionId"]
+        kubectl("apply", "-f", "-", input=manifest("high", ns, fake(rollouts=2, scheduling={
+            "queueName": queue, "priorityClassName": high})))  # fmt: skip
+
+        # Kueue evicts the low-priority Workload and suspends its RayCluster; KubeRay deletes its pods.
+        preempted = wait_for("the low run Preempted", lambda: reason_is(kubectl, ns, "low", "Preempted"), timeout=300)
+        assert preempted["status"]["phase"] == "Suspended"
+        assert f"LocalQueue {queue}" in preempted["status"]["message"]
+        assert get(kubectl, "raycluster", names.ray_cluster("low"), "-n", ns)["spec"]["suspend"] is True
+        done = wait_for("the high run Succeeded", lambda: phase_is(kubectl, ns, "high", "Succeeded", "Failed"),
+                        timeout=400)  # fmt: skip
+        assert done["status"]["phase"] == "Succeeded", done["status"]
+
+        # The quota is free again: Kueue re-admits the low run, which starts a new attempt under a new job id.
+        again = wait_for("the low run Running again",
+                         lambda: (r := phase_is(kubectl, ns, "low", "Running")) and r["status"]["attempt"] == 2 and r,
+                         timeout=400)  # fmt: skip
+        assert again["status"]["jobSubmissionId"] != first_job

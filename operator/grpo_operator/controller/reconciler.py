@@ -175,7 +175,11 @@ class Reconciler:
         if prev is not None and prev.job_submission_id and prev.phase is not Phase.SUSPENDED:
             return prev.job_submission_id
         meta = run.metadata
-        return names.submission_id(meta.name, meta.uid or "nouid", meta.generation or 1)
+        first = names.submission_id(meta.name, meta.uid or "nouid", meta.generation or 1)
+        # A later attempt of the same generation (the resume after a Kueue preemption, which edits no spec) needs an
+        # id of its own: the Ray head, or its GCS store, may still know the stopped job by the earlier one. Still
+        # deterministic: the attempt count moves only with the status write after a submission.
+        return f"{first}-a{prev.attempt + 1}" if prev is not None and prev.attempt else first
 
     def _observe(self, run: GRPORun, ray: RayJobs, submission_id: str, *, plan: RunPlan,
                  prev: GRPORunStatus | None, now: datetime, generation: int) -> Observation:  # fmt: skip
