@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import urllib.request
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -144,10 +145,12 @@ def test_deleting_a_run_mid_run_stops_its_job(env) -> None:  # type: ignore[no-u
 def test_suspend_checkpoints_stops_and_frees_gpus_and_resume_continues(env, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     _op, ns, kubectl, ray_url = env
     shared = tmp_path / "shared"  # stands in for the shared volume the workers mount
-    # The stall timeout is shorter than the suspension: the resumed job, which numbers its rollouts from the
-    # checkpoint + 1 (at or below what the first job reached), is a new attempt with a fresh stall clock.
+    # The suspension outlasts the stall timeout (which also bounds the wait for the checkpoint): the resumed job,
+    # which numbers its rollouts from the checkpoint + 1 (at or below what the first job reached), is a new
+    # attempt with a fresh stall clock.
+    stall = 20
     spec = fake("--fake-checkpoints", "--fake-step-seconds", "1", rollouts=40, storage={"mountPath": str(shared)},
-                guards={"stallTimeoutSeconds": 5, "startupGraceSeconds": 60})  # fmt: skip
+                guards={"stallTimeoutSeconds": stall, "startupGraceSeconds": 60})  # fmt: skip
     kubectl("apply", "-f", "-", input=manifest("pausable", ns, spec))
     wait_for("Running with metrics", lambda: (r := phase_is(kubectl, ns, "pausable", "Running")) and r["status"].get("metrics") and r)
     kubectl("patch", "grporun", "pausable", "-n", ns, "--type=merge", "-p", '{"spec": {"suspend": true}}')
@@ -159,6 +162,10 @@ def test_suspend_checkpoints_stops_and_frees_gpus_and_resume_continues(env, tmp_
                                                    check=False).returncode != 0)  # fmt: skip
     [first] = [j for j in jobs_of(ray_url, ns, "pausable") if not j.submission_id.endswith("-save")]
     wait_for("job stopped", lambda: jobs_client(ray_url).get_job_status(first.submission_id) == JobStatus.STOPPED)
+    stopped = condition(suspended, "JobRunning")["lastTransitionTime"]  # after the first job's last rollout
+    since = datetime.strptime(stopped, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
+    wait_for("the suspension to outlast guards.stallTimeoutSeconds",  # the scenario's premise, not a speed check
+             lambda: (datetime.now(UTC) - since).total_seconds() > stall + 5)
     kubectl("patch", "grporun", "pausable", "-n", ns, "--type=merge", "-p", '{"spec": {"suspend": false}}')
     resumed = wait_for("Running again", lambda: (r := phase_is(kubectl, ns, "pausable", "Running"))
                        and r["status"]["jobSubmissionId"] != first.submission_id and r)  # fmt: skip
