@@ -65,6 +65,17 @@ def _operator(env: dict[str, str]) -> Iterator[subprocess.Popen[bytes]]:
                 process.wait()
 
 
+def _demo_prefix() -> list[str]:
+    """grpo_launcher (no preflight: no GPU here; a minimal run config) wrapping the miles stand-in."""
+    config = KUBECONFIG.parent / "demo-run-config.json"
+    config.write_text(json.dumps({
+        "apiVersion": "grpo.dev/v1alpha1", "kind": "RunConfig", "run": {"name": "quickstart", "namespace": "default"},
+        "preflight": {"gpus": 0, "minFreeGpuMemoryGiB": 0.0, "shmMinGiB": 0.0, "efaDevices": 0, "gdrcopy": False,
+                      "checkpointDir": str(KUBECONFIG.parent / "checkpoints"), "checkpointGiB": 0.0, "metricsPort": 0}}))  # fmt: skip
+    return [sys.executable, "-m", "grpo_launcher", "run", "--config", str(config), "--skip-preflight", "--",
+            sys.executable, str(FAKE_MILES)]  # fmt: skip
+
+
 def main() -> int:
     demo = os.environ.get("GRPO_DEMO") == "1"
     KUBECONFIG.parent.mkdir(exist_ok=True)
@@ -75,8 +86,8 @@ def main() -> int:
             env = {**os.environ, "KUBECONFIG": str(plane.kubeconfig), "GRPO_RAY_ADDRESS": head.dashboard_url,
                    "GRPO_RECONCILE_INTERVAL_SECONDS": "3"}  # fmt: skip
             env.pop("GRPO_DEMO", None)
-            if demo:
-                env["GRPO_ENTRYPOINT_PREFIX"] = json.dumps([sys.executable, str(FAKE_MILES)])
+            if demo:  # the real trainer launcher around the stand-in, so the run's end is read from its summary
+                env["GRPO_ENTRYPOINT_PREFIX"] = json.dumps(_demo_prefix())
             with _operator(env) as operator:
                 quickstart = QUICKSTART.read_text()
                 if demo:
