@@ -104,8 +104,9 @@ class Reconciler:
         with lock:
             for _ in range(self.conflict_retries):
                 current = self.kube.get_run(*key)
-                if current is None:  # deleted meanwhile
-                    return Outcome(previous=None, status=previous_status(body) or GRPORunStatus())
+                if current is None:  # deleted meanwhile: nothing to do, nothing to report
+                    last = previous_status(body) or GRPORunStatus()
+                    return Outcome(previous=last.phase, status=last)
                 try:
                     return self._reconcile_once(current)
                 except StatusConflict:
