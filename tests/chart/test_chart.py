@@ -44,7 +44,8 @@ def test_helm_template_matches_the_golden_file(case: str) -> None:
         ("watchNamespaces={Team_A}", ["/watchNamespaces/0", "Team_A", "does not match pattern"]),
         ("settings.httpTimeoutSeconds=0", ["/settings/httpTimeoutSeconds", "exclusiveMinimum"]),
         ("image.digest=sha256:abc", ["/image/digest", "sha256:abc", "does not match pattern"]),
-        ("replicas=2", ["additional properties 'replicas' not allowed"]),
+        ("replicas=0", ["/replicas", "minimum"]),
+        ("peering.lifetime=3", ["additional properties 'lifetime' not allowed"]),  # a misspelt key
         ("logLevel=loud", ["/logLevel", "must be one of 'info'"]),
     ],
 )
@@ -189,3 +190,33 @@ def test_the_network_policy_values_reach_the_operator_as_its_settings() -> None:
     assert render_settings.egress_cidrs == ("10.1.0.0/16",)
     default = load_settings({e["name"]: e["value"] for e in _container(template())["env"]}).render
     assert default.prometheus_pod_labels is None and default.egress_cidrs is None
+
+
+@pytest.mark.parametrize(("namespaces", "peering_kind", "resource"), [
+    ((), "ClusterKopfPeering", "clusterkopfpeerings"),
+    (("team-a", "team-b"), "KopfPeering", "kopfpeerings"),
+])  # fmt: skip
+def test_two_replicas_run_with_kopf_peering_its_object_and_the_rights_for_it(
+    namespaces: tuple[str, ...], peering_kind: str, resource: str
+) -> None:
+    values = ["replicas=2", "peering.lifetimeSeconds=20"]
+    if namespaces:
+        values.append("watchNamespaces={" + ",".join(namespaces) + "}")
+    text = template(*values)
+    [deployment] = by_kind(text, "Deployment")
+    container = _container(text)
+    assert deployment["spec"]["replicas"] == 2 and deployment["spec"]["strategy"]["type"] == "RollingUpdate"
+    assert "--peering=grpo-operator" in container["args"] and "--standalone" not in container["args"]
+    env = {e["name"]: e for e in container["env"]}
+    assert env["POD_ID"]["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.name"  # kopf's replica identity
+    assert env["GRPO_PEERING_LIFETIME_SECONDS"]["value"] == "20"
+    peerings = by_kind(text, peering_kind)
+    assert [p["metadata"]["name"] for p in peerings] == ["grpo-operator"] * max(1, len(namespaces))
+    assert sorted(p["metadata"].get("namespace", "") for p in peerings) == sorted(namespaces or ("",))
+    roles = by_kind(text, "Role" if namespaces else "ClusterRole")
+    for role in roles:
+        rule = next(r for r in role["rules"] if "kopf.dev" in r["apiGroups"])
+        assert rule["resources"] == [resource] and set(rule["verbs"]) == {"get", "list", "watch", "patch"}
+    crds = yaml.safe_load_all((CHART / "crds" / "kopfpeerings.kopf.dev.yaml").read_text())
+    assert {c["metadata"]["name"] for c in crds} == {"kopfpeerings.kopf.dev", "clusterkopfpeerings.kopf.dev"}
+    load_settings({"GRPO_PEERING_LIFETIME_SECONDS": env["GRPO_PEERING_LIFETIME_SECONDS"]["value"]})  # a valid setting
