@@ -1,8 +1,9 @@
 """The operator end to end, through the real API server and a real Ray head: what a user sees with kubectl.
 
-KubeRay is the real KubeRay operator of the simulated cluster (tests/conftest.py `simulated_cluster`: kube-scheduler
-places the pods on kwok GPU and CPU nodes, KubeRay writes the RayCluster status), except in the scenarios
-whose fault only a hand-written status can make (`plain_env`, on the plain control plane); miles is played by devtools/grpo_dev/fake_miles.py, which serves
+KubeRay is the real KubeRay operator of the simulated cluster (tests/conftest.py `simulated_cluster`:
+kube-scheduler places the pods on kwok GPU and CPU nodes, KubeRay writes the RayCluster status), except where
+the fault can only be hand-written (`plain_env`, on the plain control plane, status patched by the test);
+miles is played by devtools/grpo_dev/fake_miles.py, which serves
 miles's Prometheus gauges only while it runs (like miles's collector actor, gone with the job) and exits as
 told, wrapped by the real trainer launcher. The operator reconciles every 5 s (harness.Operator) while the
 double logs a rollout every 0.4 s: a run's last rollouts fall between two scrapes, so its end is what the

@@ -47,9 +47,9 @@ class CpuShape:
     max_pods: int
 
 
-# m7i.4xlarge: 16 vCPU, 64 GiB; max pods 234 (EKS eni-max-pods for the type).
+# m7i.4xlarge: 16 vCPU, 64 GiB; max pods 234 (amazon-eks-ami eni-max-pods.txt, from memory: not checked here).
 CPU_POOL_SHAPE = CpuShape("m7i.4xlarge", 16, 64, 234)
-GPU_MAX_PODS = 100  # EKS eni-max-pods for the 48xlarge GPU types without prefix delegation
+GPU_MAX_PODS = 100  # the 48xlarge GPU types in amazon-eks-ami eni-max-pods.txt (from memory: not checked here)
 DEFAULT_GPU_NODES: Mapping[InstanceTypeName, int] = {name: 1 for name in INSTANCES} | {InstanceTypeName.P5EN: 3}
 DEFAULT_CPU_NODES = 2
 
