@@ -90,8 +90,6 @@ def test_kuberay_makes_every_valid_example_ready_with_the_head_on_the_cpu_pool_a
     assert errors == []
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason="finding: the worker pods select no node.kubernetes.io/instance-type, so a "
-                                       "p5en run lands on whichever GPU node scores best (p6-b300: most free memory)")
 def test_the_workers_land_on_nodes_of_the_runs_instance_type(simulated_cluster: SimulatedCluster, sim_namespace: str) -> None:
     kubectl, ns = simulated_cluster.kubectl, sim_namespace
     children = rendered_children(Path(__file__).resolve().parents[2] / "examples" / "quickstart.yaml", ns)

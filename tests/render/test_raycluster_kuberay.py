@@ -7,9 +7,11 @@ import json
 import shlex
 
 import pytest
+from grpo_operator.cli.loading import parse_run
 from grpo_operator.controller.config import SettingsError, load_settings
 from grpo_operator.planning.instances import INSTANCES
 from grpo_operator.planning.plan import make_plan
+from grpo_operator.planning.validation import validate
 from grpo_operator.render import render
 
 from tests.render.helpers import SETTINGS, example, kind, rendered, run_of
@@ -59,3 +61,24 @@ def test_a_head_node_selector_replaces_the_default_affinity() -> None:
     doc = example("quickstart", {"scheduling": {"headNodeSelector": {"pool": "cpu"}}})
     head = kind(rendered(doc), "RayCluster")["spec"]["headGroupSpec"]["template"]["spec"]
     assert head["nodeSelector"] == {"pool": "cpu"} and "affinity" not in head
+
+
+@pytest.mark.parametrize("name", ["quickstart", "qwen3-30b-a3b-combined"])
+def test_workers_select_nodes_of_the_planned_instance_type(name: str) -> None:
+    doc = example(name)
+    worker = kind(rendered(doc), "RayCluster")["spec"]["workerGroupSpecs"][0]["template"]["spec"]
+    planned = doc["spec"].get("topology", {}).get("instanceType", "p5en.48xlarge")
+    assert worker["nodeSelector"]["node.kubernetes.io/instance-type"] == planned
+
+
+def test_a_gpu_node_selector_keeps_the_instance_type_and_may_not_contradict_it() -> None:
+    doc = example("quickstart")
+    doc["spec"]["scheduling"] = {"gpuNodeSelector": {"pool": "gpu"}}
+    worker = kind(rendered(doc), "RayCluster")["spec"]["workerGroupSpecs"][0]["template"]["spec"]
+    assert worker["nodeSelector"] == {"node.kubernetes.io/instance-type": "p5en.48xlarge", "pool": "gpu"}
+    doc["spec"]["scheduling"] = {"gpuNodeSelector": {"node.kubernetes.io/instance-type": "p6-b300.48xlarge"}}
+    run, structural = parse_run(doc)
+    assert run is not None, structural
+    problems = [str(p) for p in validate(run)]
+    assert any(p.startswith("spec.scheduling.gpuNodeSelector: node.kubernetes.io/instance-type: p6-b300.48xlarge "
+                            "contradicts topology.instanceType p5en.48xlarge") for p in problems), problems

@@ -211,6 +211,12 @@ def _field_rules(run: GRPORun) -> list[Problem]:
     if "@sha256:" not in spec.image:
         out.append(Problem("spec.image", f"{spec.image} is not pinned by digest: nodes may run different builds "
                                          "under one tag; use name@sha256:<digest>", Severity.WARNING))  # fmt: skip
+    chosen = spec.scheduling.gpu_node_selector.get("node.kubernetes.io/instance-type")
+    if chosen is not None and chosen != spec.topology.instance_type.value:
+        out.append(Problem("spec.scheduling.gpuNodeSelector",
+            f"node.kubernetes.io/instance-type: {chosen} contradicts topology.instanceType "
+            f"{spec.topology.instance_type.value} (the plan's GPU memory and EFA are that type's); set "
+            "topology.instanceType instead and drop the selector key"))  # fmt: skip
     for i, arg in enumerate(spec.extra_args):
         flag = flag_name(arg)
         if flag in MANAGED_FLAGS and MANAGED_FLAGS[flag].startswith("spec."):

@@ -75,6 +75,9 @@ def _config_mount(settings: RenderSettings) -> dict[str, Any]:
     return {"name": "run-config", "mountPath": settings.config_dir, "readOnly": True}
 
 
+INSTANCE_TYPE_LABEL = "node.kubernetes.io/instance-type"
+
+
 def _place(pod: dict[str, Any], run: GRPORun, node_selector: dict[str, str]) -> None:
     """Node selector and priority class of a Ray pod, when the spec sets them."""
     if node_selector:
@@ -97,7 +100,7 @@ def ray_resources_param(resources: dict[str, float]) -> str:
 # GPU instance type (the well-known instance-type label), none labelled by NVIDIA's GPU feature discovery.
 HEAD_OFF_GPU_NODES: dict[str, Any] = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
     "nodeSelectorTerms": [{"matchExpressions": [
-        {"key": "node.kubernetes.io/instance-type", "operator": "NotIn", "values": sorted(str(n) for n in INSTANCES)},
+        {"key": INSTANCE_TYPE_LABEL, "operator": "NotIn", "values": sorted(str(n) for n in INSTANCES)},
         {"key": "nvidia.com/gpu.present", "operator": "DoesNotExist"},
     ]}],
 }}}  # fmt: skip
@@ -194,7 +197,10 @@ def worker_group(run: GRPORun, plan: RunPlan, settings: RenderSettings) -> dict[
             _config_volume(run),
         ],
     }  # fmt: skip
-    _place(pod, run, spec.scheduling.gpu_node_selector)
+    # Workers land only on nodes of the planned instance type (the well-known label every cloud sets): the plan's
+    # GPU memory, EFA count and all-reduce floor are that type's, and without it the scheduler picks whichever GPU
+    # node scores best (tests/operator/test_simulated_cluster.py saw a p5en run's worker on a p6-b300 node).
+    _place(pod, run, {INSTANCE_TYPE_LABEL: instance.name.value, **spec.scheduling.gpu_node_selector})
     return {
         "groupName": names.WORKER_GROUP,
         "replicas": plan.worker_replicas,
