@@ -274,7 +274,11 @@ class Reconciler:
                 observed = ray.submit(job)
             except RayUnavailable as exc:
                 return dataclasses.replace(decision, status=status.model_copy(update={"message": str(exc)}))
-            status = new_attempt(status, observed.submission_id, observed.state).model_copy(update={
+            # A new attempt only for a job this status does not know: when a Ray API hiccup hid the current job,
+            # the submit finds that job again, and its guard state (e.g. the repetition streak) must stay.
+            known = observed.submission_id == status.job_submission_id
+            status = (status.model_copy(update={"job_status": observed.state.value}) if known
+                      else new_attempt(status, observed.submission_id, observed.state)).model_copy(update={
                 "ray_cluster_name": names.ray_cluster(name),
                 "message": f"submitted Ray job {observed.submission_id}",
             })  # fmt: skip
