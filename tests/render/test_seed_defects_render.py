@@ -32,7 +32,8 @@ def test_the_head_goes_to_the_cpu_pool_named_by_head_node_selector() -> None:
     doc = example("qwen3-4b-colocated", {"scheduling": {"headNodeSelector": {"pool": "cpu"}, "gpuNodeSelector": {"pool": "gpu"}}})
     cluster = kind(rendered(doc), "RayCluster")
     assert cluster["spec"]["headGroupSpec"]["template"]["spec"]["nodeSelector"] == {"pool": "cpu"}
-    assert cluster["spec"]["workerGroupSpecs"][0]["template"]["spec"]["nodeSelector"] == {"pool": "gpu"}
+    worker_selector = cluster["spec"]["workerGroupSpecs"][0]["template"]["spec"]["nodeSelector"]
+    assert worker_selector == {"pool": "gpu", "node.kubernetes.io/instance-type": "p5en.48xlarge"}
 
 
 def test_multi_node_workers_request_every_efa_device_of_the_node() -> None:
