@@ -14,6 +14,7 @@ mount.
 from __future__ import annotations
 
 import re
+import signal
 import subprocess
 import uuid
 from collections.abc import Callable, Iterator
@@ -22,6 +23,18 @@ import pytest
 from grpo_dev.localcluster import ControlPlane, SimulatedCluster
 
 Kubectl = Callable[..., subprocess.CompletedProcess[str]]
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Ctrl-C reaches the children the tests stop with SIGINT, however the suite was started.
+
+    A shell that starts a job in the background (`make test &`, nohup, some CI runners) leaves SIGINT ignored;
+    an ignored signal stays ignored across exec, so every child would ignore the Ctrl-C that the teardown tests
+    send (tests/controlplane/test_controlplane_teardown.py, tests/operator/test_localray.py). Python's own
+    handler here makes children start with the default disposition, as from a terminal.
+    """
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @pytest.fixture(scope="session")
