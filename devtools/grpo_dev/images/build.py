@@ -24,7 +24,6 @@ on this machine's hybrid cgroups; podman's default ulimits cannot be set here).
 
 from __future__ import annotations
 
-import fcntl
 import os
 import re
 import shutil
@@ -37,6 +36,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from grpo_dev.localcluster.build import locked
 from grpo_dev.localcluster.versions import cache_root
 
 Report = Callable[[str], None]
@@ -145,17 +145,6 @@ def ensure_tools(install: bool, report: Report = _quiet) -> None:
 # --- the local base --------------------------------------------------------------------------------------
 
 
-@contextmanager
-def _locked(path: Path) -> Iterator[None]:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("a") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
-
-
 def base_tarball() -> Path:
     return cache_root() / "images" / f"debian-{DEBIAN_SUITE}-{'-'.join(DEBIAN_PACKAGES)}.tar"
 
@@ -164,7 +153,7 @@ def ensure_base(report: Report = _quiet) -> Outcome:
     """The local base image: in podman's storage already, imported from the cached tarball, or made."""
     started = time.monotonic()
     tarball = base_tarball()
-    with _locked(tarball.with_suffix(".lock")):
+    with locked(tarball.with_suffix(".lock")):
         if image_exists(BASE_IMAGE):
             return Outcome(BASE_IMAGE, "cached", time.monotonic() - started)
         action = "imported"

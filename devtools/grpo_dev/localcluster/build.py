@@ -132,7 +132,7 @@ def ensure(component: v.Component, report: Report = _quiet) -> Outcome:
         return Outcome(component, "cached", 0.0, final)
     root = v.cache_root()
     root.mkdir(parents=True, exist_ok=True)
-    with _locked(root / f".{component.dirname}.lock"):
+    with locked(root / f".{component.dirname}.lock"):
         if v.is_complete(component):  # another process finished it while we waited
             return Outcome(component, "cached", 0.0, final)
         started = time.monotonic()
@@ -152,7 +152,9 @@ def ensure(component: v.Component, report: Report = _quiet) -> Outcome:
 
 
 @contextmanager
-def _locked(path: Path) -> Iterator[None]:
+def locked(path: Path) -> Iterator[None]:
+    """Hold an exclusive lock on `path` (created, with its folder) so concurrent builds of one cache wait."""
+    path.parent.mkdir(parents=True, exist_ok=True)
     with path.open("a") as handle:
         fcntl.flock(handle, fcntl.LOCK_EX)
         try:
