@@ -9,6 +9,7 @@ lifetime of 10 s (GRPO_PEERING_LIFETIME_SECONDS) as the failover bound. The wait
 
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 from typing import Any
@@ -26,9 +27,22 @@ PHASES = ("Running", "Failed", "Succeeded")
 
 
 def paused(op: Operator) -> bool:
-    """What kopf's peering last said in this replica's log (it starts unpaused until it has read the peers)."""
+    """Whether kopf's peering has this replica paused, from what it last said in its log.
+
+    With `--peering NAME` the peering is mandatory (kopf/_core/reactor/running.py:204-206), so a replica starts
+    paused (orchestration.py:229, `is_preactivated = settings.peering.mandatory`) and kopf logs only the
+    transitions (engines/peering.py:137-151): "Resuming ..." when it finds no live peer of a higher priority,
+    "Pausing ..." when one appears. A replica whose first look at the peering object already shows the active
+    one therefore stays paused without a word; no line at all means paused.
+    """
     said = [line for line in op.logs().splitlines() if "Pausing operations" in line or "Resuming operations" in line]
-    return bool(said) and "Pausing operations" in said[-1]
+    return not said or "Pausing operations" in said[-1]
+
+
+def peers(kubectl: Any, namespace: str) -> list[int]:
+    """The priorities of the live replicas the KopfPeering object lists (kopf's keep-alives write them)."""
+    body = json.loads(kubectl("get", "kopfpeering", PEERING, "-n", namespace, "-o", "json").stdout)
+    return sorted(info.get("priority", 0) for info in (body.get("status") or {}).values() if info)
 
 
 def replica(control_plane: Any, namespace: str, ray_url: str, log_dir: Path, priority: int, **env: str) -> Operator:
@@ -38,10 +52,6 @@ def replica(control_plane: Any, namespace: str, ray_url: str, log_dir: Path, pri
     return op
 
 
-# Known failure, issue #19 stays open: the standby took over once (7.1 s after SIGKILL, one job, the guard acted)
-# and in 4 later runs never processed the peering object, so it never resumed. The chart's README says not to rely
-# on replicas > 1 yet. Not strict: the test must keep running (and say XPASS when the cause is fixed).
-@pytest.mark.xfail(reason="#19: the standby replica does not reliably take over (kopf peering; cause unknown)", strict=False)
 def test_killing_the_active_replica_mid_run_hands_the_run_to_the_other_with_one_job_and_its_guard(
     control_plane: Any, ray_head: Any, namespace: str, kubectl: Any, tmp_path: Path
 ) -> None:
@@ -56,7 +66,9 @@ def test_killing_the_active_replica_mid_run_hands_the_run_to_the_other_with_one_
     active.start()
     standby.start()
     try:
-        wait_for("the standby pausing in favour of the active replica", lambda: paused(standby))
+        # Both replicas have registered, and the standby is paused (never resumed, or paused again since).
+        wait_for("both replicas in the peering, the standby paused", lambda: peers(kubectl, namespace) == [100, 200]
+                 and paused(standby))  # fmt: skip
         # Repetitive from rollout 60 on (~24 s in): the degenerate-output guard (3 consecutive rollouts) has to
         # trip after the kill, by the standby, from the guard state the killed replica left in the status.
         repetition = ",".join(["0.0"] * 60 + ["0.56"])
