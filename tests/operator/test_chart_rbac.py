@@ -164,7 +164,7 @@ NEEDED = [
     ("create", "deployments.apps"), ("patch", "deployments.apps"), ("get", "deployments.apps"),
     ("create", "poddisruptionbudgets.policy"), ("patch", "poddisruptionbudgets.policy"),
     ("create", "rayclusters.ray.io"), ("patch", "rayclusters.ray.io"), ("get", "rayclusters.ray.io"),
-    ("delete", "rayclusters.ray.io"), ("list", "pods"),
+    ("delete", "rayclusters.ray.io"), ("list", "pods"), ("watch", "pods"),  # pods watched (edges/watchcache.py)
     ("list", "rayclusters.ray.io"), ("watch", "rayclusters.ray.io"),  # children watched (controller/children.py)
     ("list", "deployments.apps"), ("watch", "deployments.apps"),
     ("get", "secrets"), ("create", "secrets"),  # the run's Ray auth token Secret, by name

@@ -80,11 +80,12 @@ tests/chart/test_rbac.py proves they are enough for a run to reach Succeeded, an
 - apiGroups: ["ray.io"]
   resources: ["rayclusters"]
   verbs: ["create", "patch", "get", "delete", "list", "watch"]
-# Pod states of a run (image pull errors, unschedulable pods) for its status message.
+# Pod states of a run (image pull errors, unschedulable pods) for its status message, watched (list, watch)
+# into an index the reconciles read instead of listing (edges/watchcache.py).
 - apiGroups: [""]
   resources: ["pods"]
-  verbs: ["list"]
-# kube.ray_auth_token: each run's Ray auth token Secret, made once and read by name on every reconcile
+  verbs: ["list", "watch"]
+# kube.ray_auth_token: each run's Ray auth token Secret, made once and read by name, again every 10 resyncs
 # (RBAC cannot narrow get to names not known in advance). Never list or watch: no Secret is enumerated.
 - apiGroups: [""]
   resources: ["secrets"]

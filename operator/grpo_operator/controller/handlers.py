@@ -27,6 +27,7 @@ from grpo_operator.controller.config import SettingsError, load_settings
 from grpo_operator.controller.reconciler import Outcome, Reconciler
 from grpo_operator.edges import backoff, opmetrics
 from grpo_operator.edges.kubecache import CachingKube
+from grpo_operator.edges.watchcache import WatchView, as_model, run_key, trimmed
 from grpo_operator.render import names
 
 log = logging.getLogger("grpo_operator")
@@ -61,7 +62,8 @@ def reconciler() -> Reconciler:
             config.load_incluster_config()  # type: ignore[no-untyped-call]
         except config.ConfigException:
             config.load_kube_config()  # type: ignore[no-untyped-call]
-        kube = CachingKube(client.ApiClient(), resync_seconds=REAPPLY_RESYNCS * resync_seconds(SETTINGS))
+        kube = CachingKube(client.ApiClient(), resync_seconds=REAPPLY_RESYNCS * resync_seconds(SETTINGS),
+                           token_seconds=REAPPLY_RESYNCS * resync_seconds(SETTINGS))  # fmt: skip
         _pacing = Pacing(SETTINGS, kube, RAY_BACKOFF)
         _reconciler = Reconciler(kube=kube, settings=SETTINGS, ray_for=backoff.ray_for(RAY_BACKOFF))
     return _reconciler
@@ -107,8 +109,42 @@ def _report(outcome: Outcome, body: kopf.Body) -> None:
         kopf.info(body, reason=reason, message=message[:1024])
 
 
-def _reconcile(body: kopf.Body) -> None:
+# The runs and their children as the watches see them (edges/watchcache.py): a reconcile reads them from here
+# instead of a GET or LIST each. kopf fills these before it calls any other handler, and passes them to every
+# handler by name.
+@kopf.index(GROUP, VERSION, PLURAL)
+def grpo_runs(body: kopf.Body, **_: Any) -> dict[Any, Any]:
+    return {(body.metadata.namespace, body.metadata.name): trimmed(body)}
+
+
+@kopf.index("ray.io", "v1", "rayclusters", labels={names.RUN_LABEL: kopf.PRESENT})
+def ray_clusters(body: kopf.Body, **_: Any) -> dict[Any, Any]:
+    key = run_key(body)
+    return {key: trimmed(body)} if key else {}
+
+
+@kopf.index("v1", "pods", labels={names.RUN_LABEL: kopf.PRESENT})
+def run_pods(body: kopf.Body, **_: Any) -> dict[Any, Any]:
+    key = run_key(body)
+    return {key: as_model(trimmed(body), "V1Pod")} if key else {}
+
+
+@kopf.index("apps", "v1", "deployments", labels={names.RUN_LABEL: kopf.PRESENT})
+def reward_deployments(body: kopf.Body, **_: Any) -> dict[Any, Any]:
+    key = run_key(body)
+    return {key: as_model(trimmed(body), "V1Deployment")} if key else {}
+
+
+def _watched(kwargs: dict[str, Any]) -> None:
+    kube = reconciler().kube
+    if isinstance(kube, CachingKube) and kube.view is None:
+        kube.view = WatchView(runs=kwargs["grpo_runs"], clusters=kwargs["ray_clusters"], pods=kwargs["run_pods"],
+                              deployments=kwargs["reward_deployments"])  # fmt: skip
+
+
+def _reconcile(body: kopf.Body, kwargs: dict[str, Any]) -> None:
     started = time.monotonic()
+    _watched(kwargs)
     try:
         outcome = reconciler().reconcile(body)
     except Exception:
@@ -124,21 +160,21 @@ def _reconcile(body: kopf.Body) -> None:
 @kopf.on.create(GROUP, VERSION, PLURAL)
 @kopf.on.update(GROUP, VERSION, PLURAL)
 @kopf.on.resume(GROUP, VERSION, PLURAL)
-def on_change(body: kopf.Body, **_: Any) -> None:
-    _reconcile(body)
+def on_change(body: kopf.Body, **kwargs: Any) -> None:
+    _reconcile(body, kwargs)
 
 
 # The first tick one interval after a run appears: its create (or resume) handler has reconciled it just then.
 @kopf.timer(GROUP, VERSION, PLURAL, interval=SETTINGS.reconcile_interval_seconds, sharp=False,
             initial_delay=SETTINGS.reconcile_interval_seconds)
-def on_timer(body: kopf.Body, **_: Any) -> None:
+def on_timer(body: kopf.Body, **kwargs: Any) -> None:
     if pacing().due(body):  # children are watched: a tick polls Ray and the metrics (controller/children.py)
-        _reconcile(body)
+        _reconcile(body, kwargs)
 
 
 @kopf.on.event("ray.io", "v1", "rayclusters", labels={names.RUN_LABEL: kopf.PRESENT})
 @kopf.on.event("apps", "v1", "deployments", labels={names.RUN_LABEL: kopf.PRESENT})
-def on_child(body: kopf.Body, type: str | None, **_: Any) -> None:
+def on_child(body: kopf.Body, type: str | None, **kwargs: Any) -> None:
     owner = owner_body(body)
     # None: the initial listing, which the runs' resume handles; ADDED: the child this operator has just applied
     # (only the reconcile creates children), which that reconcile has observed already.
@@ -146,7 +182,7 @@ def on_child(body: kopf.Body, type: str | None, **_: Any) -> None:
         return
     meta = owner["metadata"]
     pacing().child_changed(meta["namespace"], meta["name"], str(body.get("kind")), deleted=type == "DELETED")
-    _reconcile(cast(kopf.Body, owner))
+    _reconcile(cast(kopf.Body, owner), kwargs)
 
 
 @kopf.on.delete(GROUP, VERSION, PLURAL)

@@ -5,10 +5,12 @@ next call. The decision is the pure `lifecycle.decide`; this module only gathers
 carries out the actions (apply, submit, stop, delete, keep the job's log tail, patch status).
 
 One reconcile at a time per run: kopf runs the create/update/resume handlers and the timer of one object
-concurrently (sync handlers on its thread pool), so `reconcile` holds a per-run lock, starts from the run as
-the API server has it now (not kopf's copy, which may predate our last status write), and writes the status
-with that object's resourceVersion: a status written meanwhile makes the write fail with 409 and the
-reconcile start over from the newer one, so no update (e.g. the repetition streak) is silently lost.
+concurrently (sync handlers on its thread pool), so `reconcile` holds a per-run lock, starts from the newest
+version of the run this process knows (the operator's watch of the runs when it holds the version this process
+last wrote or read, else a GET: edges/kubecache.py `get_run`; never kopf's handler body, which may predate our
+last status write), and writes the status with that object's resourceVersion: a status written meanwhile makes
+the write fail with 409 and the reconcile start over from a GET of the newer one, so no update (e.g. the
+repetition streak) is silently lost.
 """
 
 from __future__ import annotations
@@ -102,8 +104,9 @@ class Reconciler:
         with self._locks_guard:
             lock = self._locks.setdefault(key, threading.Lock())
         with lock:
-            for _ in range(self.conflict_retries):
-                current = self.kube.get_run(*key)
+            for attempt in range(self.conflict_retries):
+                # The watch's copy first (edges/kubecache.py: only when no newer one is known); a GET after a 409.
+                current = self.kube.get_run(*key) if attempt == 0 else self.kube.get_run_fresh(*key)
                 if current is None:  # deleted meanwhile: nothing to do, nothing to report
                     last = previous_status(body) or GRPORunStatus()
                     return Outcome(previous=last.phase, status=last)

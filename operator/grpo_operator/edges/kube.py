@@ -181,6 +181,10 @@ class Kube:
 
     def get_run(self, namespace: str, run: str) -> dict[str, Any] | None:
         """The GRPORun as the API server has it now, or None once it is gone."""
+        return Kube.get_run_fresh(self, namespace, run)
+
+    def get_run_fresh(self, namespace: str, run: str) -> dict[str, Any] | None:
+        """The GRPORun by a GET, whatever a subclass serves `get_run` from."""
         try:
             found = cast(dict[str, Any], self.custom.get_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, run))
         except ApiException as exc:
@@ -189,19 +193,23 @@ class Kube:
             raise
         return found
 
-    def patch_status(self, namespace: str, run: str, status: dict[str, Any], resource_version: str | None = None) -> None:
+    def patch_status(self, namespace: str, run: str, status: dict[str, Any], resource_version: str | None = None) -> str | None:
         """Merge-patch the status; with `resource_version`, only onto that version of the object (optimistic
-        concurrency: the API server answers 409 when it changed meanwhile, raised as StatusConflict)."""
+        concurrency: the API server answers 409 when it changed meanwhile, raised as StatusConflict). Returns the
+        object's new resourceVersion (None once it is gone)."""
         body: dict[str, Any] = {"status": status}
         if resource_version:
             body["metadata"] = {"resourceVersion": resource_version}
         try:
-            self.custom.patch_namespaced_custom_object_status(GROUP, VERSION, namespace, PLURAL, run, body)
+            written: object = self.custom.patch_namespaced_custom_object_status(GROUP, VERSION, namespace, PLURAL, run, body)
         except ApiException as exc:
             if exc.status == 409:
                 raise StatusConflict(f"{namespace}/{run}: the GRPORun changed since resourceVersion {resource_version}") from None
             if exc.status != 404:  # deleted meanwhile: nothing to report on
                 raise
+            return None
+        meta = cast(dict[str, Any], written or {}).get("metadata") or {}
+        return cast(str | None, meta.get("resourceVersion"))
 
 
 class StatusConflict(RuntimeError):

@@ -8,8 +8,13 @@ a child deleted by someone is seen by the child watch (controller/children.py ca
 someone made in a child's spec is corrected at the first reconcile after `resync_seconds` (the operator passes
 10 resyncs, 10 minutes by default: level-triggered, as before, only less often).
 
-It also remembers each run's Ray auth token as read (never instead of reading it), so the timer can tell
-whether that run's Ray head is in backoff (edges/backoff.py keys a head by address and token).
+It reads the run and its children from the operator's watches when it has them (`view`, edges/watchcache.py:
+kopf indices), falling back to a GET for what they do not hold yet; without a view every read is a request.
+
+It remembers each run's Ray auth token for `token_seconds` (the Secret is immutable when this operator made it,
+kube.py `_auth_secret`; a token someone replaced in their own Secret is read within that time), so a timer tick
+costs no Secret read, and the timer can tell whether that run's Ray head is in backoff (edges/backoff.py keys a
+head by address and token).
 """
 
 from __future__ import annotations
@@ -24,20 +29,63 @@ from typing import Any
 from kubernetes import client
 
 from grpo_operator.edges.kube import Kube
+from grpo_operator.edges.watchcache import WatchView
 from grpo_operator.render import names
 
 Key = tuple[str, str, str, str]  # apiVersion, kind, namespace, name
 
 
 class CachingKube(Kube):
-    def __init__(self, api_client: client.ApiClient, resync_seconds: float,
+    def __init__(self, api_client: client.ApiClient, resync_seconds: float, token_seconds: float | None = None,
                  clock: Callable[[], float] = time.monotonic) -> None:  # fmt: skip
         super().__init__(api_client)
         self.resync_seconds = resync_seconds
+        self.token_seconds = resync_seconds if token_seconds is None else token_seconds
+        self.view: WatchView | None = None  # set by the handlers once kopf has passed its indices
         self._clock = clock
         self._applied: dict[Key, tuple[str, float, tuple[str, str] | None]] = {}
-        self._tokens: dict[tuple[str, str], str | None] = {}
+        self._tokens: dict[tuple[str, str], tuple[str | None, str | None, float]] = {}  # (uid, token, read at)
+        self._versions: dict[tuple[str, str], str | None] = {}  # the run's newest resourceVersion seen here
         self._guard = threading.Lock()
+
+    # --- reads: the watches first -----------------------------------------------------------------
+    def get_run(self, namespace: str, run: str) -> dict[str, Any] | None:
+        """The run from the watch only when it is the newest version this process knows (the one it last read or
+        wrote, by resourceVersion): a reconcile never acts on a version older than its own last status write,
+        whose watch event may still be in flight. Otherwise a GET, whose version becomes the one known."""
+        found = self.view.run(namespace, run) if self.view is not None else None
+        version = (found or {}).get("metadata", {}).get("resourceVersion")
+        with self._guard:
+            known = self._versions.get((namespace, run))
+        if found is not None and version is not None and version == known:
+            return found
+        return self.get_run_fresh(namespace, run)
+
+    def get_run_fresh(self, namespace: str, run: str) -> dict[str, Any] | None:
+        found = super().get_run_fresh(namespace, run)
+        with self._guard:
+            if found is None:
+                self._versions.pop((namespace, run), None)
+            else:
+                self._versions[(namespace, run)] = found["metadata"].get("resourceVersion")
+        return found
+
+    def patch_status(self, namespace: str, run: str, status: dict[str, Any], resource_version: str | None = None) -> str | None:
+        version = super().patch_status(namespace, run, status, resource_version)
+        with self._guard:
+            self._versions[(namespace, run)] = version
+        return version
+
+    def ray_cluster(self, namespace: str, run: str) -> dict[str, Any] | None:
+        found = self.view.ray_cluster(namespace, run) if self.view is not None else None
+        return found if found is not None else super().ray_cluster(namespace, run)
+
+    def run_pods(self, namespace: str, run: str) -> list[client.V1Pod]:
+        return self.view.run_pods(namespace, run) if self.view is not None else super().run_pods(namespace, run)
+
+    def reward_deployment(self, namespace: str, run: str) -> client.V1Deployment | None:
+        found = self.view.reward_deployment(namespace, run) if self.view is not None else None
+        return found if found is not None else super().reward_deployment(namespace, run)
 
     def apply(self, manifest: dict[str, Any]) -> None:
         meta = manifest["metadata"]
@@ -64,15 +112,22 @@ class CachingKube(Kube):
             self._applied.clear()
 
     def ray_auth_token(self, namespace: str, run: str, uid: str | None, *, create: bool = True) -> str | None:
+        now = self._clock()
+        with self._guard:
+            known = self._tokens.get((namespace, run))
+        if known is not None and known[0] == uid and known[1] is not None and now - known[2] < self.token_seconds:
+            return known[1]
         token = super().ray_auth_token(namespace, run, uid, create=create)
         with self._guard:
-            self._tokens[(namespace, run)] = token
+            self._tokens[(namespace, run)] = (uid, token, now)
         return token
 
     def known_token(self, namespace: str, run: str) -> str | None:
         with self._guard:
-            return self._tokens.get((namespace, run))
+            known = self._tokens.get((namespace, run))
+        return known[1] if known is not None else None
 
     def forget_token(self, namespace: str, run: str) -> None:
         with self._guard:
             self._tokens.pop((namespace, run), None)
+            self._versions.pop((namespace, run), None)

@@ -1,0 +1,89 @@
+"""The runs and their children as the operator's own watches last saw them: reads that cost no API request.
+
+A reconcile needs the run, its RayCluster, the RayCluster's pods and the reward Deployment. Read with a GET or a
+LIST each, that is four requests per run per timer tick, the bulk of a Running run's steady-state cost.
+controller/handlers.py keeps kopf indices of all four (kopf.index, fed by the watch streams kopf keeps open
+anyway), and `CachingKube` (edges/kubecache.py) answers from them:
+
+- kopf fills every index from its initial listing before it calls any other handler (the operator's readiness
+  waits for it: kopf/_core/reactor/processing.py:107-112), then keeps it current from the watch events; an
+  index handler sees each object's events in order, one at a time (reactor/queueing.py: one worker per object),
+  so a stored body is one whole version of the object, never a mix of two.
+- a pod or a Deployment is stored as the Kubernetes client's model (`V1Pod`, `V1Deployment`), the same type a
+  GET returns, converted once per watch event rather than once per reconcile.
+- a miss is not an answer for the run or its RayCluster and Deployment: the object may have been created by
+  this very reconcile, its ADDED event still in flight. `CachingKube` then GETs it. Pods are read from the
+  index alone: KubeRay creates them, never this operator, so the index has every pod the watch has reported.
+
+Pure: it holds the index mappings kopf passes to the handlers (`Mapping[key, Collection[value]]`, kopf.Index)
+and never imports kopf.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from kubernetes import client
+
+from grpo_operator.render import names
+
+Index = Mapping[Any, Collection[Any]]
+
+_DESERIALIZER = client.ApiClient()
+
+
+def as_model(obj: Mapping[str, Any], kind: str) -> Any:
+    """A watched object (JSON as the API server sent it) as the client's model of `kind`, e.g. "V1Pod"."""
+    return _DESERIALIZER.deserialize(json.dumps(obj, default=str), kind, "application/json")
+
+
+def trimmed(body: Mapping[str, Any]) -> dict[str, Any]:
+    """The object without its managedFields (the largest part of a pod, read by nothing here)."""
+    meta = {k: v for k, v in (body.get("metadata") or {}).items() if k != "managedFields"}
+    return {**{k: v for k, v in body.items() if k != "metadata"}, "metadata": meta}
+
+
+def run_key(body: Mapping[str, Any]) -> tuple[str, str] | None:
+    """(namespace, run) for an object carrying the run label (render/names.py RUN_LABEL)."""
+    meta = body.get("metadata") or {}
+    run = (meta.get("labels") or {}).get(names.RUN_LABEL)
+    return (str(meta.get("namespace")), str(run)) if run else None
+
+
+def _values(index: Index, key: Any) -> list[Any]:
+    """A snapshot of one index entry. kopf mutates its indices on its event loop while reconciles read them on
+    worker threads: a copy that met a concurrent change is taken again."""
+    for _ in range(5):
+        try:
+            return list(index.get(key) or ())
+        except RuntimeError:  # "changed size during iteration"
+            continue
+    return list(index.get(key) or ())
+
+
+@dataclass(frozen=True)
+class WatchView:
+    """The four indices, keyed (namespace, name) for runs, (namespace, run) for children."""
+
+    runs: Index
+    clusters: Index
+    pods: Index
+    deployments: Index
+
+    def run(self, namespace: str, name: str) -> dict[str, Any] | None:
+        found = _values(self.runs, (namespace, name))
+        return found[0] if found else None
+
+    def ray_cluster(self, namespace: str, run: str) -> dict[str, Any] | None:
+        wanted = names.ray_cluster(run)
+        return next((c for c in _values(self.clusters, (namespace, run)) if c["metadata"].get("name") == wanted), None)
+
+    def run_pods(self, namespace: str, run: str) -> list[client.V1Pod]:
+        return sorted(_values(self.pods, (namespace, run)), key=lambda p: p.metadata.name or "")
+
+    def reward_deployment(self, namespace: str, run: str) -> client.V1Deployment | None:
+        wanted = names.reward_service(run)
+        return next((d for d in _values(self.deployments, (namespace, run)) if d.metadata.name == wanted), None)
