@@ -106,3 +106,11 @@ def test_an_unchanged_watched_run_is_reconciled_without_one_request_and_never_fr
     from_watch.clear()
     assert cached.get_run(namespace, RUN) is view.run(namespace, RUN)
     assert from_watch == []
+
+    # A process that has never read or written the run (a new run, or the first reconcile after a restart) takes
+    # the watch's copy: nothing it wrote can be missing from it.
+    restarted = CachingKube(config.new_client_from_config(str(control_plane.kubeconfig)), resync_seconds=600)
+    restarted.view = view
+    sent = recorded(restarted)
+    assert restarted.get_run(namespace, RUN) is view.run(namespace, RUN)
+    assert sent == []

@@ -33,6 +33,7 @@ from grpo_operator.edges.watchcache import WatchView
 from grpo_operator.render import names
 
 Key = tuple[str, str, str, str]  # apiVersion, kind, namespace, name
+_UNKNOWN, _GONE = "<no version known>", "<gone>"  # never a resourceVersion
 
 
 class CachingKube(Kube):
@@ -50,24 +51,24 @@ class CachingKube(Kube):
 
     # --- reads: the watches first -----------------------------------------------------------------
     def get_run(self, namespace: str, run: str) -> dict[str, Any] | None:
-        """The run from the watch only when it is the newest version this process knows (the one it last read or
-        wrote, by resourceVersion): a reconcile never acts on a version older than its own last status write,
-        whose watch event may still be in flight. Otherwise a GET, whose version becomes the one known."""
+        """The run from the watch when no newer version is known to this process: it has never read or written
+        the run (a new run, or the first reconcile after a start), or the watch holds the very version it last
+        read or wrote (by resourceVersion). So a reconcile never acts on a version older than its own last status
+        write, whose watch event may still be in flight. Otherwise a GET, whose version becomes the one known."""
         found = self.view.run(namespace, run) if self.view is not None else None
         version = (found or {}).get("metadata", {}).get("resourceVersion")
         with self._guard:
-            known = self._versions.get((namespace, run))
-        if found is not None and version is not None and version == known:
+            known = self._versions.get((namespace, run), _UNKNOWN)
+        if found is not None and version is not None and known in (_UNKNOWN, version):
+            with self._guard:
+                self._versions.setdefault((namespace, run), version)
             return found
         return self.get_run_fresh(namespace, run)
 
     def get_run_fresh(self, namespace: str, run: str) -> dict[str, Any] | None:
         found = super().get_run_fresh(namespace, run)
-        with self._guard:
-            if found is None:
-                self._versions.pop((namespace, run), None)
-            else:
-                self._versions[(namespace, run)] = found["metadata"].get("resourceVersion")
+        with self._guard:  # gone: no watch copy of it is taken again (a run made anew is read, then written)
+            self._versions[(namespace, run)] = _GONE if found is None else found["metadata"].get("resourceVersion")
         return found
 
     def patch_status(self, namespace: str, run: str, status: dict[str, Any], resource_version: str | None = None) -> str | None:
@@ -128,6 +129,7 @@ class CachingKube(Kube):
         return known[1] if known is not None else None
 
     def forget_token(self, namespace: str, run: str) -> None:
+        """The run is being deleted: its token goes, and no watch copy of it is taken again."""
         with self._guard:
             self._tokens.pop((namespace, run), None)
-            self._versions.pop((namespace, run), None)
+            self._versions[(namespace, run)] = _GONE
