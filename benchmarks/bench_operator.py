@@ -10,7 +10,7 @@ kube-apiserver, kube-controller-manager), first the baseline, then the operator:
   `kopf run`), and one warm-up run shows its watch is up;
 - N GRPORuns (examples/quickstart.yaml) are created at once from 8 client threads; "apply -> children" is from
   the create's response to this process's watch seeing the run's RayCluster (the baseline: its ConfigMap);
-- after a settle time (two intervals) a steady window: API requests from kube-apiserver's own /metrics
+- after a settle time (five intervals: past every run's first resync) a steady window: API requests from kube-apiserver's own /metrics
   (`apiserver_request_total`, every verb but WATCH, on the namespaced resources an operator touches; the
   metric has no user-agent label, so the same window is measured with no operator at all and subtracted),
   the operator's CPU (utime+stime from /proc) and RSS (VmRSS; VmHWM is the peak);
@@ -82,9 +82,10 @@ def load() -> str:
 LINE = re.compile(r'^apiserver_request_total\{(?P<labels>[^}]*)\} (?P<value>\S+)$')
 
 
-def api_requests(plane: ControlPlane) -> float:
+def api_requests_by(plane: ControlPlane) -> dict[str, float]:
+    """The API server's request counters so far, by "VERB resource[/subresource]"."""
     text = plane.kubectl("get", "--raw", "/metrics").stdout
-    total = 0.0
+    counts: dict[str, float] = {}
     for line in text.splitlines():
         m = LINE.match(line)
         if not m:
@@ -92,8 +93,13 @@ def api_requests(plane: ControlPlane) -> float:
         labels = dict(re.findall(r'(\w+)="([^"]*)"', m.group("labels")))
         if labels.get("verb") in ("WATCH", "WATCHLIST", "CONNECT") or labels.get("resource") not in RESOURCES:
             continue
-        total += float(m.group("value"))
-    return total
+        what = f"{labels.get('verb')} {labels['resource']}" + (f"/{labels['subresource']}" if labels.get("subresource") else "")
+        counts[what] = counts.get(what, 0.0) + float(m.group("value"))
+    return counts
+
+
+def api_requests(plane: ControlPlane) -> float:
+    return sum(api_requests_by(plane).values())
 
 
 # --- the process under test ----------------------------------------------------------------------------
@@ -215,6 +221,7 @@ class Row:
     cpu_burst: float | None = None  # CPU seconds from the first create to the last child
     rss: float | None = None
     hwm: float | None = None
+    by_request: dict[str, float] = field(default_factory=dict)  # steady window, per minute, all runs (background included)
 
 
 def run_doc(name: str, namespace: str) -> dict[str, Any]:
@@ -262,12 +269,15 @@ def measure(plane: ControlPlane, design: str, n: int, *, window: float, backgrou
         row.cpu_burst = cpu_seconds(pid) - cpu0
         print(f"  {design} N={n}: children of {len(row.children)}/{n} in {time.monotonic() - t0:.0f}s; settling", flush=True)
 
-        time.sleep(2 * INTERVAL)
-        req0, cpu0, t0 = api_requests(plane), cpu_seconds(pid), time.monotonic()
+        # Settled: past every run's first resync (4 intervals after its create), whose one GET of the run (kopf's
+        # own annotation patch after the create handler moved its resourceVersion) is not the steady state.
+        time.sleep(5 * INTERVAL)
+        by0, cpu0, t0 = api_requests_by(plane), cpu_seconds(pid), time.monotonic()
         time.sleep(window)
-        req1, cpu1, t1 = api_requests(plane), cpu_seconds(pid), time.monotonic()
+        by1, cpu1, t1 = api_requests_by(plane), cpu_seconds(pid), time.monotonic()
         minutes = (t1 - t0) / 60
-        row.requests_per_run_min = max(0.0, (req1 - req0) / minutes - background) / (n + 1)
+        row.requests_per_run_min = max(0.0, (sum(by1.values()) - sum(by0.values())) / minutes - background) / (n + 1)
+        row.by_request = {k: (v - by0.get(k, 0.0)) / minutes for k, v in by1.items() if v > by0.get(k, 0.0)}
         row.cpu_steady = 100 * (cpu1 - cpu0) / (t1 - t0)
         row.rss, row.hwm = memory_mib(pid)
 
@@ -346,6 +356,10 @@ def main() -> int:
                 print(table(rows[-1:]).splitlines()[-1], flush=True)
     print(f"after: {load()}")
     print(table(rows))
+    for r in rows:
+        top = sorted(r.by_request.items(), key=lambda kv: -kv[1])[:8]
+        said = ", ".join(f"{k} {v:.1f}" for k, v in top) or "none"
+        print(f"steady requests/min, {r.design} N={r.n} (background {background:.1f}/min included): {said}")
     return 0
 
 

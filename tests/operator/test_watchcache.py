@@ -18,7 +18,7 @@ from grpo_operator.controller.config import OperatorSettings
 from grpo_operator.controller.reconciler import Reconciler
 from grpo_operator.edges.kube import Kube
 from grpo_operator.edges.kubecache import CachingKube
-from grpo_operator.edges.watchcache import WatchView, as_model, trimmed
+from grpo_operator.edges.watchcache import WatchView, slim_cluster, slim_deployment, slim_pod, trimmed
 from grpo_operator.render import names
 from kubernetes import config
 
@@ -50,13 +50,13 @@ def feed(indices: Indices, kubectl: Callable[..., Any], namespace: str) -> None:
 
     def objects(kind: str) -> list[dict[str, Any]]:
         out = kubectl("get", kind, "-n", namespace, "-l", names.RUN_LABEL, "-o", "json").stdout
-        return [trimmed(o) for o in json.loads(out)["items"]]
+        return list(json.loads(out)["items"])
 
     key = (namespace, RUN)
     indices["runs"][key] = [trimmed(get_run(kubectl, namespace, RUN))]
-    indices["clusters"][key] = objects("rayclusters")
-    indices["pods"][key] = [as_model(p, "V1Pod") for p in objects("pods")]
-    indices["deployments"][key] = [as_model(d, "V1Deployment") for d in objects("deployments")]
+    indices["clusters"][key] = [slim_cluster(c) for c in objects("rayclusters")]
+    indices["pods"][key] = [slim_pod(p) for p in objects("pods")]
+    indices["deployments"][key] = [slim_deployment(d) for d in objects("deployments")]
 
 
 def test_an_unchanged_watched_run_is_reconciled_without_one_request_and_never_from_a_copy_older_than_its_write(

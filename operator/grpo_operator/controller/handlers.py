@@ -27,7 +27,7 @@ from grpo_operator.controller.config import SettingsError, load_settings
 from grpo_operator.controller.reconciler import Outcome, Reconciler
 from grpo_operator.edges import backoff, opmetrics
 from grpo_operator.edges.kubecache import CachingKube
-from grpo_operator.edges.watchcache import WatchView, as_model, run_key, trimmed
+from grpo_operator.edges.watchcache import WatchView, run_key, slim_cluster, slim_deployment, slim_pod, trimmed
 from grpo_operator.render import names
 
 log = logging.getLogger("grpo_operator")
@@ -62,7 +62,11 @@ def reconciler() -> Reconciler:
             config.load_incluster_config()  # type: ignore[no-untyped-call]
         except config.ConfigException:
             config.load_kube_config()  # type: ignore[no-untyped-call]
-        kube = CachingKube(client.ApiClient(), resync_seconds=REAPPLY_RESYNCS * resync_seconds(SETTINGS),
+        # One pooled connection per worker thread: the client's default pool (5 per CPU) is smaller than the
+        # executor on a small node, and a full pool drops a connection after each request (a new TLS handshake).
+        configuration = client.Configuration.get_default_copy()
+        configuration.connection_pool_maxsize = max(configuration.connection_pool_maxsize or 0, SETTINGS.workers)
+        kube = CachingKube(client.ApiClient(configuration), resync_seconds=REAPPLY_RESYNCS * resync_seconds(SETTINGS),
                            token_seconds=REAPPLY_RESYNCS * resync_seconds(SETTINGS))  # fmt: skip
         _pacing = Pacing(SETTINGS, kube, RAY_BACKOFF)
         _reconciler = Reconciler(kube=kube, settings=SETTINGS, ray_for=backoff.ray_for(RAY_BACKOFF))
@@ -120,19 +124,19 @@ def grpo_runs(body: kopf.Body, **_: Any) -> dict[Any, Any]:
 @kopf.index("ray.io", "v1", "rayclusters", labels={names.RUN_LABEL: kopf.PRESENT})
 def ray_clusters(body: kopf.Body, **_: Any) -> dict[Any, Any]:
     key = run_key(body)
-    return {key: trimmed(body)} if key else {}
+    return {key: slim_cluster(body)} if key else {}
 
 
 @kopf.index("v1", "pods", labels={names.RUN_LABEL: kopf.PRESENT})
 def run_pods(body: kopf.Body, **_: Any) -> dict[Any, Any]:
     key = run_key(body)
-    return {key: as_model(trimmed(body), "V1Pod")} if key else {}
+    return {key: slim_pod(body)} if key else {}
 
 
 @kopf.index("apps", "v1", "deployments", labels={names.RUN_LABEL: kopf.PRESENT})
 def reward_deployments(body: kopf.Body, **_: Any) -> dict[Any, Any]:
     key = run_key(body)
-    return {key: as_model(trimmed(body), "V1Deployment")} if key else {}
+    return {key: slim_deployment(body)} if key else {}
 
 
 def _watched(kwargs: dict[str, Any]) -> None:

@@ -25,6 +25,9 @@ from grpo_operator.api import GROUP, PLURAL, VERSION
 from grpo_operator.render import names
 
 FIELD_MANAGER = "grpo-operator"
+# Verdicts kept (a digest and a line each, about 200 bytes): a run has two or three pod templates, so this holds
+# some thousands of runs; fewer (1,024 before) made 500 runs dry-run their templates again at every resync.
+TEMPLATE_VERDICTS = 16384
 
 log = logging.getLogger("grpo_operator")
 
@@ -101,7 +104,7 @@ class Kube:
             digest = hashlib.sha256(json.dumps(template, sort_keys=True).encode()).hexdigest()
             if digest not in self._template_verdicts:
                 self._template_verdicts[digest] = self._dry_run_template(namespace, where, template)
-                if len(self._template_verdicts) > 1024:
+                if len(self._template_verdicts) > TEMPLATE_VERDICTS:
                     self._template_verdicts.pop(next(iter(self._template_verdicts)))
             problem = self._template_verdicts[digest]
             if problem:

@@ -9,8 +9,10 @@ anyway), and `CachingKube` (edges/kubecache.py) answers from them:
   waits for it: kopf/_core/reactor/processing.py:107-112), then keeps it current from the watch events; an
   index handler sees each object's events in order, one at a time (reactor/queueing.py: one worker per object),
   so a stored body is one whole version of the object, never a mix of two.
-- a pod or a Deployment is stored as the Kubernetes client's model (`V1Pod`, `V1Deployment`), the same type a
-  GET returns, converted once per watch event rather than once per reconcile.
+- a child is stored as far as the reconcile reads it (`slim_cluster`, `slim_pod`, `slim_deployment`: what
+  edges/childstate.py and render/queueing.py read; never their pod templates, the bulk of each object, which
+  would cost the operator some 100 KiB per run), a pod or a Deployment as the Kubernetes client's model
+  (`V1Pod`, `V1Deployment`, the type a GET returns), converted once per watch event rather than per reconcile.
 - a miss is not an answer for the run or its RayCluster and Deployment: the object may have been created by
   this very reconcile, its ADDED event still in flight. `CachingKube` then GETs it. Pods are read from the
   index alone: KubeRay creates them, never this operator, so the index has every pod the watch has reported.
@@ -44,6 +46,34 @@ def trimmed(body: Mapping[str, Any]) -> dict[str, Any]:
     """The object without its managedFields (the largest part of a pod, read by nothing here)."""
     meta = {k: v for k, v in (body.get("metadata") or {}).items() if k != "managedFields"}
     return {**{k: v for k, v in body.items() if k != "metadata"}, "metadata": meta}
+
+
+def _meta(body: Mapping[str, Any]) -> dict[str, Any]:
+    meta = body.get("metadata") or {}
+    return {k: meta[k] for k in ("name", "namespace", "uid", "labels", "annotations", "ownerReferences",
+                                 "resourceVersion", "generation", "deletionTimestamp") if k in meta}  # fmt: skip
+
+
+def slim_cluster(body: Mapping[str, Any]) -> dict[str, Any]:
+    """A RayCluster as the reconcile reads it: its labels, `spec.suspend` (childstate.admission_queue) and the
+    status KubeRay writes (childstate.cluster_ready)."""
+    return {"apiVersion": body.get("apiVersion"), "kind": body.get("kind"), "metadata": _meta(body),
+            "spec": {"suspend": (body.get("spec") or {}).get("suspend")}, "status": body.get("status") or {}}  # fmt: skip
+
+
+def slim_pod(body: Mapping[str, Any]) -> Any:
+    """A pod as childstate.pod_problems and trainer_image read it: its name, node and status."""
+    spec = body.get("spec") or {}
+    return as_model({"apiVersion": "v1", "kind": "Pod", "metadata": _meta(body),
+                     "spec": {"nodeName": spec.get("nodeName"), "containers": []},  # the model requires the list
+                     "status": body.get("status") or {}}, "V1Pod")  # fmt: skip
+
+
+def slim_deployment(body: Mapping[str, Any]) -> Any:
+    """A Deployment as childstate.reward_observation reads it: its name and status."""
+    return as_model({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": _meta(body),
+                     "spec": {"selector": {}, "template": {}},  # the model requires both, nothing reads them
+                     "status": body.get("status") or {}}, "V1Deployment")  # fmt: skip
 
 
 def run_key(body: Mapping[str, Any]) -> tuple[str, str] | None:
