@@ -307,7 +307,9 @@ def measure(plane: ControlPlane, design: str, n: int, *, window: float, backgrou
             row.submitting = [seen.submitting[x] - ready[x] for x in rest if x in seen.submitting]
             row.submitting_missing = len(rest) - len(row.submitting)
     seen.stop.set()
-    plane.kubectl("delete", "namespace", namespace, "--wait=false", check=False)
+    # Gone before the next cell: the namespace controller's cleanup of N runs' objects (LIST and DELETE of events,
+    # pods, Secrets, ...) is requests the next cell's steady window would otherwise count as the operator's.
+    plane.kubectl("delete", "namespace", namespace, "--wait=true", "--timeout=600s", check=False)
     return row
 
 
