@@ -306,10 +306,13 @@ def measure(plane: ControlPlane, design: str, n: int, *, window: float, backgrou
             wait_until(lambda: all(x in seen.submitting for x in rest), cap)
             row.submitting = [seen.submitting[x] - ready[x] for x in rest if x in seen.submitting]
             row.submitting_missing = len(rest) - len(row.submitting)
-    seen.stop.set()
-    # Gone before the next cell: the namespace controller's cleanup of N runs' objects (LIST and DELETE of events,
-    # pods, Secrets, ...) is requests the next cell's steady window would otherwise count as the operator's.
-    plane.kubectl("delete", "namespace", namespace, "--wait=true", "--timeout=600s", check=False)
+        seen.stop.set()
+        # Deleted while the process still runs, and gone before the next cell: its finalizers on the runs come off
+        # (a namespace left with them stays Terminating, and the namespace controller's retries on it, LIST and
+        # DELETE of events, pods, Secrets, ..., would count in every later cell's steady window).
+        done = plane.kubectl("delete", "namespace", namespace, "--wait=true", "--timeout=600s", check=False)
+        if done.returncode != 0:
+            print(f"  {design} N={n}: namespace {namespace} not gone in 600 s: {done.stderr.strip()}", flush=True)
     return row
 
 
