@@ -15,6 +15,7 @@ from __future__ import annotations
 import functools
 import json
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -48,20 +49,39 @@ def queue(kueue: SimulatedCluster, sim_namespace: str) -> Iterator[str]:
     enough for several runs, so the GPUs are what is short): the YAML README's "Queues" section shows."""
     flavor, cluster_queue = f"f-{sim_namespace}"[:63], f"cq-{sim_namespace}"[:63]
     quota = {"cpu": "2000", "memory": "64Ti", "nvidia.com/gpu": str(GPU_QUOTA), "vpc.amazonaws.com/efa": "256"}
-    objects = [
-        {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ResourceFlavor", "metadata": {"name": flavor}},
+    objects = [{"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ResourceFlavor", "metadata": {"name": flavor}},
+               *cluster_and_local_queue(sim_namespace, cluster_queue, {flavor: quota})]  # fmt: skip
+    with applied(kueue, objects):
+        yield QUEUE
+
+
+def cluster_and_local_queue(namespace: str, cluster_queue: str, quotas: dict[str, dict[str, str]],
+                            **spec: Any) -> list[dict[str, Any]]:  # fmt: skip
+    """A ClusterQueue for `namespace` (one resource group: a flavor per entry of `quotas`, each with its nominal
+    quota) and its LocalQueue QUEUE there."""
+    covered = list(next(iter(quotas.values())))
+    groups = [{"coveredResources": covered, "flavors": [
+        {"name": flavor, "resources": [{"name": k, "nominalQuota": q} for k, q in quota.items()]}
+        for flavor, quota in quotas.items()]}]  # fmt: skip
+    return [
         {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue", "metadata": {"name": cluster_queue},
-         "spec": {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": sim_namespace}},
-                  "resourceGroups": [{"coveredResources": list(quota), "flavors": [{
-                      "name": flavor, "resources": [{"name": k, "nominalQuota": q} for k, q in quota.items()]}]}]}},
+         "spec": {**spec, "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": namespace}},
+                  "resourceGroups": groups}},
         {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "LocalQueue",
-         "metadata": {"name": QUEUE, "namespace": sim_namespace}, "spec": {"clusterQueue": cluster_queue}},
+         "metadata": {"name": QUEUE, "namespace": namespace}, "spec": {"clusterQueue": cluster_queue}},
     ]  # fmt: skip
+
+
+@contextmanager
+def applied(kueue: SimulatedCluster, objects: list[dict[str, Any]]) -> Iterator[None]:
+    """The Kueue objects applied for the test, deleted after it (the last made first)."""
     kueue.kubectl("apply", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "List", "items": objects}))
-    yield QUEUE
-    kueue.kubectl("delete", "localqueue", QUEUE, "-n", sim_namespace, "--wait=false", check=False)
-    kueue.kubectl("delete", "clusterqueue", cluster_queue, "--wait=false", check=False)
-    kueue.kubectl("delete", "resourceflavor", flavor, "--wait=false", check=False)
+    try:
+        yield
+    finally:
+        for obj in reversed(objects):
+            where = ["-n", obj["metadata"]["namespace"]] if "namespace" in obj["metadata"] else []
+            kueue.kubectl("delete", obj["kind"].lower(), obj["metadata"]["name"], *where, "--wait=false", check=False)
 
 
 def reason_is(kubectl: Kubectl, namespace: str, name: str, reason: str) -> dict[str, Any] | None:
@@ -231,27 +251,14 @@ def two_node_queue(kueue: SimulatedCluster, sim_namespace: str, request: pytest.
             spec["topologyName"] = topology
         objects.append({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ResourceFlavor", "metadata": {"name": flavor},
                         "spec": spec})  # fmt: skip
-    covered = ["cpu", "memory", "nvidia.com/gpu", "vpc.amazonaws.com/efa"]
     # StrictFIFO with TAS: the head of the queue is retried every scheduling cycle. Under BestEffortFIFO Kueue
     # v0.17.0 retries an inadmissible workload only on a queue, flavor, node or workload event, and a pod Kueue
     # does not manage freeing a node is none of those (see README "Queues and gangs").
     strategy = {"queueingStrategy": "StrictFIFO"} if tas else {}
-    objects += [
-        {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue", "metadata": {"name": cluster_queue},
-         "spec": {**strategy, "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": sim_namespace}},
-                  "resourceGroups": [{"coveredResources": covered, "flavors": [
-                      {"name": flavor, "resources": [{"name": k, "nominalQuota": q} for k, q in quota.items()]}
-                      for flavor, (_, quota) in flavors.items()]}]}},
-        {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "LocalQueue",
-         "metadata": {"name": QUEUE, "namespace": sim_namespace}, "spec": {"clusterQueue": cluster_queue}},
-    ]  # fmt: skip
-    kueue.kubectl("apply", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "List", "items": objects}))
-    yield QUEUE
-    kueue.kubectl("delete", "localqueue", QUEUE, "-n", sim_namespace, "--wait=false", check=False)
-    kueue.kubectl("delete", "clusterqueue", cluster_queue, "--wait=false", check=False)
-    kueue.kubectl("delete", "resourceflavor", *flavors, "--wait=false", check=False)
-    if tas:
-        kueue.kubectl("delete", "topology", topology, "--wait=false", check=False)
+    objects += cluster_and_local_queue(sim_namespace, cluster_queue, {f: quota for f, (_, quota) in flavors.items()},
+                                       **strategy)  # fmt: skip
+    with applied(kueue, objects):
+        yield QUEUE
 
 
 def hold_all_p5en_nodes_but_one(kubectl: Kubectl, namespace: str, nodes: list[str]) -> tuple[list[str], str]:
