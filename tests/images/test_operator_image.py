@@ -145,7 +145,9 @@ def test_the_operator_image_reconciles_a_run_like_the_source_tree(  # noqa: PLR0
     chart_env = {e["name"]: e["value"] for e in container.get("env", []) if "value" in e}
     tree_ns = f"tree-{uuid.uuid4().hex[:6]}"
     kubectl("create", "namespace", tree_ns)
-    tree = Operator(control_plane.kubeconfig, tree_ns, ray_head.dashboard_url, tmp_path, **chart_env)
+    # The chart's own /metrics port (8081) is the host's here: a `make run` beside the suite holds it.
+    tree = Operator(control_plane.kubeconfig, tree_ns, ray_head.dashboard_url, tmp_path,
+                    **{**chart_env, "GRPO_METRICS_PORT": str(free_port())})  # fmt: skip
     # The same GRPO_* settings for both (the chart's, then the suite's: Ray head, the miles double, 1 s interval).
     settings = {k: v for k, v in tree.env.items() if k.startswith("GRPO_")}
     metrics_port, healthz_port, trainer_port = free_port(), free_port(), str(free_port())
