@@ -184,7 +184,7 @@ class Kube:
 
     def get_run(self, namespace: str, run: str) -> dict[str, Any] | None:
         """The GRPORun as the API server has it now, or None once it is gone."""
-        return Kube.get_run_fresh(self, namespace, run)
+        return self.get_run_fresh(namespace, run)
 
     def get_run_fresh(self, namespace: str, run: str) -> dict[str, Any] | None:
         """The GRPORun by a GET, whatever a subclass serves `get_run` from."""

@@ -23,6 +23,7 @@ and never imports kopf.
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
@@ -34,12 +35,14 @@ from grpo_operator.render import names
 
 Index = Mapping[Any, Collection[Any]]
 
-_DESERIALIZER = client.ApiClient()
+@functools.cache
+def _deserializer() -> client.ApiClient:
+    return client.ApiClient()  # only its model mapping is used; made on the first watched pod, not at import
 
 
 def as_model(obj: Mapping[str, Any], kind: str) -> Any:
     """A watched object (JSON as the API server sent it) as the client's model of `kind`, e.g. "V1Pod"."""
-    return _DESERIALIZER.deserialize(json.dumps(obj, default=str), kind, "application/json")
+    return _deserializer().deserialize(json.dumps(obj, default=str), kind, "application/json")
 
 
 def trimmed(body: Mapping[str, Any]) -> dict[str, Any]:
