@@ -21,6 +21,7 @@ $(VENV)/.installed: pyproject.toml devtools/pyproject.toml reward_service/pyproj
 
 lint: install
 	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
 	$(BIN)/mypy $(PACKAGES)
 	$(BIN)/lint-imports
 	$(if $(DOCKERFILES),$(BIN)/hadolint $(DOCKERFILES))

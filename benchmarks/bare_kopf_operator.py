@@ -34,10 +34,18 @@ def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
 @kopf.on.create("grpo.dev", "v1alpha1", "grporuns")
 def on_create(name: str, namespace: str, uid: str, **_: Any) -> None:
     assert _core is not None
-    body: Any = {"apiVersion": "v1", "kind": "ConfigMap",
-                 "metadata": {"name": f"{name}-bare", "namespace": namespace, "labels": {"bench.grpo.dev/run": name},
-                              "ownerReferences": [{"apiVersion": "grpo.dev/v1alpha1", "kind": "GRPORun", "name": name,
-                                                   "uid": uid, "controller": True}]}}  # fmt: skip
+    body: Any = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {
+            "name": f"{name}-bare",
+            "namespace": namespace,
+            "labels": {"bench.grpo.dev/run": name},
+            "ownerReferences": [
+                {"apiVersion": "grpo.dev/v1alpha1", "kind": "GRPORun", "name": name, "uid": uid, "controller": True}
+            ],
+        },
+    }
     _core.create_namespaced_config_map(namespace, body)
 
 

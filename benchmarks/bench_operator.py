@@ -54,10 +54,25 @@ from tests.operator.harness import free_port, manifest  # noqa: E402
 
 INTERVAL = 15.0
 SAMPLE = 5
-RESOURCES = {"grporuns", "rayclusters", "pods", "secrets", "services", "configmaps", "deployments", "events",
-             "networkpolicies", "replicasets", "serviceaccounts", "leases", "kopfpeerings"}  # fmt: skip
-READY_STATUS_CONDITIONS = (("RayClusterProvisioned", "AllPodRunningAndReadyFirstTime"),
-                           ("HeadPodReady", "HeadPodRunningAndReady"))  # fmt: skip
+RESOURCES = {
+    "grporuns",
+    "rayclusters",
+    "pods",
+    "secrets",
+    "services",
+    "configmaps",
+    "deployments",
+    "events",
+    "networkpolicies",
+    "replicasets",
+    "serviceaccounts",
+    "leases",
+    "kopfpeerings",
+}
+READY_STATUS_CONDITIONS = (
+    ("RayClusterProvisioned", "AllPodRunningAndReadyFirstTime"),
+    ("HeadPodReady", "HeadPodRunningAndReady"),
+)
 
 
 def pct(values: list[float], q: float) -> float | None:
@@ -79,7 +94,7 @@ def load() -> str:
 
 # --- what the API server counts --------------------------------------------------------------------------
 
-LINE = re.compile(r'^apiserver_request_total\{(?P<labels>[^}]*)\} (?P<value>\S+)$')
+LINE = re.compile(r"^apiserver_request_total\{(?P<labels>[^}]*)\} (?P<value>\S+)$")
 
 
 def api_requests_by(plane: ControlPlane) -> dict[str, float]:
@@ -93,7 +108,9 @@ def api_requests_by(plane: ControlPlane) -> dict[str, float]:
         labels = dict(re.findall(r'(\w+)="([^"]*)"', m.group("labels")))
         if labels.get("verb") in ("WATCH", "WATCHLIST", "CONNECT") or labels.get("resource") not in RESOURCES:
             continue
-        what = f"{labels.get('verb')} {labels['resource']}" + (f"/{labels['subresource']}" if labels.get("subresource") else "")
+        what = f"{labels.get('verb')} {labels['resource']}" + (
+            f"/{labels['subresource']}" if labels.get("subresource") else ""
+        )
         counts[what] = counts.get(what, 0.0) + float(m.group("value"))
     return counts
 
@@ -119,15 +136,25 @@ def memory_mib(pid: int) -> tuple[float, float]:
 def process(design: str, plane: ControlPlane, namespace: str, logdir: Path, env: dict[str, str]) -> Iterator[int]:
     full = {**os.environ, "KUBECONFIG": str(plane.kubeconfig), "GRPO_RECONCILE_INTERVAL_SECONDS": str(INTERVAL), **env}
     if design == "baseline":
-        argv = [sys.executable, "-m", "kopf", "run", "--standalone", "--namespace", namespace,
-                str(REPO / "benchmarks" / "bare_kopf_operator.py")]  # fmt: skip
+        argv = [
+            sys.executable,
+            "-m",
+            "kopf",
+            "run",
+            "--standalone",
+            "--namespace",
+            namespace,
+            str(REPO / "benchmarks" / "bare_kopf_operator.py"),
+        ]
     else:
-        full.update({
-            "GRPO_RAY_ADDRESS": f"http://127.0.0.1:{free_port()}",  # closed: Ray stays unreachable
-            "GRPO_PROMETHEUS_PORT": str(free_port()),
-            "GRPO_METRICS_PORT": "0",
-            "GRPO_HTTP_TIMEOUT_SECONDS": "2",
-        })  # fmt: skip
+        full.update(
+            {
+                "GRPO_RAY_ADDRESS": f"http://127.0.0.1:{free_port()}",  # closed: Ray stays unreachable
+                "GRPO_PROMETHEUS_PORT": str(free_port()),
+                "GRPO_METRICS_PORT": "0",
+                "GRPO_HTTP_TIMEOUT_SECONDS": "2",
+            }
+        )
         argv = [sys.executable, "-m", "grpo_operator", "--standalone", "--namespace", namespace]
     with (logdir / f"{design}.log").open("wb") as log:
         proc = subprocess.Popen(argv, env=full, stdout=log, stderr=subprocess.STDOUT, start_new_session=True, cwd=REPO)
@@ -155,8 +182,9 @@ class Seen:
     stop: threading.Event = field(default_factory=threading.Event)
 
 
-def _watch(list_call: Callable[..., Any], on_event: Callable[[dict[str, Any]], None], stop: threading.Event,
-           **kwargs: Any) -> None:  # fmt: skip
+def _watch(
+    list_call: Callable[..., Any], on_event: Callable[[dict[str, Any]], None], stop: threading.Event, **kwargs: Any
+) -> None:
     while not stop.is_set():
         w = watch.Watch()
         with suppress(Exception):  # a dropped or expired watch is simply opened again
@@ -181,15 +209,26 @@ def start_watches(api: client.ApiClient, namespace: str, design: str, seen: Seen
             seen.submitting.setdefault(obj["metadata"]["name"], time.monotonic())
 
     if design == "baseline":
-        child: tuple[Callable[..., Any], dict[str, Any]] = (core.list_namespaced_config_map,
-                                                            {"namespace": namespace, "label_selector": "bench.grpo.dev/run"})  # fmt: skip
+        child: tuple[Callable[..., Any], dict[str, Any]] = (
+            core.list_namespaced_config_map,
+            {"namespace": namespace, "label_selector": "bench.grpo.dev/run"},
+        )
     else:
-        child = (custom.list_namespaced_custom_object,
-                 {"group": "ray.io", "version": "v1", "namespace": namespace, "plural": "rayclusters"})  # fmt: skip
-    targets = [(child[0], on_child, child[1]),
-               (custom.list_namespaced_custom_object, on_run,
-                {"group": "grpo.dev", "version": "v1alpha1", "namespace": namespace, "plural": "grporuns"})]  # fmt: skip
-    threads = [threading.Thread(target=_watch, args=(call, fn, seen.stop), kwargs=kw, daemon=True) for call, fn, kw in targets]
+        child = (
+            custom.list_namespaced_custom_object,
+            {"group": "ray.io", "version": "v1", "namespace": namespace, "plural": "rayclusters"},
+        )
+    targets = [
+        (child[0], on_child, child[1]),
+        (
+            custom.list_namespaced_custom_object,
+            on_run,
+            {"group": "grpo.dev", "version": "v1alpha1", "namespace": namespace, "plural": "grporuns"},
+        ),
+    ]
+    threads = [
+        threading.Thread(target=_watch, args=(call, fn, seen.stop), kwargs=kw, daemon=True) for call, fn, kw in targets
+    ]
     for t in threads:
         t.start()
     return threads
@@ -221,7 +260,9 @@ class Row:
     cpu_burst: float | None = None  # CPU seconds from the first create to the last child
     rss: float | None = None
     hwm: float | None = None
-    by_request: dict[str, float] = field(default_factory=dict)  # steady window, per minute, all runs (background included)
+    by_request: dict[str, float] = field(
+        default_factory=dict
+    )  # steady window, per minute, all runs (background included)
 
 
 def run_doc(name: str, namespace: str) -> dict[str, Any]:
@@ -230,18 +271,37 @@ def run_doc(name: str, namespace: str) -> dict[str, Any]:
 
 
 def ready_patch(custom: client.CustomObjectsApi, namespace: str, run: str) -> None:
-    cluster = custom.get_namespaced_custom_object("ray.io", "v1", namespace, "rayclusters", child_names.ray_cluster(run))
+    cluster = custom.get_namespaced_custom_object(
+        "ray.io", "v1", namespace, "rayclusters", child_names.ray_cluster(run)
+    )
     workers = sum(int(g.get("replicas") or 0) for g in cluster["spec"].get("workerGroupSpecs") or [])
     now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-    conditions = [{"type": t, "status": "True", "reason": r, "message": "", "lastTransitionTime": now}
-                  for t, r in READY_STATUS_CONDITIONS]  # fmt: skip
-    status = {"state": "ready", "readyWorkerReplicas": workers, "desiredWorkerReplicas": workers, "conditions": conditions}
-    custom.patch_namespaced_custom_object_status("ray.io", "v1", namespace, "rayclusters", cluster["metadata"]["name"],
-                                                 {"status": status})  # fmt: skip
+    conditions = [
+        {"type": t, "status": "True", "reason": r, "message": "", "lastTransitionTime": now}
+        for t, r in READY_STATUS_CONDITIONS
+    ]
+    status = {
+        "state": "ready",
+        "readyWorkerReplicas": workers,
+        "desiredWorkerReplicas": workers,
+        "conditions": conditions,
+    }
+    custom.patch_namespaced_custom_object_status(
+        "ray.io", "v1", namespace, "rayclusters", cluster["metadata"]["name"], {"status": status}
+    )
 
 
-def measure(plane: ControlPlane, design: str, n: int, *, window: float, background: float, cap: float,
-            logdir: Path, env: dict[str, str]) -> Row:  # fmt: skip
+def measure(
+    plane: ControlPlane,
+    design: str,
+    n: int,
+    *,
+    window: float,
+    background: float,
+    cap: float,
+    logdir: Path,
+    env: dict[str, str],
+) -> Row:
     api = plane.api_client()
     custom = client.CustomObjectsApi(api)
     namespace = f"bench-{design}-{n}"
@@ -250,7 +310,9 @@ def measure(plane: ControlPlane, design: str, n: int, *, window: float, backgrou
     seen = Seen()
     start_watches(api, namespace, design, seen)
     with process(design, plane, namespace, logdir, env) as pid:
-        custom.create_namespaced_custom_object("grpo.dev", "v1alpha1", namespace, "grporuns", run_doc("warmup", namespace))
+        custom.create_namespaced_custom_object(
+            "grpo.dev", "v1alpha1", namespace, "grporuns", run_doc("warmup", namespace)
+        )
         if not wait_until(lambda: "warmup" in seen.child, 300):
             raise SystemExit(f"{design}: the warm-up run got no child in 300 s; see {logdir}/{design}.log")
         names = [f"run-{i:04d}" for i in range(n)]
@@ -258,7 +320,9 @@ def measure(plane: ControlPlane, design: str, n: int, *, window: float, backgrou
         cpu0, t0 = cpu_seconds(pid), time.monotonic()
 
         def create(name: str) -> None:
-            custom.create_namespaced_custom_object("grpo.dev", "v1alpha1", namespace, "grporuns", run_doc(name, namespace))
+            custom.create_namespaced_custom_object(
+                "grpo.dev", "v1alpha1", namespace, "grporuns", run_doc(name, namespace)
+            )
             applied[name] = time.monotonic()
 
         with ThreadPoolExecutor(8) as pool:
@@ -267,7 +331,10 @@ def measure(plane: ControlPlane, design: str, n: int, *, window: float, backgrou
         row.children = [seen.child[x] - applied[x] for x in names if x in seen.child]
         row.children_missing = n - len(row.children)
         row.cpu_burst = cpu_seconds(pid) - cpu0
-        print(f"  {design} N={n}: children of {len(row.children)}/{n} in {time.monotonic() - t0:.0f}s; settling", flush=True)
+        print(
+            f"  {design} N={n}: children of {len(row.children)}/{n} in {time.monotonic() - t0:.0f}s; settling",
+            flush=True,
+        )
 
         # Settled: past every run's first resync (4 intervals after its create), whose one GET of the run (kopf's
         # own annotation patch after the create handler moved its resourceVersion) is not the steady state.
@@ -288,7 +355,9 @@ def measure(plane: ControlPlane, design: str, n: int, *, window: float, backgrou
                 ready_patch(custom, namespace, name)
             pending = set(sample)
             while pending and time.monotonic() - started < cap:
-                got = json.loads(plane.kubectl("get", "grporun", *sorted(pending), "-n", namespace, "-o", "json").stdout)
+                got = json.loads(
+                    plane.kubectl("get", "grporun", *sorted(pending), "-n", namespace, "-o", "json").stdout
+                )
                 now = time.monotonic()
                 for item in got.get("items", [got]):  # one name: the object itself, not a List
                     name, reason = item["metadata"]["name"], (item.get("status") or {}).get("reason")
@@ -317,22 +386,40 @@ def measure(plane: ControlPlane, design: str, n: int, *, window: float, backgrou
 
 
 def table(rows: list[Row]) -> str:
-    head = ("design", "N", "apply->children p50/p99", "ready->Submitting p50/p99", "kubectl get p50/max",
-            "API req/run/min", "CPU steady", "CPU s burst", "RSS (peak) MiB")  # fmt: skip
+    head = (
+        "design",
+        "N",
+        "apply->children p50/p99",
+        "ready->Submitting p50/p99",
+        "kubectl get p50/max",
+        "API req/run/min",
+        "CPU steady",
+        "CPU s burst",
+        "RSS (peak) MiB",
+    )
     lines = [" | ".join(head), " | ".join("---" for _ in head)]
     for r in rows:
         miss = f" ({r.children_missing} missing)" if r.children_missing else ""
         smiss = f" ({r.submitting_missing} missing)" if r.submitting_missing else ""
-        lines.append(" | ".join([
-            r.design, str(r.n),
-            f"{fmt(pct(r.children, 50))} / {fmt(pct(r.children, 99))}{miss}",
-            f"{fmt(pct(r.submitting, 50))} / {fmt(pct(r.submitting, 99))}{smiss}" if r.design != "baseline" else "-",
-            f"{fmt(pct(r.kubectl, 50))} / {fmt(max(r.kubectl) if r.kubectl else None)}" if r.design != "baseline" else "-",
-            f"{r.requests_per_run_min:.2f}" if r.requests_per_run_min is not None else "-",
-            f"{r.cpu_steady:.0f}%" if r.cpu_steady is not None else "-",
-            f"{r.cpu_burst:.1f}" if r.cpu_burst is not None else "-",
-            f"{r.rss:.0f} ({r.hwm:.0f})" if r.rss is not None and r.hwm is not None else "-",
-        ]))  # fmt: skip
+        lines.append(
+            " | ".join(
+                [
+                    r.design,
+                    str(r.n),
+                    f"{fmt(pct(r.children, 50))} / {fmt(pct(r.children, 99))}{miss}",
+                    f"{fmt(pct(r.submitting, 50))} / {fmt(pct(r.submitting, 99))}{smiss}"
+                    if r.design != "baseline"
+                    else "-",
+                    f"{fmt(pct(r.kubectl, 50))} / {fmt(max(r.kubectl) if r.kubectl else None)}"
+                    if r.design != "baseline"
+                    else "-",
+                    f"{r.requests_per_run_min:.2f}" if r.requests_per_run_min is not None else "-",
+                    f"{r.cpu_steady:.0f}%" if r.cpu_steady is not None else "-",
+                    f"{r.cpu_burst:.1f}" if r.cpu_burst is not None else "-",
+                    f"{r.rss:.0f} ({r.hwm:.0f})" if r.rss is not None and r.hwm is not None else "-",
+                ]
+            )
+        )
     return "\n".join(lines)
 
 
@@ -345,7 +432,10 @@ def main() -> int:
     args = parser.parse_args()
     sizes = [int(x) for x in args.sizes.split(",") if x]
     designs = [x for x in args.designs.split(",") if x]
-    print(f"operator benchmark: N = {sizes}, window {args.window:.0f}s, {os.cpu_count()} CPUs; before: {load()}", flush=True)
+    print(
+        f"operator benchmark: N = {sizes}, window {args.window:.0f}s, {os.cpu_count()} CPUs; before: {load()}",
+        flush=True,
+    )
     rows: list[Row] = []
     with tempfile.TemporaryDirectory(prefix="bench-operator-") as tmp, ControlPlane() as plane:
         r0, t0 = api_requests(plane), time.monotonic()
@@ -356,8 +446,11 @@ def main() -> int:
             for design in designs:
                 logdir = Path(tmp) / f"{design}-{n}"
                 logdir.mkdir()
-                rows.append(measure(plane, design, n, window=args.window, background=background, cap=args.cap,
-                                    logdir=logdir, env={}))
+                rows.append(
+                    measure(
+                        plane, design, n, window=args.window, background=background, cap=args.cap, logdir=logdir, env={}
+                    )
+                )
                 print(table(rows[-1:]).splitlines()[-1], flush=True)
     print(f"after: {load()}")
     print(table(rows))

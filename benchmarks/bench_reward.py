@@ -38,8 +38,30 @@ import aiohttp
 import psutil
 
 REPO = Path(__file__).resolve().parents[1]
-WORDS = ("we", "note", "that", "the", "sum", "of", "terms", "is", "so", "then", "consider", "hence", "each",
-         "value", "gives", "because", "and", "therefore", "substituting", "into", "equation", "yields")
+WORDS = (
+    "we",
+    "note",
+    "that",
+    "the",
+    "sum",
+    "of",
+    "terms",
+    "is",
+    "so",
+    "then",
+    "consider",
+    "hence",
+    "each",
+    "value",
+    "gives",
+    "because",
+    "and",
+    "therefore",
+    "substituting",
+    "into",
+    "equation",
+    "yields",
+)
 PATHOLOGICAL = [
     "$\\boxed{9^{9^{9^{9}}}}$",
     "$\\boxed{10^{10^{10}}}$",
@@ -54,8 +76,16 @@ PATHOLOGICAL = [
 
 def _inline_math(rng: random.Random) -> str:
     a, b, c = rng.randint(1, 99), rng.randint(1, 99), rng.randint(2, 9)
-    return rng.choice([f"$x_{{{c}}} = {a}$", f"$\\frac{{{a}}}{{{b}}}$", f"${a}^{c} + {b}$",
-                       f"$\\sqrt{{{a}}}$", f"${a} \\cdot {b} = {a * b}$", f"$(x+{a})^{c}$"])
+    return rng.choice(
+        [
+            f"$x_{{{c}}} = {a}$",
+            f"$\\frac{{{a}}}{{{b}}}$",
+            f"${a}^{c} + {b}$",
+            f"$\\sqrt{{{a}}}$",
+            f"${a} \\cdot {b} = {a * b}$",
+            f"$(x+{a})^{c}$",
+        ]
+    )
 
 
 def make_cot(rng: random.Random, length: int) -> str:
@@ -77,11 +107,17 @@ def make_gold(rng: random.Random) -> tuple[str, list[str], list[str]]:
         return str(n), [f"{n}.0", f"{n}.00", f"\\frac{{{2 * n}}}{{2}}"], [str(n + d) for d in (1, -1, 10, 2)]
     if kind < 0.9:
         a, b = rng.randint(1, 9), rng.randint(10, 19)
-        return (f"\\frac{{{a}}}{{{b}}}", [f"{a}/{b}", f"\\frac{{{2 * a}}}{{{2 * b}}}", f"\\dfrac{{{a}}}{{{b}}}"],
-                [f"\\frac{{{a + 1}}}{{{b}}}", f"{b}/{a}", f"\\frac{{{a}}}{{{b + 1}}}"])
+        return (
+            f"\\frac{{{a}}}{{{b}}}",
+            [f"{a}/{b}", f"\\frac{{{2 * a}}}{{{2 * b}}}", f"\\dfrac{{{a}}}{{{b}}}"],
+            [f"\\frac{{{a + 1}}}{{{b}}}", f"{b}/{a}", f"\\frac{{{a}}}{{{b + 1}}}"],
+        )
     c, d = rng.randint(2, 9), rng.choice([2, 3, 5, 6, 7])
-    return (f"{c}\\sqrt{{{d}}}", [f"\\sqrt{{{c * c * d}}}", f"{c} \\sqrt{{{d}}}"],
-            [f"{c + 1}\\sqrt{{{d}}}", f"{c}\\sqrt{{{d + 1}}}", f"\\sqrt{{{c * d}}}"])
+    return (
+        f"{c}\\sqrt{{{d}}}",
+        [f"\\sqrt{{{c * c * d}}}", f"{c} \\sqrt{{{d}}}"],
+        [f"{c + 1}\\sqrt{{{d}}}", f"{c}\\sqrt{{{d + 1}}}", f"\\sqrt{{{c * d}}}"],
+    )
 
 
 def make_workload(seed: int, prompts: int, pathological_every: int = 0) -> list[dict[str, Any]]:
@@ -93,8 +129,13 @@ def make_workload(seed: int, prompts: int, pathological_every: int = 0) -> list[
             roll = rng.random()
             answer = label if roll < 0.45 else rng.choice(equivalent) if roll < 0.6 else rng.choice(wrong)
             ending = f"Therefore, the final answer is $\\boxed{{{answer}}}$."
-            items.append({"prompt": "Solve the problem.", "label": label,
-                          "response": make_cot(rng, rng.randint(1000, 8000)) + "\n" + ending})
+            items.append(
+                {
+                    "prompt": "Solve the problem.",
+                    "label": label,
+                    "response": make_cot(rng, rng.randint(1000, 8000)) + "\n" + ending,
+                }
+            )
     if pathological_every:
         for n, index in enumerate(range(pathological_every // 2, len(items), pathological_every)):
             items[index]["response"] = make_cot(rng, 1500) + "\n" + PATHOLOGICAL[n % len(PATHOLOGICAL)]
@@ -146,8 +187,9 @@ class Result:
 def run_baseline(items: list[dict[str, Any]], cap_s: float, name: str) -> Result:
     with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as handle:
         json.dump(items, handle)
-    process = subprocess.Popen([sys.executable, __file__, "--baseline-child", handle.name],
-                               stdout=subprocess.PIPE, text=True)
+    process = subprocess.Popen(
+        [sys.executable, __file__, "--baseline-child", handle.name], stdout=subprocess.PIPE, text=True
+    )
     assert process.stdout is not None
     result = Result(name, len(items), 0.0)
     lines: queue.Queue[str] = queue.Queue()
@@ -161,8 +203,10 @@ def run_baseline(items: list[dict[str, Any]], cap_s: float, name: str) -> Result
             try:
                 record = json.loads(lines.get(timeout=max(left, 0.001)))
             except queue.Empty:
-                result.note = (f"stopped at the {cap_s:g} s cap: {len(result.rewards)}/{len(items)} scored, "
-                               f"stuck on item {len(result.rewards)}")
+                result.note = (
+                    f"stopped at the {cap_s:g} s cap: {len(result.rewards)}/{len(items)} scored, "
+                    f"stuck on item {len(result.rewards)}"
+                )
                 break
             result.rewards[record["i"]] = record["reward"]
             result.latencies.append(record["s"])
@@ -247,8 +291,13 @@ def service_settings(url: str) -> dict[str, Any]:
 
 def start_service(env: dict[str, str]) -> tuple[subprocess.Popen[bytes], str]:
     port = free_port()
-    process = subprocess.Popen([sys.executable, "-m", "reward_service", "--host", "127.0.0.1", "--port", str(port)],
-                               cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "reward_service", "--host", "127.0.0.1", "--port", str(port)],
+        cwd=REPO,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     url = f"http://127.0.0.1:{port}"
     for _ in range(600):
         try:
@@ -261,8 +310,9 @@ def start_service(env: dict[str, str]) -> tuple[subprocess.Popen[bytes], str]:
     raise SystemExit("the reward service did not start within 60 s")
 
 
-def service_cell(env: dict[str, str], warm_up: list[dict[str, Any]], items: list[dict[str, Any]],
-                 concurrency: int, name: str) -> tuple[Result, dict[str, float], float]:
+def service_cell(
+    env: dict[str, str], warm_up: list[dict[str, Any]], items: list[dict[str, Any]], concurrency: int, name: str
+) -> tuple[Result, dict[str, float], float]:
     """One measurement on a freshly started service (cold caches), warmed on a different workload."""
     process, url = start_service(env)
     try:
@@ -311,9 +361,11 @@ def row(result: Result, baseline: dict[int, float] | None) -> str:
         agree = f"{same}/{len(shared)}"
     outcomes = " ".join(f"{k}:{v}" for k, v in sorted(result.statuses.items()))
     cpu_ms = result.cpu_s / max(1, len(result.latencies)) * 1000
-    return (f"| {result.name} | {len(result.latencies)}/{result.items} | {result.wall_s:.2f} | {result.rate():.0f} | "
-            f"{result.pct(0.5) * 1000:.1f} | {result.pct(0.99) * 1000:.0f} | {cpu_ms:.2f} | {outcomes} | {agree} | "
-            f"{result.note} |")
+    return (
+        f"| {result.name} | {len(result.latencies)}/{result.items} | {result.wall_s:.2f} | {result.rate():.0f} | "
+        f"{result.pct(0.5) * 1000:.1f} | {result.pct(0.99) * 1000:.0f} | {cpu_ms:.2f} | {outcomes} | {agree} | "
+        f"{result.note} |"
+    )
 
 
 def main() -> int:
@@ -353,29 +405,48 @@ def main() -> int:
         if mix == "clean" and concurrency == 64:
             fastest_clean = result.rate()
             identical = result.rewards == baseline.rewards
-            checks.append((f"clean c=64: rewards identical to the seed's math_verify on "
-                           f"{sum(result.rewards.get(i) == r for i, r in baseline.rewards.items())} of "
-                           f"{len(items)} items", identical))
+            checks.append(
+                (
+                    f"clean c=64: rewards identical to the seed's math_verify on "
+                    f"{sum(result.rewards.get(i) == r for i, r in baseline.rewards.items())} of "
+                    f"{len(items)} items",
+                    identical,
+                )
+            )
         if mix != "clean":
             answered = sum(result.statuses.values())
             p99 = result.pct(0.99)
-            checks.append((f"pathological c={concurrency}: {answered}/{len(items)} requests answered",
-                           answered == len(items)))
-            checks.append((f"pathological c={concurrency}: p99 {p99:.2f} s (target <= deadline {deadline:g} s"
-                           " + 0.5 s)", p99 <= deadline + 0.5))
-            healthy = (after["reward_service_pool_workers"] == after["reward_service_pool_workers_desired"]
-                       and after["reward_service_queue_depth"] == 0)
-            checks.append((f"pathological c={concurrency}: afterwards {after['reward_service_pool_workers']:.0f}"
-                           f" of {after['reward_service_pool_workers_desired']:.0f} workers alive, queue depth "
-                           f"{after['reward_service_queue_depth']:.0f}, "
-                           f"{after['reward_service_requests_total{outcome=timeout}']:.0f} timeouts, "
-                           f"{after['reward_service_worker_restarts_total']:.0f} worker restarts", healthy))
+            checks.append(
+                (f"pathological c={concurrency}: {answered}/{len(items)} requests answered", answered == len(items))
+            )
+            checks.append(
+                (
+                    f"pathological c={concurrency}: p99 {p99:.2f} s (target <= deadline {deadline:g} s + 0.5 s)",
+                    p99 <= deadline + 0.5,
+                )
+            )
+            healthy = (
+                after["reward_service_pool_workers"] == after["reward_service_pool_workers_desired"]
+                and after["reward_service_queue_depth"] == 0
+            )
+            checks.append(
+                (
+                    f"pathological c={concurrency}: afterwards {after['reward_service_pool_workers']:.0f}"
+                    f" of {after['reward_service_pool_workers_desired']:.0f} workers alive, queue depth "
+                    f"{after['reward_service_queue_depth']:.0f}, "
+                    f"{after['reward_service_requests_total{outcome=timeout}']:.0f} timeouts, "
+                    f"{after['reward_service_worker_restarts_total']:.0f} worker restarts",
+                    healthy,
+                )
+            )
     base_again = run_baseline(clean, args.cap_s, "seed design, clean (again, after the service runs)")
     rows.append(row(base_again, base_clean.rewards))
     rows += service_rows
     base_rate = max(base_clean.rate(), base_again.rate())
-    facts = [f"clean c=64 in the table: {fastest_clean:.0f} responses/s = {fastest_clean / base_rate:.2f}x the "
-             f"faster of the two seed runs ({base_rate:.0f}/s)"]
+    facts = [
+        f"clean c=64 in the table: {fastest_clean:.0f} responses/s = {fastest_clean / base_rate:.2f}x the "
+        f"faster of the two seed runs ({base_rate:.0f}/s)"
+    ]
 
     # The machine's cores are shared, so the target is judged on back-to-back pairs (seed, then service
     # at c=64, each on a fresh workload and a fresh process), and on the median ratio of the pairs.
@@ -386,16 +457,29 @@ def main() -> int:
         service_run, _, _ = service_cell(env, warm_up, fresh, 64, f"pair {round_index + 1}: service c=64, clean")
         rows += [row(seed_run, None), row(service_run, seed_run.rewards)]
         ratios.append(service_run.rate() / seed_run.rate())
-        checks.append((f"pair {round_index + 1}: rewards identical to the seed's math_verify on "
-                       f"{sum(service_run.rewards.get(i) == r for i, r in seed_run.rewards.items())} of "
-                       f"{len(fresh)} items", service_run.rewards == seed_run.rewards))
+        checks.append(
+            (
+                f"pair {round_index + 1}: rewards identical to the seed's math_verify on "
+                f"{sum(service_run.rewards.get(i) == r for i, r in seed_run.rewards.items())} of "
+                f"{len(fresh)} items",
+                service_run.rewards == seed_run.rewards,
+            )
+        )
     median = sorted(ratios)[len(ratios) // 2]
-    checks.insert(0, (f"clean c=64: median {median:.2f}x the seed design over {len(ratios)} back-to-back pairs "
-                      f"({', '.join(f'{r:.2f}x' for r in ratios)}) (target >= 1.6x)", median >= 1.6))
+    checks.insert(
+        0,
+        (
+            f"clean c=64: median {median:.2f}x the seed design over {len(ratios)} back-to-back pairs "
+            f"({', '.join(f'{r:.2f}x' for r in ratios)}) (target >= 1.6x)",
+            median >= 1.6,
+        ),
+    )
 
     print()
-    print("| run | answered | wall s | responses/s | p50 ms | p99 ms | scoring CPU ms/response | outcomes "
-          "| same reward as seed | note |")
+    print(
+        "| run | answered | wall s | responses/s | p50 ms | p99 ms | scoring CPU ms/response | outcomes "
+        "| same reward as seed | note |"
+    )
     print("|---|---|---|---|---|---|---|---|---|---|")
     for line in rows:
         print(line)

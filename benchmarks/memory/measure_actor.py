@@ -493,9 +493,11 @@ def _summary(results: list[dict[str, Any]]) -> None:
             ckpt = (la[-1] - la[0]) / max(1, len(la) - 1) / t / hidden if len(la) > 1 else float("nan")
             logits = (run["logits_phase_peak"] - run["after_trunk_forward"]) / t / vocab
             layer = (run["trunk_backward_peak"] - run["trunk_backward_start"]) / t / 1024
-            print(f"{r['case']:18} {p / 1e9:8.3f} {r['weights_bytes'] / p:6.2f} {r['grad_buffer_bytes'] / p:6.2f} "
-                  f"{opt_bpp:8.2f} {t:6d} {run['loss'] + ('' if run['temperature'] == 1.0 else '/T'):>6} "
-                  f"{ckpt:14.2f} {logits:14.2f} {layer:12.1f}")  # fmt: skip
+            print(
+                f"{r['case']:18} {p / 1e9:8.3f} {r['weights_bytes'] / p:6.2f} {r['grad_buffer_bytes'] / p:6.2f} "
+                f"{opt_bpp:8.2f} {t:6d} {run['loss'] + ('' if run['temperature'] == 1.0 else '/T'):>6} "
+                f"{ckpt:14.2f} {logits:14.2f} {layer:12.1f}"
+            )
 
 
 def main() -> int:

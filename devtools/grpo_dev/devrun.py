@@ -51,8 +51,9 @@ def _kuberay_ready(plane: SimulatedCluster, run: str) -> bool:
 @contextmanager
 def _operator(env: dict[str, str]) -> Iterator[subprocess.Popen[bytes]]:
     """The operator in its own session (Ctrl-C reaches us, not it), stopped before what it talks to."""
-    process = subprocess.Popen([sys.executable, "-m", "grpo_operator", "--standalone", "--all-namespaces"],
-                               env=env, start_new_session=True)  # fmt: skip
+    process = subprocess.Popen(
+        [sys.executable, "-m", "grpo_operator", "--standalone", "--all-namespaces"], env=env, start_new_session=True
+    )
     try:
         yield process
     finally:
@@ -68,12 +69,37 @@ def _operator(env: dict[str, str]) -> Iterator[subprocess.Popen[bytes]]:
 def _demo_prefix() -> list[str]:
     """grpo_launcher (no preflight: no GPU here; a minimal run config) wrapping the miles stand-in."""
     config = KUBECONFIG.parent / "demo-run-config.json"
-    config.write_text(json.dumps({
-        "apiVersion": "grpo.dev/v1alpha1", "kind": "RunConfig", "run": {"name": "quickstart", "namespace": "default"},
-        "preflight": {"gpus": 0, "minFreeGpuMemoryGiB": 0.0, "shmMinGiB": 0.0, "efaDevices": 0, "gdrcopy": False,
-                      "checkpointDir": str(KUBECONFIG.parent / "checkpoints"), "checkpointGiB": 0.0, "metricsPort": 0}}))  # fmt: skip
-    return [sys.executable, "-m", "grpo_launcher", "run", "--config", str(config), "--skip-preflight", "--",
-            sys.executable, str(FAKE_MILES)]  # fmt: skip
+    config.write_text(
+        json.dumps(
+            {
+                "apiVersion": "grpo.dev/v1alpha1",
+                "kind": "RunConfig",
+                "run": {"name": "quickstart", "namespace": "default"},
+                "preflight": {
+                    "gpus": 0,
+                    "minFreeGpuMemoryGiB": 0.0,
+                    "shmMinGiB": 0.0,
+                    "efaDevices": 0,
+                    "gdrcopy": False,
+                    "checkpointDir": str(KUBECONFIG.parent / "checkpoints"),
+                    "checkpointGiB": 0.0,
+                    "metricsPort": 0,
+                },
+            }
+        )
+    )
+    return [
+        sys.executable,
+        "-m",
+        "grpo_launcher",
+        "run",
+        "--config",
+        str(config),
+        "--skip-preflight",
+        "--",
+        sys.executable,
+        str(FAKE_MILES),
+    ]
 
 
 def main() -> int:
@@ -83,8 +109,12 @@ def main() -> int:
     try:
         with SimulatedCluster(kubeconfig=KUBECONFIG, report=_say) as plane, LocalRayHead() as head:
             _say(f"Ray head: {head.dashboard_url}")
-            env = {**os.environ, "KUBECONFIG": str(plane.kubeconfig), "GRPO_RAY_ADDRESS": head.dashboard_url,
-                   "GRPO_RECONCILE_INTERVAL_SECONDS": "3"}  # fmt: skip
+            env = {
+                **os.environ,
+                "KUBECONFIG": str(plane.kubeconfig),
+                "GRPO_RAY_ADDRESS": head.dashboard_url,
+                "GRPO_RECONCILE_INTERVAL_SECONDS": "3",
+            }
             env.pop("GRPO_DEMO", None)
             if demo:  # the real trainer launcher around the stand-in, so the run's end is read from its summary
                 env["GRPO_ENTRYPOINT_PREFIX"] = json.dumps(_demo_prefix())
@@ -95,9 +125,19 @@ def main() -> int:
                 plane.provide_claim("default", "fsx-claim")
                 # The local head runs with token auth on: the run takes its token from a Secret made first
                 # (bring your own token), as the operator's own Secret would give it on a cluster.
-                plane.kubectl("apply", "-f", "-", input=json.dumps({
-                    "apiVersion": "v1", "kind": "Secret", "metadata": {"name": names.ray_auth_secret("quickstart")},
-                    "stringData": {names.AUTH_TOKEN_KEY: head.auth_token}}))  # fmt: skip
+                plane.kubectl(
+                    "apply",
+                    "-f",
+                    "-",
+                    input=json.dumps(
+                        {
+                            "apiVersion": "v1",
+                            "kind": "Secret",
+                            "metadata": {"name": names.ray_auth_secret("quickstart")},
+                            "stringData": {names.AUTH_TOKEN_KEY: head.auth_token},
+                        }
+                    ),
+                )
                 plane.kubectl("apply", "-f", "-", input=quickstart)
                 applied = time.monotonic()
                 kubectl = tool_path("kubectl")
@@ -107,14 +147,17 @@ def main() -> int:
                 while operator.poll() is None:
                     if not ready and _kuberay_ready(plane, "quickstart"):
                         ready = True
-                        _say(f"KubeRay made RayCluster {names.ray_cluster('quickstart')} ready "
-                             f"{time.monotonic() - applied:.0f}s after kubectl apply")
+                        _say(
+                            f"KubeRay made RayCluster {names.ray_cluster('quickstart')} ready "
+                            f"{time.monotonic() - applied:.0f}s after kubectl apply"
+                        )
                     table = plane.kubectl("get", "grporuns", check=False).stdout
                     if table.split()[:-1] != last.split()[:-1]:  # print on change (AGE aside)
                         print(table, flush=True)
                         last = table
-                        message = plane.kubectl("get", "grporun", "quickstart", "-o", "jsonpath={.status.message}",
-                                                check=False).stdout  # fmt: skip
+                        message = plane.kubectl(
+                            "get", "grporun", "quickstart", "-o", "jsonpath={.status.message}", check=False
+                        ).stdout
                         if message:
                             _say(f"quickstart: {message}")
                     time.sleep(3)

@@ -184,7 +184,9 @@ def main(argv: list[str] | None = None) -> int:
     # A launcher's `--` before miles's argv must not turn miles's flags into positionals.
     args, ignored = build_parser().parse_known_args([a for a in raw if a != "--"])
     if args.num_rollout is None:
-        print("fake_miles: --num-rollout is required (this stand-in cannot derive it from --num-epoch)", file=sys.stderr)
+        print(
+            "fake_miles: --num-rollout is required (this stand-in cannot derive it from --num-epoch)", file=sys.stderr
+        )
         return 2
     stop = threading.Event()
 

@@ -289,16 +289,28 @@ class LocalRayHead:
     def ray_start_argv(self) -> list[str]:
         p = self.ports
         return [
-            self.ray_executable, "start", "--head", "--disable-usage-stats",
-            f"--node-ip-address={HOST}", f"--port={p.gcs}", f"--temp-dir={self.temp_dir}",
-            "--include-dashboard=true", f"--dashboard-host={HOST}", f"--dashboard-port={p.dashboard}",
-            f"--ray-client-server-port={p.client_server}", f"--node-manager-port={p.node_manager}",
-            f"--object-manager-port={p.object_manager}", f"--metrics-export-port={p.metrics_export}",
-            f"--dashboard-agent-listen-port={p.agent_listen}", f"--dashboard-agent-grpc-port={p.agent_grpc}",
+            self.ray_executable,
+            "start",
+            "--head",
+            "--disable-usage-stats",
+            f"--node-ip-address={HOST}",
+            f"--port={p.gcs}",
+            f"--temp-dir={self.temp_dir}",
+            "--include-dashboard=true",
+            f"--dashboard-host={HOST}",
+            f"--dashboard-port={p.dashboard}",
+            f"--ray-client-server-port={p.client_server}",
+            f"--node-manager-port={p.node_manager}",
+            f"--object-manager-port={p.object_manager}",
+            f"--metrics-export-port={p.metrics_export}",
+            f"--dashboard-agent-listen-port={p.agent_listen}",
+            f"--dashboard-agent-grpc-port={p.agent_grpc}",
             f"--runtime-env-agent-port={p.runtime_env_agent}",
-            f"--num-cpus={self.num_cpus}", "--num-gpus=0", f"--resources={json.dumps(self.resources)}",
+            f"--num-cpus={self.num_cpus}",
+            "--num-gpus=0",
+            f"--resources={json.dumps(self.resources)}",
             f"--object-store-memory={self.object_store_bytes}",
-        ]  # fmt: skip
+        ]
 
     def _ray_start(self) -> None:
         with self.log_path().open("wb") as log:
@@ -410,8 +422,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             token_file = head.temp_dir / "auth_token"
             token_file.touch(mode=0o600)
             token_file.write_text(head.auth_token)
-            print(f"localray: token auth on: export RAY_AUTH_MODE=token RAY_AUTH_TOKEN_PATH={token_file}",
-                  file=sys.stderr, flush=True)  # fmt: skip
+            print(
+                f"localray: token auth on: export RAY_AUTH_MODE=token RAY_AUTH_TOKEN_PATH={token_file}",
+                file=sys.stderr,
+                flush=True,
+            )
         with contextlib.suppress(KeyboardInterrupt):
             while True:
                 time.sleep(3600)

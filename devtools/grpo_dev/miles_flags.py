@@ -53,8 +53,18 @@ MILES_SKIPPED_FUNCTIONS = {"add_user_provided_function_arguments"}  # only with 
 MEGATRON_ARGS = "megatron/training/arguments.py"
 SGLANG_SERVER_ARGS = "sglang/srt/server_args.py"
 
-ZERO_ARITY = {"store_true", "store_false", "store_const", "count", "help", "version", "BooleanOptionalAction",
-              "DeprecatedAction", "DeprecatedStoreTrueAction", "DeprecatedStoreConstAction"}  # fmt: skip
+ZERO_ARITY = {
+    "store_true",
+    "store_false",
+    "store_const",
+    "count",
+    "help",
+    "version",
+    "BooleanOptionalAction",
+    "DeprecatedAction",
+    "DeprecatedStoreTrueAction",
+    "DeprecatedStoreConstAction",
+}
 
 # Combinations miles refuses at parse time (`miles_validate_args`, SGLang `validate_args`): logic, not
 # declarations, so listed here by hand from the pinned source. Each: (what, where, refused(values by flag)).
@@ -69,19 +79,37 @@ def _num(values: Values, flag: str, default: float = 0.0) -> float:
 
 
 REFUSED_COMBINATIONS: tuple[tuple[str, str, Callable[[Values], bool]], ...] = (
-    ("--kl-coef and --kl-loss-coef both non-zero", "miles/utils/arguments.py:2673",
-     lambda v: _num(v, "--kl-coef") != 0 and _num(v, "--kl-loss-coef") != 0),
-    ("--recompute-logprobs-via-prefill without --true-on-policy-mode", "miles/utils/arguments.py:2474",
-     lambda v: "--recompute-logprobs-via-prefill" in v and "--true-on-policy-mode" not in v),
-    ("--eval-interval without --eval-prompt-data or --eval-config", "miles/utils/arguments.py:2612",
-     lambda v: "--eval-interval" in v and "--eval-prompt-data" not in v and "--eval-config" not in v),
-    ("--save-interval without --save", "miles/utils/arguments.py:2615",
-     lambda v: "--save-interval" in v and "--save" not in v),
-    ("--save-trigger-sentinel without --save", "miles/utils/arguments.py:2618",
-     lambda v: "--save-trigger-sentinel" in v and "--save" not in v),
-    ("--sglang-dp-size > 1 without --sglang-enable-dp-attention", "miles/backends/sglang_utils/arguments.py:153",
-     lambda v: _num(v, "--sglang-dp-size", 1) > 1 and "--sglang-enable-dp-attention" not in v),
-)  # fmt: skip
+    (
+        "--kl-coef and --kl-loss-coef both non-zero",
+        "miles/utils/arguments.py:2673",
+        lambda v: _num(v, "--kl-coef") != 0 and _num(v, "--kl-loss-coef") != 0,
+    ),
+    (
+        "--recompute-logprobs-via-prefill without --true-on-policy-mode",
+        "miles/utils/arguments.py:2474",
+        lambda v: "--recompute-logprobs-via-prefill" in v and "--true-on-policy-mode" not in v,
+    ),
+    (
+        "--eval-interval without --eval-prompt-data or --eval-config",
+        "miles/utils/arguments.py:2612",
+        lambda v: "--eval-interval" in v and "--eval-prompt-data" not in v and "--eval-config" not in v,
+    ),
+    (
+        "--save-interval without --save",
+        "miles/utils/arguments.py:2615",
+        lambda v: "--save-interval" in v and "--save" not in v,
+    ),
+    (
+        "--save-trigger-sentinel without --save",
+        "miles/utils/arguments.py:2618",
+        lambda v: "--save-trigger-sentinel" in v and "--save" not in v,
+    ),
+    (
+        "--sglang-dp-size > 1 without --sglang-enable-dp-attention",
+        "miles/backends/sglang_utils/arguments.py:153",
+        lambda v: _num(v, "--sglang-dp-size", 1) > 1 and "--sglang-enable-dp-attention" not in v,
+    ),
+)
 
 
 @dataclass
@@ -150,14 +178,20 @@ def _literal(node: ast.AST, constants: dict[str, Any]) -> tuple[Any, bool]:
 def _enum_members(tree: ast.Module, name: str) -> list[str] | None:
     for node in ast.walk(tree):
         if isinstance(node, ast.ClassDef) and node.name == name:
-            members = [t.id for s in node.body if isinstance(s, ast.Assign) for t in s.targets
-                       if isinstance(t, ast.Name) and not t.id.startswith("_")]  # fmt: skip
+            members = [
+                t.id
+                for s in node.body
+                if isinstance(s, ast.Assign)
+                for t in s.targets
+                if isinstance(t, ast.Name) and not t.id.startswith("_")
+            ]
             return members or None
     return None
 
 
-def _flag_from_call(call: ast.Call, option_args: Sequence[ast.AST], constants: dict[str, Any], source: str,
-                    prefix: str = "") -> Flag | None:  # fmt: skip
+def _flag_from_call(
+    call: ast.Call, option_args: Sequence[ast.AST], constants: dict[str, Any], source: str, prefix: str = ""
+) -> Flag | None:
     names = [a.value for a in option_args if isinstance(a, ast.Constant) and isinstance(a.value, str)]
     names = [n for n in names if n.startswith("-")]
     if not names:
@@ -201,8 +235,12 @@ def _functions(tree: ast.AST) -> Iterable[tuple[str, ast.AST]]:
     yield from visit(tree, "<module>")
 
 
-def add_argument_calls(text: str, path: str, skip_functions: set[str] = frozenset(),  # type: ignore[assignment]
-                       prefix: str = "") -> Iterable[tuple[str, Flag]]:  # fmt: skip
+def add_argument_calls(
+    text: str,
+    path: str,
+    skip_functions: set[str] = frozenset(),  # type: ignore[assignment]
+    prefix: str = "",
+) -> Iterable[tuple[str, Flag]]:
     """(kind, flag) for each `x.add_argument(...)` ("add") and miles `reset_arg(parser, name, ...)` ("reset")."""
     tree = ast.parse(text)
     constants = _constants(tree)
@@ -315,8 +353,9 @@ class _Sources:
         return None
 
 
-def megatron_dataclass_flags(src: _Sources, from_path: str, cls_name: str, exclude: set[str],
-                             notes: list[str]) -> list[Flag]:  # fmt: skip
+def megatron_dataclass_flags(
+    src: _Sources, from_path: str, cls_name: str, exclude: set[str], notes: list[str]
+) -> list[Flag]:
     """Flags `ArgumentGroupFactory(cls, exclude)` builds (megatron/training/argument_utils.py, miles-main)."""
     found = src.find_class(from_path, cls_name)
     if found is None:
@@ -536,8 +575,9 @@ def miles_prefix_sglang(flags: list[Flag], skipped: list[str]) -> list[Flag]:
 
 
 def _git_reader(git_dir: Path, rev: str) -> tuple[str, Callable[[str], str | None]]:
-    commit = subprocess.run(["git", "--git-dir", str(git_dir), "rev-parse", f"{rev}^{{commit}}"], check=True,
-                            capture_output=True, text=True).stdout.strip()  # fmt: skip
+    commit = subprocess.run(
+        ["git", "--git-dir", str(git_dir), "rev-parse", f"{rev}^{{commit}}"], check=True, capture_output=True, text=True
+    ).stdout.strip()
 
     def read(path: str) -> str | None:
         r = subprocess.run(
@@ -548,8 +588,13 @@ def _git_reader(git_dir: Path, rev: str) -> tuple[str, Callable[[str], str | Non
     return commit, read
 
 
-def extract(miles_git: Path, megatron_git: Path, sglang_wheel: Path, miles_rev: str = MILES_COMMIT,
-            megatron_rev: str = MEGATRON_BRANCH) -> dict[str, Any]:  # fmt: skip
+def extract(
+    miles_git: Path,
+    megatron_git: Path,
+    sglang_wheel: Path,
+    miles_rev: str = MILES_COMMIT,
+    megatron_rev: str = MEGATRON_BRANCH,
+) -> dict[str, Any]:
     miles_commit, miles_read = _git_reader(miles_git, miles_rev)
     megatron_commit, megatron_read = _git_reader(megatron_git, megatron_rev)
     wheel = zipfile.ZipFile(sglang_wheel)
@@ -581,21 +626,27 @@ def extract(miles_git: Path, megatron_git: Path, sglang_wheel: Path, miles_rev: 
     unique = {id(f): f for f in result.flags.values()}
     return {
         "about": "Command-line flags of miles's parser at the pinned commits, extracted by AST "
-                 "(devtools/grpo_dev/miles_flags.py; regenerate with `make miles-flags`). Facts, not code.",
+        "(devtools/grpo_dev/miles_flags.py; regenerate with `make miles-flags`). Facts, not code.",
         "sources": {
             "miles": {"repo": MILES_REPO, "commit": miles_commit},
             "megatron": {"repo": MEGATRON_REPO, "branch": megatron_rev, "commit": megatron_commit},
-            "sglang": {"package": "sglang", "version": SGLANG_VERSION, "wheel": sglang_wheel.name,
-                       "sha256": hashlib.sha256(sglang_wheel.read_bytes()).hexdigest(),
-                       "note": "miles's image builds the sglang-miles branch over the v0.5.16 base image "
-                               "(miles docker/Dockerfile:13-19); flags here are the released 0.5.16's"},
+            "sglang": {
+                "package": "sglang",
+                "version": SGLANG_VERSION,
+                "wheel": sglang_wheel.name,
+                "sha256": hashlib.sha256(sglang_wheel.read_bytes()).hexdigest(),
+                "note": "miles's image builds the sglang-miles branch over the v0.5.16 base image "
+                "(miles docker/Dockerfile:13-19); flags here are the released 0.5.16's",
+            },
         },
-        "not_extracted": ["--router-* (RouterArgs from the sgl-router-for-miles wheel)",
-                          "miles add_user_provided_function_arguments (MILES_EXPERIMENTAL_ROLLOUT_REFACTOR=1 only)",
-                          "the FSDP backend's flags (--train-backend fsdp)"],
+        "not_extracted": [
+            "--router-* (RouterArgs from the sgl-router-for-miles wheel)",
+            "miles add_user_provided_function_arguments (MILES_EXPERIMENTAL_ROLLOUT_REFACTOR=1 only)",
+            "the FSDP backend's flags (--train-backend fsdp)",
+        ],
         "notes": sorted(set(result.notes)),
         "flags": sorted((asdict(f) for f in unique.values()), key=lambda f: f["names"][0]),
-    }  # fmt: skip
+    }
 
 
 # ---------------------------------------------------------------- checking an argv

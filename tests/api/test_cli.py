@@ -36,8 +36,16 @@ def test_plan_prints_a_table_and_json_with_the_contract_keys(name: str) -> None:
     table = grpo("plan", "-f", str(EXAMPLES / name))
     assert "workers" in table.stdout and "fits" in table.stdout
     data = json.loads(grpo("plan", "-f", str(EXAMPLES / name), "-o", "json").stdout)
-    for key in ("workerReplicas", "totalGpus", "efaPerNode", "actorGiBPerGpu", "rolloutGiBPerGpu", "gpuGiB",
-                "checkpointGiB", "fits"):  # fmt: skip
+    for key in (
+        "workerReplicas",
+        "totalGpus",
+        "efaPerNode",
+        "actorGiBPerGpu",
+        "rolloutGiBPerGpu",
+        "gpuGiB",
+        "checkpointGiB",
+        "fits",
+    ):
         assert key in data["plan"], key
 
 
@@ -68,7 +76,10 @@ def test_field_errors_are_one_line_each_naming_the_path() -> None:
     assert result.returncode == 1
     lines = result.stdout.strip().splitlines()
     assert [line.split(":")[0] for line in lines] == [
-        "spec.model.colour", "spec.rollout.numRollout", "spec.rollout.batchSize"]  # fmt: skip
+        "spec.model.colour",
+        "spec.rollout.numRollout",
+        "spec.rollout.batchSize",
+    ]
 
 
 def test_multi_document_files_are_checked_document_by_document(tmp_path: Path) -> None:

@@ -27,8 +27,14 @@ def _capped() -> None:
 
 def validate(text: str | bytes, *extra: str) -> subprocess.CompletedProcess[bytes]:
     data = text.encode() if isinstance(text, str) else text
-    return subprocess.run([*GRPO, "validate", "-f", "-", *extra], check=False, input=data, capture_output=True,
-                          timeout=120, preexec_fn=_capped)  # fmt: skip
+    return subprocess.run(
+        [*GRPO, "validate", "-f", "-", *extra],
+        check=False,
+        input=data,
+        capture_output=True,
+        timeout=120,
+        preexec_fn=_capped,
+    )
 
 
 def one_line_refusal(result: subprocess.CompletedProcess[bytes]) -> str:
@@ -113,10 +119,44 @@ def test_the_json_kubectl_get_prints_validates() -> None:
     assert validate(as_json).returncode == 0
 
 
-SCALARS = ["1e-6", "1e-06", "1E+3", "0x1F", "0o17", "017", "08", "1_000", "+12", "-0", "9223372036854775808",
-           "18446744073709551616", "99999999999999999999", "1e400", ".5", "yes", "No", "on", "OFF",
-           "y", "n", "True", "~", "null", "", "2026-01-01", "2026-13-45", "1:20", "0b101", "'5'", "!!str 5",
-           "!!float 3", "!foo bar", "12abc", "+", "."]  # fmt: skip
+SCALARS = [
+    "1e-6",
+    "1e-06",
+    "1E+3",
+    "0x1F",
+    "0o17",
+    "017",
+    "08",
+    "1_000",
+    "+12",
+    "-0",
+    "9223372036854775808",
+    "18446744073709551616",
+    "99999999999999999999",
+    "1e400",
+    ".5",
+    "yes",
+    "No",
+    "on",
+    "OFF",
+    "y",
+    "n",
+    "True",
+    "~",
+    "null",
+    "",
+    "2026-01-01",
+    "2026-13-45",
+    "1:20",
+    "0b101",
+    "'5'",
+    "!!str 5",
+    "!!float 3",
+    "!foo bar",
+    "12abc",
+    "+",
+    ".",
+]
 
 
 def same(ours: object, theirs: object) -> bool:
@@ -135,7 +175,10 @@ def test_scalars_and_keys_decode_exactly_as_kubectl_decodes_them(kubectl) -> Non
     printed = kubectl("create", "--dry-run=client", "-o", "json", "-f", "-", input=text).stdout
     ours = json.loads(json.dumps(decode_all(text)[0]))
     theirs = json.loads(printed)["spec"]
-    differ = {k: (ours["spec"]["values"].get(k), v) for k, v in theirs["values"].items()
-              if not same(ours["spec"]["values"].get(k), v)}
+    differ = {
+        k: (ours["spec"]["values"].get(k), v)
+        for k, v in theirs["values"].items()
+        if not same(ours["spec"]["values"].get(k), v)
+    }
     assert not differ, {SCALARS[int(k[1:])]: d for k, d in differ.items()}
     assert ours["spec"]["keys"] == theirs["keys"]

@@ -49,8 +49,11 @@ def test_schema_is_structural() -> None:
 
 def test_every_spec_field_has_a_description_for_kubectl_explain() -> None:
     schema = crdgen.crd()["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
-    missing = [p for p, n in walk(schema["properties"]["spec"], ".spec") if p and not p.endswith("[]") and "{" not in p
-               and "description" not in n]  # fmt: skip
+    missing = [
+        p
+        for p, n in walk(schema["properties"]["spec"], ".spec")
+        if p and not p.endswith("[]") and "{" not in p and "description" not in n
+    ]
     assert missing == []
 
 
@@ -71,8 +74,13 @@ def test_cross_field_rules_are_declared_as_cel() -> None:
     rules += [r["rule"] for r in spec["properties"]["topology"]["x-kubernetes-validations"]]
     rules += [r["rule"] for r in spec["properties"]["reward"]["x-kubernetes-validations"]]
     joined = "\n".join(rules)
-    for fragment in ("self.placement != 'Colocated'", "% self.rollout.gpusPerEngine == 0",
-                     "self.rollout.batchSize * self.rollout.samplesPerPrompt", "has(self.remote)", "oldSelf"):  # fmt: skip
+    for fragment in (
+        "self.placement != 'Colocated'",
+        "% self.rollout.gpusPerEngine == 0",
+        "self.rollout.batchSize * self.rollout.samplesPerPrompt",
+        "has(self.remote)",
+        "oldSelf",
+    ):
         assert fragment in joined
 
 
@@ -81,8 +89,20 @@ def test_status_keys_printer_columns_and_names() -> None:
     assert version["subresources"] == {"status": {}}
     assert [c["name"] for c in version["additionalPrinterColumns"]][:6] == EXPECTED_COLUMNS
     status = version["schema"]["openAPIV3Schema"]["properties"]["status"]["properties"]
-    assert {"phase", "conditions", "observedGeneration", "progress", "metrics", "plan", "rayClusterName",
-            "jobSubmissionId", "startTime", "completionTime", "reason", "message"} <= set(status)  # fmt: skip
+    assert {
+        "phase",
+        "conditions",
+        "observedGeneration",
+        "progress",
+        "metrics",
+        "plan",
+        "rayClusterName",
+        "jobSubmissionId",
+        "startTime",
+        "completionTime",
+        "reason",
+        "message",
+    } <= set(status)
     assert status["conditions"]["x-kubernetes-list-type"] == "map"
     names = crdgen.crd()["spec"]["names"]
     assert names["shortNames"] == ["grpo"] and names["kind"] == "GRPORun"

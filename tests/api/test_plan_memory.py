@@ -81,7 +81,9 @@ def test_a_qwen3_4b_training_checkpoint_is_about_53_gb() -> None:
     ("profile", "billions"),
     [("qwen3-4b", 4.02), ("qwen3-8b", 8.19), ("qwen3-30b-a3b", 30.5), ("glm-z1-9b", 9.4), ("qwen2.5-72b", 72.7)],
 )
-def test_parameter_counts_computed_from_the_architecture_match_the_published_sizes(profile: str, billions: float) -> None:
+def test_parameter_counts_computed_from_the_architecture_match_the_published_sizes(
+    profile: str, billions: float
+) -> None:
     assert PROFILES[ModelProfileName(profile)].total_params / 1e9 == pytest.approx(billions, rel=0.01)
 
 
@@ -98,7 +100,11 @@ def test_single_node_runs_request_no_efa_and_multi_node_runs_request_all_of_it()
 
 
 def test_pinned_host_memory_is_checked_against_the_node() -> None:
-    plan, problems = plan_of({"model": {"profile": "qwen2.5-72b"},
-                              "topology": {"parallelism": {"tensor": 4}, "rollout": {"gpusPerEngine": 4, "memFraction": 0.5}}})
+    plan, problems = plan_of(
+        {
+            "model": {"profile": "qwen2.5-72b"},
+            "topology": {"parallelism": {"tensor": 4}, "rollout": {"gpusPerEngine": 4, "memFraction": 0.5}},
+        }
+    )
     assert plan.host_gib_per_node > plan.host_capacity_gib and not plan.fits
     assert any("GiB of pinned host memory" in p.message for p in problems)

@@ -86,7 +86,9 @@ def test_worker_replicas_follow_the_final_topology(spec_with) -> None:  # type: 
     run, problems = spec_with({"topology": {"actor": {"nodes": 2}}})
     assert not problems and run is not None
     assert make_plan(run).worker_replicas == 2
-    run, problems = spec_with({"topology": {"placement": "Disaggregated", "actor": {"nodes": 2}, "rollout": {"gpus": 16}}})
+    run, problems = spec_with(
+        {"topology": {"placement": "Disaggregated", "actor": {"nodes": 2}, "rollout": {"gpus": 16}}}
+    )
     assert not problems and run is not None
     assert make_plan(run).worker_replicas == 4
 
@@ -143,7 +145,9 @@ def test_reward_backend_typo_is_rejected(spec_with) -> None:  # type: ignore[no-
 
 
 def test_managed_flags_in_extra_args_name_the_spec_field(spec_with) -> None:  # type: ignore[no-untyped-def]
-    _, problems = spec_with({"extraArgs": ["--use-kl-loss", "--rollout-top-p", "0.9", "--tensor-model-parallel-size=2"]})
+    _, problems = spec_with(
+        {"extraArgs": ["--use-kl-loss", "--rollout-top-p", "0.9", "--tensor-model-parallel-size=2"]}
+    )
     assert [str(p) for p in problems] == [
         "spec.extraArgs[0]: --use-kl-loss is managed by the operator; set spec.training.klLossCoef instead",
         "spec.extraArgs[3]: --tensor-model-parallel-size=2 is managed by the operator; set "

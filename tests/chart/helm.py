@@ -28,8 +28,9 @@ def helm(*args: str, check: bool = True, input: str | None = None) -> subprocess
         "HELM_CONFIG_HOME": str(_HOME / "config"),
         "HELM_DATA_HOME": str(_HOME / "data"),
     }
-    result = subprocess.run([str(tool_path("helm")), *args], capture_output=True, text=True, env=env,
-                            input=input, timeout=300, check=False)  # fmt: skip
+    result = subprocess.run(
+        [str(tool_path("helm")), *args], capture_output=True, text=True, env=env, input=input, timeout=300, check=False
+    )
     if check and result.returncode != 0:
         raise AssertionError(f"helm {' '.join(args)} failed ({result.returncode}):\n{result.stderr}{result.stdout}")
     return result
@@ -37,7 +38,9 @@ def helm(*args: str, check: bool = True, input: str | None = None) -> subprocess
 
 def template(*sets: str, release: str = "grpo", namespace: str = "grpo-system") -> str:
     """`helm template` of the chart with `--set` values (`--set-json` for those starting with `json:`), as text."""
-    args = [arg for value in sets for arg in (("--set-json", value[5:]) if value.startswith("json:") else ("--set", value))]
+    args = [
+        arg for value in sets for arg in (("--set-json", value[5:]) if value.startswith("json:") else ("--set", value))
+    ]
     return helm("template", release, str(CHART), "--namespace", namespace, *args).stdout
 
 

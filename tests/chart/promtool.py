@@ -37,9 +37,13 @@ def promtool() -> Path:
         shutil.rmtree(stale, ignore_errors=True)
     scratch = Path(tempfile.mkdtemp(prefix="_promtool-build-", dir=CACHE))
     try:
-        subprocess.run([go, "install", f"github.com/prometheus/prometheus/cmd/promtool@{VERSION}"],
-                       env={**os.environ, "GOBIN": str(scratch / "bin"), "CGO_ENABLED": "0"},
-                       check=True, capture_output=True, timeout=3600)  # fmt: skip
+        subprocess.run(
+            [go, "install", f"github.com/prometheus/prometheus/cmd/promtool@{VERSION}"],
+            env={**os.environ, "GOBIN": str(scratch / "bin"), "CGO_ENABLED": "0"},
+            check=True,
+            capture_output=True,
+            timeout=3600,
+        )
         target.parent.mkdir(parents=True, exist_ok=True)
         os.replace(scratch / "bin" / "promtool", target)
     finally:

@@ -18,7 +18,9 @@ from tests.chart.argocd import ARGOCD, HEALTH_LUA, health
 CASES: list[dict[str, Any]] = yaml.safe_load((ARGOCD / "health_test.yaml").read_text())["tests"]
 
 
-@pytest.mark.parametrize("case", CASES, ids=[c["inputPath"].removeprefix("testdata/").removesuffix(".yaml") for c in CASES])
+@pytest.mark.parametrize(
+    "case", CASES, ids=[c["inputPath"].removeprefix("testdata/").removesuffix(".yaml") for c in CASES]
+)
 def test_each_sample_grporun_gets_the_expected_health(case: dict[str, Any]) -> None:
     obj = yaml.safe_load((ARGOCD / case["inputPath"]).read_text())
     assert health(obj) == case["healthStatus"]
@@ -81,9 +83,14 @@ def test_the_applications_deliver_the_crds_with_server_side_apply_and_the_runs_a
     assert (ARGOCD.parents[1] / runs["spec"]["source"]["path"]).is_dir()
     # a GRPORun is Progressing for hours: it must sit in the last wave of its Application
     docs = [d for p in sorted((ARGOCD / "runs").glob("*.yaml")) for d in yaml.safe_load_all(p.read_text()) if d]
-    run_waves = [int(d["metadata"]["annotations"]["argocd.argoproj.io/sync-wave"]) for d in docs if d["kind"] == "GRPORun"]
-    other_waves = [int(d["metadata"].get("annotations", {}).get("argocd.argoproj.io/sync-wave", 0))
-                   for d in docs if d["kind"] != "GRPORun"]  # fmt: skip
+    run_waves = [
+        int(d["metadata"]["annotations"]["argocd.argoproj.io/sync-wave"]) for d in docs if d["kind"] == "GRPORun"
+    ]
+    other_waves = [
+        int(d["metadata"].get("annotations", {}).get("argocd.argoproj.io/sync-wave", 0))
+        for d in docs
+        if d["kind"] != "GRPORun"
+    ]
     assert run_waves and min(run_waves) > max(other_waves, default=0)
 
 

@@ -20,12 +20,25 @@ def test_every_sample_is_accepted_and_read_back_unchanged(namespace: str, kubect
     for path in SAMPLES:
         sample: dict[str, Any] = yaml.safe_load(path.read_text())
         name = path.stem
-        obj = {"apiVersion": sample["apiVersion"], "kind": sample["kind"], "spec": sample["spec"],
-               "metadata": {"name": name, "namespace": namespace}}  # fmt: skip
+        obj = {
+            "apiVersion": sample["apiVersion"],
+            "kind": sample["kind"],
+            "spec": sample["spec"],
+            "metadata": {"name": name, "namespace": namespace},
+        }
         kubectl("create", "-f", "-", input=json.dumps(obj))
         if "status" in sample:
-            kubectl("patch", "grporun", name, "-n", namespace, "--subresource=status", "--type=merge",
-                    "-p", json.dumps({"status": sample["status"]}))  # fmt: skip
+            kubectl(
+                "patch",
+                "grporun",
+                name,
+                "-n",
+                namespace,
+                "--subresource=status",
+                "--type=merge",
+                "-p",
+                json.dumps({"status": sample["status"]}),
+            )
         stored = json.loads(kubectl("get", "grporun", name, "-n", namespace, "-o", "json").stdout)
         assert stored.get("status") == sample.get("status"), Path(path).name
         # the stored object (server defaults, real metadata) gets the health its sample promises, generation aside

@@ -63,8 +63,12 @@ def _container(rendered_text: str) -> dict[str, Any]:
 
 
 def test_every_setting_the_chart_passes_is_accepted_by_the_operator_with_the_values_given() -> None:
-    text = template("settings.reconcileIntervalSeconds=7", "json:settings.rewardErrorRatioMax=0.25",
-                    "rewardService.image=registry.example/reward@sha256:" + "c" * 64, "metrics.port=9100")  # fmt: skip
+    text = template(
+        "settings.reconcileIntervalSeconds=7",
+        "json:settings.rewardErrorRatioMax=0.25",
+        "rewardService.image=registry.example/reward@sha256:" + "c" * 64,
+        "metrics.port=9100",
+    )
     env = {e["name"]: e["value"] for e in _container(text)["env"]}
     settings = load_settings(env)  # raises SettingsError on an unknown GRPO_* name or a bad value
     assert settings.reconcile_interval_seconds == 7
@@ -101,15 +105,24 @@ def _rules(text: str, kind: str) -> dict[tuple[str, str], set[str]]:
     return granted
 
 
-PLURAL = {"ConfigMap": "configmaps", "Service": "services", "Deployment": "deployments",
-          "PodDisruptionBudget": "poddisruptionbudgets", "RayCluster": "rayclusters",
-          "NetworkPolicy": "networkpolicies"}  # fmt: skip
+PLURAL = {
+    "ConfigMap": "configmaps",
+    "Service": "services",
+    "Deployment": "deployments",
+    "PodDisruptionBudget": "poddisruptionbudgets",
+    "RayCluster": "rayclusters",
+    "NetworkPolicy": "networkpolicies",
+}
 
 
 @pytest.mark.parametrize(("values", "kind"), [((), "ClusterRole"), (("watchNamespaces={team-a}",), "Role")])
-def test_the_rules_grant_create_and_patch_on_every_kind_the_operator_renders(values: tuple[str, ...], kind: str) -> None:
+def test_the_rules_grant_create_and_patch_on_every_kind_the_operator_renders(
+    values: tuple[str, ...], kind: str
+) -> None:
     doc = yaml.safe_load((EXAMPLES / "quickstart.yaml").read_text())
-    doc = merge(doc, {"spec": {"reward": {"type": "remote", "remote": {"replicas": 2, "image": "r@sha256:" + "d" * 64}}}})
+    doc = merge(
+        doc, {"spec": {"reward": {"type": "remote", "remote": {"replicas": 2, "image": "r@sha256:" + "d" * 64}}}}
+    )
     run, problems = parse_run(doc)
     assert run is not None and not problems
     children = render(run, make_plan(run), RenderSettings()).children
@@ -135,7 +148,9 @@ def test_turning_network_policies_off_drops_their_rule_and_tells_the_operator() 
     [deployment] = by_kind(template("networkPolicies.enabled=false"), "Deployment")
     env = {e["name"]: e.get("value") for e in deployment["spec"]["template"]["spec"]["containers"][0]["env"]}
     assert env["GRPO_NETWORK_POLICIES"] == "false"
-    assert ("networking.k8s.io", "networkpolicies") not in _rules(template("networkPolicies.enabled=false"), "ClusterRole")
+    assert ("networking.k8s.io", "networkpolicies") not in _rules(
+        template("networkPolicies.enabled=false"), "ClusterRole"
+    )
     assert ("networking.k8s.io", "networkpolicies") in _rules(template(), "ClusterRole")
 
 
@@ -159,7 +174,9 @@ def test_the_operator_pod_is_non_root_read_only_and_drops_every_capability() -> 
 
 
 def test_the_chart_ships_the_generated_crd() -> None:
-    assert (CHART / "crds" / "grporuns.grpo.dev.yaml").read_text() == (REPO / "crds" / "grporuns.grpo.dev.yaml").read_text()
+    assert (CHART / "crds" / "grporuns.grpo.dev.yaml").read_text() == (
+        REPO / "crds" / "grporuns.grpo.dev.yaml"
+    ).read_text()
 
 
 def test_the_image_is_pinned_by_digest_and_runs_as_non_root() -> None:
@@ -177,14 +194,20 @@ def test_the_image_is_pinned_by_digest_and_runs_as_non_root() -> None:
 
 
 def test_the_network_policy_values_reach_the_operator_as_its_settings() -> None:
-    text = template("networkPolicies.prometheus.namespaceLabels.team=observability",
-                    "networkPolicies.prometheus.podLabels.app=prometheus", "networkPolicies.restrictEgress=true",
-                    "networkPolicies.egressCIDRs={10.1.0.0/16}", namespace="ops")  # fmt: skip
+    text = template(
+        "networkPolicies.prometheus.namespaceLabels.team=observability",
+        "networkPolicies.prometheus.podLabels.app=prometheus",
+        "networkPolicies.restrictEgress=true",
+        "networkPolicies.egressCIDRs={10.1.0.0/16}",
+        namespace="ops",
+    )
     render_settings = load_settings({e["name"]: e["value"] for e in _container(text)["env"]}).render
     assert render_settings.network_policies is True
     assert render_settings.operator_namespace == "ops"
-    assert render_settings.operator_pod_labels == {"app.kubernetes.io/name": "grpo-operator",
-                                                   "app.kubernetes.io/instance": "grpo"}  # fmt: skip
+    assert render_settings.operator_pod_labels == {
+        "app.kubernetes.io/name": "grpo-operator",
+        "app.kubernetes.io/instance": "grpo",
+    }
     assert render_settings.prometheus_namespace_labels == {"team": "observability"}
     assert render_settings.prometheus_pod_labels == {"app": "prometheus"}
     assert render_settings.egress_cidrs == ("10.1.0.0/16",)
@@ -192,10 +215,13 @@ def test_the_network_policy_values_reach_the_operator_as_its_settings() -> None:
     assert default.prometheus_pod_labels is None and default.egress_cidrs is None
 
 
-@pytest.mark.parametrize(("namespaces", "peering_kind", "resource"), [
-    ((), "ClusterKopfPeering", "clusterkopfpeerings"),
-    (("team-a", "team-b"), "KopfPeering", "kopfpeerings"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("namespaces", "peering_kind", "resource"),
+    [
+        ((), "ClusterKopfPeering", "clusterkopfpeerings"),
+        (("team-a", "team-b"), "KopfPeering", "kopfpeerings"),
+    ],
+)
 def test_two_replicas_run_with_kopf_peering_its_object_and_the_rights_for_it(
     namespaces: tuple[str, ...], peering_kind: str, resource: str
 ) -> None:

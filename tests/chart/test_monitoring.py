@@ -66,7 +66,7 @@ def _metric_selectors(expr: str) -> list[tuple[str, set[str]]]:
     out = []
     for match in METRIC.finditer(expr):
         name = match.group(1)
-        selector = re.match(r"\{([^}]*)\}", expr[match.end():])
+        selector = re.match(r"\{([^}]*)\}", expr[match.end() :])
         labels = set(re.findall(r"([a-z_]+)\s*(?:=~|!~|!=|=)", selector.group(1))) if selector else set()
         out.append((name, labels))
     return out
@@ -85,7 +85,9 @@ def test_every_query_names_an_exported_metric_and_its_labels(source: str, export
             assert labels <= known, f"{source}: {name} has no label {labels - known} (in: {expr})"
         for grouped in re.findall(r"\b(?:by|on)\s*\(([^)]*)\)", expr):
             for label in (x.strip() for x in grouped.split(",")):
-                assert any(label in exported.get(n, set()) | {"namespace", "name"} for n, _ in _metric_selectors(expr)), expr
+                assert any(
+                    label in exported.get(n, set()) | {"namespace", "name"} for n, _ in _metric_selectors(expr)
+                ), expr
 
 
 def test_the_alerts_cover_a_degenerate_run_a_stalled_run_and_a_failing_reward_service() -> None:
@@ -103,8 +105,12 @@ def test_the_dashboard_is_per_run_and_shows_reward_repetition_progress_and_phase
     assert {"datasource", "namespace", "run"} <= variables
     by_metric = {name for expr in _dashboard_exprs() for name, _ in _metric_selectors(expr)}
     assert {"grpo_run_reward", "grpo_run_repetition_frac", "grpo_run_rollout", "grpo_run_phase"} <= by_metric
-    per_run = [t["expr"] for p in dashboard["panels"] if "all runs" not in p["title"] and "Operator" not in p["title"]
-               for t in p["targets"]]  # fmt: skip
+    per_run = [
+        t["expr"]
+        for p in dashboard["panels"]
+        if "all runs" not in p["title"] and "Operator" not in p["title"]
+        for t in p["targets"]
+    ]
     assert all('name="$run"' in e and 'namespace="$namespace"' in e for e in per_run)
     ids = [p["id"] for p in dashboard["panels"]]
     assert len(ids) == len(set(ids))

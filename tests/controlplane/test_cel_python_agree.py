@@ -45,8 +45,11 @@ def valid_specs(draw: st.DrawFn) -> dict[str, Any]:
     actor_gpus = nodes * per_node
     engine = draw(st.sampled_from(divisors(per_node)))
     topo["actor"] = {"nodes": nodes, "gpusPerNode": per_node}
-    topo["rollout"] = {"gpusPerEngine": engine, "expertParallel": draw(st.sampled_from(divisors(engine))),
-                       "memFraction": 0.8}  # fmt: skip
+    topo["rollout"] = {
+        "gpusPerEngine": engine,
+        "expertParallel": draw(st.sampled_from(divisors(engine))),
+        "memFraction": 0.8,
+    }
     topo["placement"] = draw(st.sampled_from(["Colocated", "Disaggregated"]))
     if topo["placement"] == "Disaggregated":
         topo["rollout"]["gpus"] = engine * draw(st.integers(1, 4))
@@ -57,8 +60,13 @@ def valid_specs(draw: st.DrawFn) -> dict[str, Any]:
     context = draw(st.sampled_from(divisors(actor_gpus // (tensor * pipeline))))
     expert = draw(st.sampled_from(divisors(actor_gpus // pipeline)))
     expert_tensor = draw(st.sampled_from(divisors(actor_gpus // (pipeline * expert))))
-    topo["parallelism"] = {"tensor": tensor, "pipeline": pipeline, "context": context, "expert": expert,
-                           "expertTensor": expert_tensor}  # fmt: skip
+    topo["parallelism"] = {
+        "tensor": tensor,
+        "pipeline": pipeline,
+        "context": context,
+        "expert": expert,
+        "expertTensor": expert_tensor,
+    }
     steps = draw(st.integers(1, 4))
     global_batch, samples = draw(st.integers(1, 64)), draw(st.sampled_from([1, 2, 4, 8]))
     spec["rollout"].update(batchSize=global_batch * steps, samplesPerPrompt=samples)
@@ -101,8 +109,19 @@ def _break(doc: dict[str, Any], rule: str, pick: int) -> None:
         spec["reward"] = {"type": "remote"} if pick % 2 else {"type": "dapo", "remote": {"replicas": 1}}
 
 
-RULES = ["colocated-gpus", "disaggregated-gpus", "engine-multiple", "engine-in-node", "model-parallel",
-         "expert-parallel", "tensor-in-node", "sglang-ep", "batch-identity", "eps-clip", "remote-block"]  # fmt: skip
+RULES = [
+    "colocated-gpus",
+    "disaggregated-gpus",
+    "engine-multiple",
+    "engine-in-node",
+    "model-parallel",
+    "expert-parallel",
+    "tensor-in-node",
+    "sglang-ep",
+    "batch-identity",
+    "eps-clip",
+    "remote-block",
+]
 
 
 @st.composite
@@ -128,7 +147,12 @@ def server_accepts(kubectl: Kubectl, namespace: str, docs: list[dict[str, Any]])
 
 
 # No shrinking: a failure already names every disagreeing spec, and each shrink step is an API round trip.
-@settings(max_examples=6, deadline=None, phases=[Phase.explicit, Phase.reuse, Phase.generate], suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@settings(
+    max_examples=6,
+    deadline=None,
+    phases=[Phase.explicit, Phase.reuse, Phase.generate],
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
 @given(batch=st.lists(specs(), min_size=BATCH, max_size=BATCH))
 def test_the_api_server_and_grpo_validate_agree_on_every_cross_field_rule(
     batch: list[dict[str, Any]], namespace: str, kubectl: Kubectl
@@ -141,7 +165,9 @@ def test_the_api_server_and_grpo_validate_agree_on_every_cross_field_rule(
         name, refused = doc["metadata"]["name"], python_refuses(doc)
         if (name in accepted) == bool(refused):
             verdict = "accepted" if name in accepted else "refused"
-            disagreements.append(f"{name}: API server {verdict}, Python says {refused or 'valid'}; "
-                                 f"spec {json.dumps(doc['spec']['topology'])} "
-                                 f"batch {doc['spec']['rollout']} {doc['spec']['training']} {doc['spec']['reward']}")  # fmt: skip
+            disagreements.append(
+                f"{name}: API server {verdict}, Python says {refused or 'valid'}; "
+                f"spec {json.dumps(doc['spec']['topology'])} "
+                f"batch {doc['spec']['rollout']} {doc['spec']['training']} {doc['spec']['reward']}"
+            )
     assert not disagreements, "\n".join(disagreements)

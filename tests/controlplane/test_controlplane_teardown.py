@@ -31,7 +31,7 @@ def descendants(root: int) -> set[int]:
             stat = (entry / "stat").read_text()
         except OSError:
             continue
-        fields = stat[stat.rindex(")") + 2:].split()
+        fields = stat[stat.rindex(")") + 2 :].split()
         if fields[0] != "Z":
             children.setdefault(int(fields[1]), []).append(int(entry.name))
     found: set[int] = set()
@@ -88,8 +88,16 @@ def daemon_names(pids: set[int]) -> set[str]:
 @pytest.mark.parametrize("how", [signal.SIGINT, signal.SIGTERM, signal.SIGKILL], ids=lambda s: s.name)
 def test_up_leaves_no_process_behind_when_its_owner_is_signalled(tmp_path: Path, how: signal.Signals) -> None:
     kubeconfig = tmp_path / "kubeconfig"
-    argv = [sys.executable, "-m", "grpo_dev.localcluster", "up", "--kubeconfig", str(kubeconfig),
-            "--no-crds", "--scheduler"]
+    argv = [
+        sys.executable,
+        "-m",
+        "grpo_dev.localcluster",
+        "up",
+        "--kubeconfig",
+        str(kubeconfig),
+        "--no-crds",
+        "--scheduler",
+    ]
     child = start_until_ready(argv, "ready: export KUBECONFIG=")
     started = descendants(child.pid)
     assert {"etcd", "kube-apiserver", "kube-controller", "kube-scheduler"} <= daemon_names(started)
@@ -112,8 +120,13 @@ def test_an_exception_inside_the_with_block_stops_every_process(tmp_path: Path) 
             input()
             raise RuntimeError("a failing test")
     """)
-    child = subprocess.Popen([sys.executable, "-c", script], stdin=subprocess.PIPE,
-                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    child = subprocess.Popen(
+        [sys.executable, "-c", script],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     assert child.stdout is not None and child.stdin is not None
     line = ""
     deadline = time.monotonic() + READY_TIMEOUT
@@ -134,7 +147,8 @@ def test_an_exception_inside_the_with_block_stops_every_process(tmp_path: Path) 
 
 
 def test_a_pytest_session_stopped_with_sigterm_tears_its_control_plane_down(tmp_path: Path) -> None:
-    (tmp_path / "conftest.py").write_text(textwrap.dedent("""
+    (tmp_path / "conftest.py").write_text(
+        textwrap.dedent("""
         import pytest
         from grpo_dev.localcluster import ControlPlane
 
@@ -142,8 +156,10 @@ def test_a_pytest_session_stopped_with_sigterm_tears_its_control_plane_down(tmp_
         def control_plane():
             with ControlPlane(crd_dirs=[], kuberay_crds=False) as plane:
                 yield plane
-    """))
-    (tmp_path / "test_slow.py").write_text(textwrap.dedent("""
+    """)
+    )
+    (tmp_path / "test_slow.py").write_text(
+        textwrap.dedent("""
         import time
 
         def test_waits(control_plane):
@@ -152,7 +168,8 @@ def test_a_pytest_session_stopped_with_sigterm_tears_its_control_plane_down(tmp_
 
         def test_never_reached():
             raise AssertionError("the session should have stopped")
-    """))
+    """)
+    )
     argv = [sys.executable, "-m", "pytest", "-s", "-p", "no:cacheprovider", "-o", "addopts=", str(tmp_path)]
     child = subprocess.Popen(argv, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     assert child.stdout is not None

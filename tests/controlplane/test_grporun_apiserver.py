@@ -49,8 +49,9 @@ def spec_schema() -> dict[str, Any]:
 
 
 def test_the_crd_is_installed_and_established(kubectl: Kubectl) -> None:
-    status = kubectl("get", "crd", "grporuns.grpo.dev", "-o",
-                     "jsonpath={.status.conditions[?(@.type=='Established')].status}").stdout
+    status = kubectl(
+        "get", "crd", "grporuns.grpo.dev", "-o", "jsonpath={.status.conditions[?(@.type=='Established')].status}"
+    ).stdout
     assert status == "True"
 
 
@@ -79,9 +80,7 @@ def test_bad_input_is_rejected_at_apply_time_naming_the_field(case: Case, kubect
 
 
 @pytest.mark.parametrize("case", [c for c in CEL_CASES if not c.api_server], ids=lambda c: c.id)
-def test_python_only_rules_are_accepted_by_the_api_server_and_rejected_by_python(
-    case: Case, kubectl: Kubectl
-) -> None:
+def test_python_only_rules_are_accepted_by_the_api_server_and_rejected_by_python(case: Case, kubectl: Kubectl) -> None:
     result = dry_run(kubectl, case.manifest("python-only"))
     assert result.returncode == 0, result.stderr
     assert case.field in python_errors(case.manifest())
@@ -90,8 +89,17 @@ def test_python_only_rules_are_accepted_by_the_api_server_and_rejected_by_python
 def test_kubectl_get_shows_the_printer_columns_with_status_values(namespace: str, kubectl: Kubectl) -> None:
     kubectl("apply", "-n", namespace, "-f", str(EXAMPLES / "quickstart.yaml"))
     status = {"phase": "Running", "progress": "3/20", "metrics": {"rawReward": 0.42, "repetitionFrac": 0.05}}
-    kubectl("patch", "grporun", "quickstart", "-n", namespace, "--subresource=status", "--type=merge",
-            "-p", json.dumps({"status": status}))
+    kubectl(
+        "patch",
+        "grporun",
+        "quickstart",
+        "-n",
+        namespace,
+        "--subresource=status",
+        "--type=merge",
+        "-p",
+        json.dumps({"status": status}),
+    )
     header, row = kubectl("get", "grporuns", "-n", namespace).stdout.splitlines()
     assert header.split() == ["NAME", "PHASE", "MODEL", "PROGRESS", "REWARD", "REPETITION", "AGE"]
     assert row.split()[:6] == ["quickstart", "Running", "qwen3-4b", "3/20", "0.42", "0.05"]
@@ -111,10 +119,20 @@ def test_kubectl_explain_shows_the_topology_descriptions(kubectl: Kubectl) -> No
 
 def test_a_status_patch_keeps_declared_keys_and_prunes_undeclared_ones(namespace: str, kubectl: Kubectl) -> None:
     kubectl("apply", "-n", namespace, "-f", str(EXAMPLES / "quickstart.yaml"))
-    patch = {"status": {"phase": "Running", "notDeclared": "dropped",
-                        "metrics": {"rawReward": 0.5, "alsoNotDeclared": 1}}}
-    kubectl("patch", "grporun", "quickstart", "-n", namespace, "--subresource=status", "--type=merge",
-            "-p", json.dumps(patch))
+    patch = {
+        "status": {"phase": "Running", "notDeclared": "dropped", "metrics": {"rawReward": 0.5, "alsoNotDeclared": 1}}
+    }
+    kubectl(
+        "patch",
+        "grporun",
+        "quickstart",
+        "-n",
+        namespace,
+        "--subresource=status",
+        "--type=merge",
+        "-p",
+        json.dumps(patch),
+    )
     status = json.loads(kubectl("get", "grporun", "quickstart", "-n", namespace, "-o", "json").stdout)["status"]
     assert status["phase"] == "Running"
     assert status["metrics"] == {"rawReward": 0.5}
@@ -123,8 +141,17 @@ def test_a_status_patch_keeps_declared_keys_and_prunes_undeclared_ones(namespace
 
 def test_spec_changes_through_the_status_subresource_are_ignored(namespace: str, kubectl: Kubectl) -> None:
     kubectl("apply", "-n", namespace, "-f", str(EXAMPLES / "quickstart.yaml"))
-    kubectl("patch", "grporun", "quickstart", "-n", namespace, "--subresource=status", "--type=merge",
-            "-p", json.dumps({"spec": {"image": "other:1"}, "status": {"phase": "Pending"}}))
+    kubectl(
+        "patch",
+        "grporun",
+        "quickstart",
+        "-n",
+        namespace,
+        "--subresource=status",
+        "--type=merge",
+        "-p",
+        json.dumps({"spec": {"image": "other:1"}, "status": {"phase": "Pending"}}),
+    )
     stored = json.loads(kubectl("get", "grporun", "quickstart", "-n", namespace, "-o", "json").stdout)
     assert stored["spec"]["image"] != "other:1"
     assert stored["status"]["phase"] == "Pending"
@@ -133,8 +160,13 @@ def test_spec_changes_through_the_status_subresource_are_ignored(namespace: str,
 @pytest.mark.parametrize("example", RENDERABLE, ids=lambda p: p.name)
 def test_every_manifest_grpo_render_produces_passes_server_side_dry_run(example: Path, kubectl: Kubectl) -> None:
     grpo = Path(sys.executable).parent / "grpo"
-    rendered = subprocess.run([str(grpo), "render", "-f", str(example), "--reward-image", REWARD_IMAGE],
-                              capture_output=True, text=True, check=True, timeout=120).stdout
+    rendered = subprocess.run(
+        [str(grpo), "render", "-f", str(example), "--reward-image", REWARD_IMAGE],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=120,
+    ).stdout
     documents = [d for d in yaml.safe_load_all(rendered) if d]
     assert {d["kind"] for d in documents} >= {"ConfigMap", "RayCluster"}
     result = kubectl("apply", "--dry-run=server", "-f", "-", input=rendered, check=False)

@@ -18,12 +18,18 @@ from tests.render.helpers import SETTINGS, run_of
 
 pytestmark = pytest.mark.integration
 
-CHART = RenderSettings(reward_image=SETTINGS.reward_image, operator_namespace="grpo-system",
-                       operator_pod_labels={"app.kubernetes.io/name": "grpo-operator", "app.kubernetes.io/instance": "g"},
-                       prometheus_namespace_labels={"kubernetes.io/metadata.name": "monitoring"},
-                       prometheus_pod_labels={"app.kubernetes.io/name": "prometheus"})  # fmt: skip
-VARIANTS = {"chart": CHART, "egress-restricted": CHART.model_copy(update={"egress_cidrs": ("10.0.0.0/8", "fd00::/8")}),
-            "defaults": RenderSettings(reward_image=SETTINGS.reward_image)}  # fmt: skip
+CHART = RenderSettings(
+    reward_image=SETTINGS.reward_image,
+    operator_namespace="grpo-system",
+    operator_pod_labels={"app.kubernetes.io/name": "grpo-operator", "app.kubernetes.io/instance": "g"},
+    prometheus_namespace_labels={"kubernetes.io/metadata.name": "monitoring"},
+    prometheus_pod_labels={"app.kubernetes.io/name": "prometheus"},
+)
+VARIANTS = {
+    "chart": CHART,
+    "egress-restricted": CHART.model_copy(update={"egress_cidrs": ("10.0.0.0/8", "fd00::/8")}),
+    "defaults": RenderSettings(reward_image=SETTINGS.reward_image),
+}
 
 
 def policies_of(example: Path, namespace: str, settings: RenderSettings) -> list[dict[str, Any]]:
@@ -37,8 +43,15 @@ def test_the_api_server_accepts_the_policies_of_every_example(variant: str, name
     for example in valid_examples():
         policies = policies_of(example, namespace, VARIANTS[variant])
         assert policies, example.name
-        out = kubectl("apply", "--dry-run=server", "-o", "json", "-f", "-",
-                      input=json.dumps({"apiVersion": "v1", "kind": "List", "items": policies})).stdout  # fmt: skip
+        out = kubectl(
+            "apply",
+            "--dry-run=server",
+            "-o",
+            "json",
+            "-f",
+            "-",
+            input=json.dumps({"apiVersion": "v1", "kind": "List", "items": policies}),
+        ).stdout
         returned = json.loads(out)
         items = returned.get("items", [returned])
         # What the API server would store is what we rendered (no field dropped or defaulted away).

@@ -35,8 +35,12 @@ TOLERATIONS: dict[str, dict[str, Any]] = {
 
 
 def pod_verdict(kubectl: Kubectl, toleration: dict[str, Any]) -> bool:
-    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "probe", "namespace": "default"},
-           "spec": {"containers": [{"name": "c", "image": "busybox"}], "tolerations": [toleration]}}  # fmt: skip
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "probe", "namespace": "default"},
+        "spec": {"containers": [{"name": "c", "image": "busybox"}], "tolerations": [toleration]},
+    }
     return kubectl("create", "--dry-run=server", "-f", "-", input=json.dumps(pod), check=False).returncode == 0
 
 
@@ -48,8 +52,12 @@ def run_doc(toleration: dict[str, Any]) -> dict[str, Any]:
 def test_a_toleration_is_accepted_exactly_when_the_api_server_accepts_it_on_a_pod(label: str, kubectl: Kubectl) -> None:
     toleration = TOLERATIONS[label]
     pod_ok = pod_verdict(kubectl, toleration)
-    crd_ok = kubectl("apply", "--dry-run=server", "-n", "default", "-f", "-", input=json.dumps(run_doc(toleration)),
-                     check=False).returncode == 0  # fmt: skip
+    crd_ok = (
+        kubectl(
+            "apply", "--dry-run=server", "-n", "default", "-f", "-", input=json.dumps(run_doc(toleration)), check=False
+        ).returncode
+        == 0
+    )
     python_ok = parse_run(run_doc(toleration))[0] is not None
     assert (crd_ok, python_ok) == (pod_ok, pod_ok), f"pod {pod_ok}, GRPORun CRD {crd_ok}, grpo validate {python_ok}"
 

@@ -32,13 +32,53 @@ FAST = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCh
 
 # -- the grpo loader ----------------------------------------------------------------------------------------
 
-YAML_PIECES = ["a: ", "- ", "&x ", "*x ", "&y ", "*y ", "[", "]", "{", "}", ", ", ": ", "\n", "  ", "'", '"',
-               "!!int ", "!!float ", "!!str ", "!!binary ", "!foo ", "<<: ", "? ", "#", "---\n", "...\n", "1e-6",
-               "0x1F", "99999999999999999999999", "2026-13-45", "yes", "~", "\\", "\t", "\x00", "\x1b", "é", "%YAML 1.1\n"]  # fmt: skip
+YAML_PIECES = [
+    "a: ",
+    "- ",
+    "&x ",
+    "*x ",
+    "&y ",
+    "*y ",
+    "[",
+    "]",
+    "{",
+    "}",
+    ", ",
+    ": ",
+    "\n",
+    "  ",
+    "'",
+    '"',
+    "!!int ",
+    "!!float ",
+    "!!str ",
+    "!!binary ",
+    "!foo ",
+    "<<: ",
+    "? ",
+    "#",
+    "---\n",
+    "...\n",
+    "1e-6",
+    "0x1F",
+    "99999999999999999999999",
+    "2026-13-45",
+    "yes",
+    "~",
+    "\\",
+    "\t",
+    "\x00",
+    "\x1b",
+    "é",
+    "%YAML 1.1\n",
+]
 yaml_like = st.lists(st.sampled_from(YAML_PIECES) | st.text(max_size=5), max_size=80).map("".join)
 json_scalars = st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=20)
-json_values = st.recursive(json_scalars, lambda inner: st.lists(inner, max_size=4)
-                           | st.dictionaries(st.text(max_size=8), inner, max_size=4), max_leaves=20)  # fmt: skip
+json_values = st.recursive(
+    json_scalars,
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4),
+    max_leaves=20,
+)
 
 
 def _one_line_each(lines: list[str]) -> None:
@@ -54,7 +94,9 @@ def test_the_loader_answers_any_text_with_one_line_problems(text: str) -> None:
 
 
 @FAST
-@given(st.lists(st.sampled_from(QUICKSTART.splitlines()), max_size=40), st.sampled_from(YAML_PIECES), st.integers(0, 39))
+@given(
+    st.lists(st.sampled_from(QUICKSTART.splitlines()), max_size=40), st.sampled_from(YAML_PIECES), st.integers(0, 39)
+)
 def test_the_loader_answers_mangled_runs_with_one_line_problems(lines: list[str], piece: str, at: int) -> None:
     lines.insert(min(at, len(lines)), piece)
     checked, file_problems = check_text("\n".join(lines))
@@ -63,9 +105,15 @@ def test_the_loader_answers_mangled_runs_with_one_line_problems(lines: list[str]
 
 @settings(max_examples=40, deadline=None)
 @given(json_values)
-def test_grpo_validate_exits_0_or_1_with_one_line_per_problem(tmp_path_factory: pytest.TempPathFactory, value: Any) -> None:
-    doc = json.loads(json.dumps({"apiVersion": "grpo.dev/v1alpha1", "kind": "GRPORun", "metadata": {"name": "f"},
-                                 "spec": value}, default=str))  # fmt: skip
+def test_grpo_validate_exits_0_or_1_with_one_line_per_problem(
+    tmp_path_factory: pytest.TempPathFactory, value: Any
+) -> None:
+    doc = json.loads(
+        json.dumps(
+            {"apiVersion": "grpo.dev/v1alpha1", "kind": "GRPORun", "metadata": {"name": "f"}, "spec": value},
+            default=str,
+        )
+    )
     path = Path(tmp_path_factory.mktemp("fuzz")) / "run.json"
     path.write_text(json.dumps(doc))
     out = io.StringIO()
@@ -78,12 +126,33 @@ def test_grpo_validate_exits_0_or_1_with_one_line_per_problem(tmp_path_factory: 
 # -- the reward service's in-server path --------------------------------------------------------------------
 
 answer_text = st.text(alphabet=st.characters(codec="utf-8"), max_size=3000) | st.lists(
-    st.sampled_from(["Answer:", "final answer", "**", "__", " ", "\t", "\n", "\\boxed{", "\\fbox", "}", "{", "\\",
-                     "$", "42", "-7", ">", "#"]), max_size=300).map("".join)  # fmt: skip
+    st.sampled_from(
+        [
+            "Answer:",
+            "final answer",
+            "**",
+            "__",
+            " ",
+            "\t",
+            "\n",
+            "\\boxed{",
+            "\\fbox",
+            "}",
+            "{",
+            "\\",
+            "$",
+            "42",
+            "-7",
+            ">",
+            "#",
+        ]
+    ),
+    max_size=300,
+).map("".join)
 
 
 @FAST
-@given(answer_text, st.integers(-10**40, 10**40) | st.text(max_size=40) | st.floats() | st.none() | st.booleans())
+@given(answer_text, st.integers(-(10**40), 10**40) | st.text(max_size=40) | st.floats() | st.none() | st.booleans())
 def test_the_in_server_path_never_raises_and_stays_linear(response: str, label: Any) -> None:
     try:
         gold = label_text(label)
@@ -103,14 +172,28 @@ def test_the_in_server_path_never_raises_and_stays_linear(response: str, label: 
 
 
 def _base() -> dict[str, Any]:
-    return {"apiVersion": "grpo.dev/v1alpha1", "kind": "RunConfig", "run": {"name": "r", "namespace": "n"},
-            "preflight": {"gpus": 0, "minFreeGpuMemoryGiB": 0.0, "shmMinGiB": 0.0, "efaDevices": 0, "gdrcopy": False,
-                          "checkpointDir": "/tmp/x", "checkpointGiB": 0.0}}  # fmt: skip
+    return {
+        "apiVersion": "grpo.dev/v1alpha1",
+        "kind": "RunConfig",
+        "run": {"name": "r", "namespace": "n"},
+        "preflight": {
+            "gpus": 0,
+            "minFreeGpuMemoryGiB": 0.0,
+            "shmMinGiB": 0.0,
+            "efaDevices": 0,
+            "gdrcopy": False,
+            "checkpointDir": "/tmp/x",
+            "checkpointGiB": 0.0,
+        },
+    }
 
 
 @FAST
-@given(st.sampled_from(["apiVersion", "kind", "run", "preflight", "argv", "env", "spec", "plan"]),
-       st.sampled_from(["", "gpus", "gdrcopy", "checkpointDir", "metricsPort", "name"]), json_values)
+@given(
+    st.sampled_from(["apiVersion", "kind", "run", "preflight", "argv", "env", "spec", "plan"]),
+    st.sampled_from(["", "gpus", "gdrcopy", "checkpointDir", "metricsPort", "name"]),
+    json_values,
+)
 def test_a_mutated_run_config_is_accepted_or_refused_with_short_lines(section: str, key: str, value: Any) -> None:
     config = _base()
     if key and isinstance(config.get(section), dict):
@@ -125,8 +208,9 @@ def test_a_mutated_run_config_is_accepted_or_refused_with_short_lines(section: s
 
 @FAST
 @given(st.binary(max_size=400))
-def test_any_bytes_as_a_run_config_are_one_short_refusal_or_a_config(tmp_path_factory: pytest.TempPathFactory,
-                                                                     data: bytes) -> None:
+def test_any_bytes_as_a_run_config_are_one_short_refusal_or_a_config(
+    tmp_path_factory: pytest.TempPathFactory, data: bytes
+) -> None:
     path = Path(tmp_path_factory.mktemp("cfg")) / "run-config.json"
     path.write_bytes(data)
     try:

@@ -99,9 +99,15 @@ RunContainer = Callable[..., Container]
 def run_container(built_images: dict[str, str]) -> Iterator[RunContainer]:
     started: list[Container] = []
 
-    def run(pod_spec: dict[str, Any], container: dict[str, Any], *, command: Sequence[str] | None = None,
-            args: Sequence[str] | None = None, env: dict[str, str] | None = None,
-            volumes: Sequence[str] = ()) -> Container:  # fmt: skip
+    def run(
+        pod_spec: dict[str, Any],
+        container: dict[str, Any],
+        *,
+        command: Sequence[str] | None = None,
+        args: Sequence[str] | None = None,
+        env: dict[str, str] | None = None,
+        volumes: Sequence[str] = (),
+    ) -> Container:
         """`command`/`args` replace the container's (ports moved); `env` adds to or overrides its env."""
         name = f"grpo-test-{uuid.uuid4().hex[:10]}"
         command = list(command if command is not None else container.get("command", []))

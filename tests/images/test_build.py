@@ -19,7 +19,10 @@ pytestmark = pytest.mark.integration
 
 # image -> (the Dockerfile line copying its sources, the same line with a wrong path)
 BROKEN_COPY = {
-    "operator": ("COPY operator/grpo_operator ./operator/grpo_operator", "COPY operator/grpo_operatr ./operator/grpo_operator"),
+    "operator": (
+        "COPY operator/grpo_operator ./operator/grpo_operator",
+        "COPY operator/grpo_operatr ./operator/grpo_operator",
+    ),
     "reward-service": ("COPY reward_service/src ./src", "COPY reward_service/source ./src"),
 }
 
@@ -52,8 +55,14 @@ def test_a_wrong_copy_path_in_the_dockerfile_fails_the_build_naming_the_path(
 def test_without_podman_the_build_fails_in_one_line_saying_how_to_install_it(tmp_path: Path) -> None:
     empty = tmp_path / "bin"
     empty.mkdir()
-    result = subprocess.run([sys.executable, "-m", "grpo_dev.images", "build", "--no-install"], env={"PATH": str(empty)},
-                            capture_output=True, text=True, timeout=120, check=False)  # fmt: skip
+    result = subprocess.run(
+        [sys.executable, "-m", "grpo_dev.images", "build", "--no-install"],
+        env={"PATH": str(empty)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
     assert result.returncode == 1
     [line] = result.stderr.splitlines()
     assert "podman, runc, debootstrap not found" in line and "apt-get install" in line and "make images" in line

@@ -46,8 +46,14 @@ RUN = "imaged"
 
 def image_values(images: dict[str, str]) -> list[str]:
     repository, tag = images["operator"].rsplit(":", 1)
-    return ["--set", f"image.repository={repository}", "--set", f"image.tag={tag}",
-            "--set", f"rewardService.image={images['reward-service']}"]  # fmt: skip
+    return [
+        "--set",
+        f"image.repository={repository}",
+        "--set",
+        f"image.tag={tag}",
+        "--set",
+        f"rewardService.image={images['reward-service']}",
+    ]
 
 
 @pytest.fixture(scope="module")
@@ -58,15 +64,29 @@ def ray_head() -> Iterator[LocalRayHead]:
 
 
 @pytest.fixture
-def installed(built_images: dict[str, str], control_plane: Any, kubectl: Any, namespace: str) -> Iterator[dict[str, Any]]:
+def installed(
+    built_images: dict[str, str], control_plane: Any, kubectl: Any, namespace: str
+) -> Iterator[dict[str, Any]]:
     """The chart installed with the built images into its own namespace, watching `namespace`; its Deployment."""
     release, operator_ns = f"img-{uuid.uuid4().hex[:6]}", f"grpo-img-{uuid.uuid4().hex[:6]}"
     kubectl("create", "namespace", operator_ns)
     kubectl("label", "namespace", operator_ns, "pod-security.kubernetes.io/enforce=restricted")
-    helm("install", release, str(CHART), "--namespace", operator_ns, f"--kubeconfig={control_plane.kubeconfig}",
-         "--force-conflicts", "--set", f"watchNamespaces={{{namespace}}}", *image_values(built_images))  # fmt: skip
+    helm(
+        "install",
+        release,
+        str(CHART),
+        "--namespace",
+        operator_ns,
+        f"--kubeconfig={control_plane.kubeconfig}",
+        "--force-conflicts",
+        "--set",
+        f"watchNamespaces={{{namespace}}}",
+        *image_values(built_images),
+    )
     try:
-        deployment = json.loads(kubectl("get", "deployment", f"{release}-grpo-operator", "-n", operator_ns, "-o", "json").stdout)
+        deployment = json.loads(
+            kubectl("get", "deployment", f"{release}-grpo-operator", "-n", operator_ns, "-o", "json").stdout
+        )
         yield deployment
     finally:
         helm("uninstall", release, "--namespace", operator_ns, f"--kubeconfig={control_plane.kubeconfig}", check=False)
@@ -78,7 +98,9 @@ def test_the_chart_lints_strictly_with_the_built_image_references(built_images: 
     assert "1 chart(s) linted, 0 chart(s) failed" in result.stdout
 
 
-def test_the_installed_pod_spec_gives_the_container_what_it_needs(installed: dict[str, Any], built_images: dict[str, str]) -> None:
+def test_the_installed_pod_spec_gives_the_container_what_it_needs(
+    installed: dict[str, Any], built_images: dict[str, str]
+) -> None:
     pod = installed["spec"]["template"]["spec"]
     [container] = pod["containers"]
     assert container["image"] == built_images["operator"]
@@ -101,8 +123,20 @@ def test_the_installed_pod_spec_gives_the_container_what_it_needs(installed: dic
 def _normalized(obj: Any, namespace: str, run_uid: str, metrics_port: str) -> Any:
     """`obj` without what differs between two identical runs in two namespaces: times, uids, versions, and
     the trainer's metrics port (each run's miles double binds its own on the shared Ray head's host)."""
-    drop = {"lastTransitionTime", "lastUpdateTime", "creationTimestamp", "uid", "resourceVersion", "managedFields",
-            "startTime", "submittedAt", "lastHeartbeatTime", "time", "generation", "selfLink"}  # fmt: skip
+    drop = {
+        "lastTransitionTime",
+        "lastUpdateTime",
+        "creationTimestamp",
+        "uid",
+        "resourceVersion",
+        "managedFields",
+        "startTime",
+        "submittedAt",
+        "lastHeartbeatTime",
+        "time",
+        "generation",
+        "selfLink",
+    }
 
     def walk(value: Any) -> Any:
         if isinstance(value, dict):
@@ -121,11 +155,25 @@ def _run(kubectl: Any, namespace: str) -> dict[str, Any]:
 
 
 def _children(kubectl: Any, namespace: str, metrics_port: str) -> dict[str, Any]:
-    items = json.loads(kubectl("get", "rayclusters,configmaps,deployments,services", "-n", namespace,
-                               "-l", f"grpo.dev/run={RUN}", "-o", "json").stdout)["items"]  # fmt: skip
+    items = json.loads(
+        kubectl(
+            "get",
+            "rayclusters,configmaps,deployments,services",
+            "-n",
+            namespace,
+            "-l",
+            f"grpo.dev/run={RUN}",
+            "-o",
+            "json",
+        ).stdout
+    )["items"]
     uid = _run(kubectl, namespace)["metadata"]["uid"]
-    return {f"{i['kind']}/{i['metadata']['name']}": _normalized({k: v for k, v in i.items() if k != "status"}, namespace, uid, metrics_port)
-            for i in items}  # fmt: skip
+    return {
+        f"{i['kind']}/{i['metadata']['name']}": _normalized(
+            {k: v for k, v in i.items() if k != "status"}, namespace, uid, metrics_port
+        )
+        for i in items
+    }
 
 
 def _status(kubectl: Any, namespace: str, metrics_port: str) -> dict[str, Any]:
@@ -137,29 +185,55 @@ def _status(kubectl: Any, namespace: str, metrics_port: str) -> dict[str, Any]:
 
 
 def test_the_operator_image_reconciles_a_run_like_the_source_tree(  # noqa: PLR0917 - pytest fixtures
-    installed: dict[str, Any], run_container: RunContainer, control_plane: Any, kubectl: Any, namespace: str,
-    ray_head: LocalRayHead, tmp_path: Path,
-) -> None:  # fmt: skip
+    installed: dict[str, Any],
+    run_container: RunContainer,
+    control_plane: Any,
+    kubectl: Any,
+    namespace: str,
+    ray_head: LocalRayHead,
+    tmp_path: Path,
+) -> None:
     pod = installed["spec"]["template"]["spec"]
     [container] = pod["containers"]
     chart_env = {e["name"]: e["value"] for e in container.get("env", []) if "value" in e}
     tree_ns = f"tree-{uuid.uuid4().hex[:6]}"
     kubectl("create", "namespace", tree_ns)
     # The chart's own /metrics port (8081) is the host's here: a `make run` beside the suite holds it.
-    tree = Operator(control_plane.kubeconfig, tree_ns, ray_head.dashboard_url, tmp_path,
-                    **{**chart_env, "GRPO_METRICS_PORT": str(free_port())})  # fmt: skip
+    tree = Operator(
+        control_plane.kubeconfig,
+        tree_ns,
+        ray_head.dashboard_url,
+        tmp_path,
+        **{**chart_env, "GRPO_METRICS_PORT": str(free_port())},
+    )
     # The same GRPO_* settings for both (the chart's, then the suite's: Ray head, the miles double, 1 s interval).
     settings = {k: v for k, v in tree.env.items() if k.startswith("GRPO_")}
     metrics_port, healthz_port, trainer_port = free_port(), free_port(), str(free_port())
     ports = {namespace: trainer_port, tree_ns: settings["GRPO_PROMETHEUS_PORT"]}
     token = control_plane.token_kubeconfig(installed["metadata"]["namespace"], pod["serviceAccountName"])
-    args = [a if not a.startswith("--liveness=") else f"--liveness=http://127.0.0.1:{healthz_port}/healthz" for a in container["args"]]
-    image = run_container(pod, container, args=args, volumes=[f"{readable_copy(token, tmp_path)}:/var/run/grpo/kubeconfig:ro"],
-                          env={**settings, "GRPO_PROMETHEUS_PORT": trainer_port, "GRPO_METRICS_PORT": str(metrics_port),
-                               "KUBECONFIG": "/var/run/grpo/kubeconfig"})  # fmt: skip
+    args = [
+        a if not a.startswith("--liveness=") else f"--liveness=http://127.0.0.1:{healthz_port}/healthz"
+        for a in container["args"]
+    ]
+    image = run_container(
+        pod,
+        container,
+        args=args,
+        volumes=[f"{readable_copy(token, tmp_path)}:/var/run/grpo/kubeconfig:ro"],
+        env={
+            **settings,
+            "GRPO_PROMETHEUS_PORT": trainer_port,
+            "GRPO_METRICS_PORT": str(metrics_port),
+            "KUBECONFIG": "/var/run/grpo/kubeconfig",
+        },
+    )
     tree.start()
     try:
-        wait_for("the container's /healthz", lambda: _up(f"http://127.0.0.1:{healthz_port}/healthz") or not image.running(), timeout=180)
+        wait_for(
+            "the container's /healthz",
+            lambda: _up(f"http://127.0.0.1:{healthz_port}/healthz") or not image.running(),
+            timeout=180,
+        )
         assert image.running(), image.logs()
         spec = fake("--fake-reward", "0.5", rollouts=300)
         for ns in (namespace, tree_ns):
@@ -172,9 +246,18 @@ def test_the_operator_image_reconciles_a_run_like_the_source_tree(  # noqa: PLR0
         for ns in (namespace, tree_ns):
             play_kuberay_ready(kubectl, ns, RUN)
         for ns in (namespace, tree_ns):
-            _reach(logs[ns], f"Running in {ns}", lambda ns=ns: phase_is(kubectl, ns, RUN, "Running", "Failed", "Succeeded"))  # type: ignore[misc]
-        image_status, tree_status = _status(kubectl, namespace, ports[namespace]), _status(kubectl, tree_ns, ports[tree_ns])
-        assert image_status["phase"] == "Running", (image_status.get("reason"), image_status.get("message"), tree_status["phase"])
+            _reach(
+                logs[ns], f"Running in {ns}", lambda ns=ns: phase_is(kubectl, ns, RUN, "Running", "Failed", "Succeeded")
+            )  # type: ignore[misc]
+        image_status, tree_status = (
+            _status(kubectl, namespace, ports[namespace]),
+            _status(kubectl, tree_ns, ports[tree_ns]),
+        )
+        assert image_status["phase"] == "Running", (
+            image_status.get("reason"),
+            image_status.get("message"),
+            tree_status["phase"],
+        )
         # Each run is at its own rollout now; what they must share is the phase, every condition's verdict and
         # the set of status fields.
         assert _verdicts(image_status) == _verdicts(tree_status)

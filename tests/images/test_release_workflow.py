@@ -52,12 +52,16 @@ def test_the_pin_step_writes_the_digests_into_the_chart_and_the_examples(tmp_pat
     [pin] = [s for s in workflow()["jobs"]["pin"]["steps"] if s.get("id") == "pin"]
     shutil.copytree(REPO / "charts", tmp_path / "charts")
     shutil.copytree(REPO / "examples", tmp_path / "examples")
-    pushed = {name: f"ghcr.io/example/{name}@sha256:{digit * 64}"
-              for name, digit in (("grpo-operator", "a"), ("grpo-reward-service", "b"), ("grpo-trainer", "c"))}  # fmt: skip
+    pushed = {
+        name: f"ghcr.io/example/{name}@sha256:{digit * 64}"
+        for name, digit in (("grpo-operator", "a"), ("grpo-reward-service", "b"), ("grpo-trainer", "c"))
+    }
     (tmp_path / "digests").mkdir()
     for name, ref in pushed.items():
         (tmp_path / "digests" / name).write_text(ref + "\n")
-    subprocess.run(["bash", "-c", pin["run"]], cwd=tmp_path, env={"PATH": "/usr/bin:/bin", **pin["env"]}, check=True, timeout=60)
+    subprocess.run(
+        ["bash", "-c", pin["run"]], cwd=tmp_path, env={"PATH": "/usr/bin:/bin", **pin["env"]}, check=True, timeout=60
+    )
 
     [deployment] = by_kind(helm("template", "grpo", str(tmp_path / "charts" / "grpo-operator")).stdout, "Deployment")
     [container] = deployment["spec"]["template"]["spec"]["containers"]
@@ -72,4 +76,6 @@ def test_the_pin_step_writes_the_digests_into_the_chart_and_the_examples(tmp_pat
     assert trainer_images == {pushed["grpo-trainer"]}
     assert reward_images == {pushed["grpo-reward-service"]}
     # the comments of values.yaml survive (a YAML round trip would drop them)
-    assert (tmp_path / "charts/grpo-operator/values.yaml").read_text().count("#") == (REPO / "charts/grpo-operator/values.yaml").read_text().count("#")
+    assert (tmp_path / "charts/grpo-operator/values.yaml").read_text().count("#") == (
+        REPO / "charts/grpo-operator/values.yaml"
+    ).read_text().count("#")

@@ -50,7 +50,9 @@ def reward_pod(image: str) -> tuple[dict[str, Any], dict[str, Any]]:
 
 
 @pytest.fixture
-def reward(built_images: dict[str, str], run_container: RunContainer) -> Iterator[tuple[Container, str, dict[str, Any]]]:
+def reward(
+    built_images: dict[str, str], run_container: RunContainer
+) -> Iterator[tuple[Container, str, dict[str, Any]]]:
     """The container as rendered, every port moved to a free one on loopback; its URL and rendered container."""
     pod, container = reward_pod(built_images["reward-service"])
     [port] = [p["containerPort"] for p in container["ports"]]
@@ -79,7 +81,11 @@ def _exited(handle: Container) -> bool:
 def source_tree(reward: tuple[Container, str, dict[str, Any]], tmp_path: Path) -> Iterator[RewardServer]:
     """The source tree's service with the container's REWARD_* settings."""
     _, _, container = reward
-    settings = {e["name"].removeprefix("REWARD_").lower(): e["value"] for e in container["env"] if e["name"].startswith("REWARD_")}
+    settings = {
+        e["name"].removeprefix("REWARD_").lower(): e["value"]
+        for e in container["env"]
+        if e["name"].startswith("REWARD_")
+    }
     with run_server(tmp_path, **settings) as server:
         yield server
 
@@ -103,7 +109,10 @@ def test_the_image_answers_score_ready_and_metrics_as_the_source_tree_does(
     for path, body in REQUESTS:
         image_reply = httpx.post(url + path, json=body, timeout=60)
         tree_reply = httpx.post(source_tree.url + path, json=body, timeout=60)
-        assert (image_reply.status_code, image_reply.json()) == (tree_reply.status_code, tree_reply.json()), (path, body)
+        assert (image_reply.status_code, image_reply.json()) == (tree_reply.status_code, tree_reply.json()), (
+            path,
+            body,
+        )
     for probe in ("startupProbe", "readinessProbe", "livenessProbe"):  # the rendered probes find what they ask for
         assert _get(url + container[probe]["httpGet"]["path"]) == 200, (probe, handle.logs())
     image_ready, tree_ready = httpx.get(url + "/ready", timeout=10), httpx.get(source_tree.url + "/ready", timeout=10)
@@ -116,11 +125,16 @@ def test_the_image_answers_score_ready_and_metrics_as_the_source_tree_does(
 
 def _metrics(url: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
     text = httpx.get(url + "/metrics", timeout=10).text
-    return {(s.name, tuple(sorted(s.labels.items()))): s.value
-            for family in text_string_to_metric_families(text) for s in family.samples}  # fmt: skip
+    return {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+    }
 
 
-def test_sigterm_stops_the_container_cleanly_within_its_grace_period(reward: tuple[Container, str, dict[str, Any]]) -> None:
+def test_sigterm_stops_the_container_cleanly_within_its_grace_period(
+    reward: tuple[Container, str, dict[str, Any]],
+) -> None:
     handle, url, _ = reward
     assert httpx.post(url + "/score", json=REQUESTS[0][1], timeout=60).json() == 1.0
     pod, _ = reward_pod("unused")

@@ -80,19 +80,22 @@ def _handler(b: Behaviour) -> type[BaseHTTPRequestHandler]:
                     with b.lock:
                         n = next(b.per_prompt[prompt])
                     replies = b.answers[prompt]
-                    status, reply = 200, {
-                        "id": f"chatcmpl-{call}",
-                        "object": "chat.completion",
-                        "model": body["model"],
-                        "choices": [
-                            {
-                                "index": 0,
-                                "message": {"role": "assistant", "content": replies[n % len(replies)]},
-                                "finish_reason": b.finish_reason,
-                            }
-                        ],
-                        "usage": {"prompt_tokens": 10, "completion_tokens": 20, "total_tokens": 30},
-                    }
+                    status, reply = (
+                        200,
+                        {
+                            "id": f"chatcmpl-{call}",
+                            "object": "chat.completion",
+                            "model": body["model"],
+                            "choices": [
+                                {
+                                    "index": 0,
+                                    "message": {"role": "assistant", "content": replies[n % len(replies)]},
+                                    "finish_reason": b.finish_reason,
+                                }
+                            ],
+                            "usage": {"prompt_tokens": 10, "completion_tokens": 20, "total_tokens": 30},
+                        },
+                    )
             finally:
                 with b.lock:
                     b.in_flight -= 1

@@ -16,8 +16,13 @@ from .conftest import base_config
 
 
 def launcher_preflight(config_path: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "grpo_launcher", "preflight", "--config", str(config_path)],
-                          check=False, capture_output=True, text=True, timeout=120)  # fmt: skip
+    return subprocess.run(
+        [sys.executable, "-m", "grpo_launcher", "preflight", "--config", str(config_path)],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 @pytest.mark.parametrize("value", ["8", True, 8.0, "true"])
@@ -26,8 +31,9 @@ def test_a_gpu_count_that_is_not_an_integer_is_refused(tmp_path: Path, value: An
         parse_run_config(json.dumps(base_config(tmp_path, gpus=value)))
 
 
-@pytest.mark.parametrize(("field", "value"), [("gdrcopy", 1), ("gdrcopy", "false"), ("shmMinGiB", "1"),
-                                              ("metricsPort", "9465")])  # fmt: skip
+@pytest.mark.parametrize(
+    ("field", "value"), [("gdrcopy", 1), ("gdrcopy", "false"), ("shmMinGiB", "1"), ("metricsPort", "9465")]
+)
 def test_other_preflight_values_are_taken_only_in_their_own_type(tmp_path: Path, field: str, value: Any) -> None:
     with pytest.raises(ConfigError, match=rf"preflight\.{field}: "):
         parse_run_config(json.dumps(base_config(tmp_path, **{field: value})))
@@ -49,7 +55,9 @@ def test_a_config_that_is_not_utf8_is_one_line(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("depth", [5_000, 200_000])
 def test_a_deeply_nested_config_is_one_line(tmp_path: Path, depth: int) -> None:
-    config = json.dumps(base_config(tmp_path)).replace('"somethingNew": {"x": 1}', '"deep": ' + "[" * depth + "]" * depth)
+    config = json.dumps(base_config(tmp_path)).replace(
+        '"somethingNew": {"x": 1}', '"deep": ' + "[" * depth + "]" * depth
+    )
     path = tmp_path / "run-config.json"
     path.write_text(config)
     line = _one_line_exit_2(launcher_preflight(path))

@@ -27,9 +27,19 @@ def _chat(text: str) -> list[dict[str, str]]:
 
 def _evaluate(base_url: str, data: Path, out: Path, *extra: str) -> Any:
     return launcher(
-        "evaluate", "--base-url", base_url, "--data", str(data), "--output", str(out),
-        "--ready-timeout", "20", "--request-timeout", "30", *extra,
-    )  # fmt: skip
+        "evaluate",
+        "--base-url",
+        base_url,
+        "--data",
+        str(data),
+        "--output",
+        str(out),
+        "--ready-timeout",
+        "20",
+        "--request-timeout",
+        "30",
+        *extra,
+    )
 
 
 @pytest.mark.parametrize(
@@ -157,9 +167,20 @@ def test_an_unreachable_server_fails_the_evaluation_with_exit_1(tmp_path: Path) 
         pass  # the port is closed again
     data = _data(tmp_path, [{"prompt": "p", "label": "1"}])
     proc = launcher(
-        "evaluate", "--base-url", url, "--data", str(data), "--output", str(tmp_path / "o.json"),
-        "--ready-timeout", "0.3", "--samples", "1", "--k", "1",
-    )  # fmt: skip
+        "evaluate",
+        "--base-url",
+        url,
+        "--data",
+        str(data),
+        "--output",
+        str(tmp_path / "o.json"),
+        "--ready-timeout",
+        "0.3",
+        "--samples",
+        "1",
+        "--k",
+        "1",
+    )
     assert proc.returncode == 1
     assert "server not ready" in proc.stderr
     assert "connection failed" in proc.stderr
@@ -180,8 +201,17 @@ def test_numeric_labels_and_string_prompts_are_accepted(tmp_path: Path) -> None:
 def test_k_larger_than_the_samples_is_a_usage_error(tmp_path: Path) -> None:
     data = _data(tmp_path, [{"prompt": "p", "label": "1"}])
     proc = launcher(
-        "evaluate", "--base-url", "http://127.0.0.1:9", "--data", str(data), "--output", str(tmp_path / "o"),
-        "--samples", "4", "--k", "1,8",
-    )  # fmt: skip
+        "evaluate",
+        "--base-url",
+        "http://127.0.0.1:9",
+        "--data",
+        str(data),
+        "--output",
+        str(tmp_path / "o"),
+        "--samples",
+        "4",
+        "--k",
+        "1,8",
+    )
     assert proc.returncode == 2
     assert "every k must be <= --samples 4" in proc.stderr

@@ -44,9 +44,15 @@ def _free_port() -> int:
 def _run(tmp_path: Path, argv: list[str], config: dict[str, Any], **env: str) -> subprocess.CompletedProcess[str]:
     path = write_config(tmp_path, config)
     return launcher(
-        "run", "--metrics-addr", "127.0.0.1", "--config", str(path), "--", *argv,
+        "run",
+        "--metrics-addr",
+        "127.0.0.1",
+        "--config",
+        str(path),
+        "--",
+        *argv,
         env={"RECORD": str(tmp_path / "record.json"), **env},
-    )  # fmt: skip
+    )
 
 
 def test_miles_receives_exactly_the_rendered_argv(tmp_path: Path) -> None:
@@ -141,11 +147,25 @@ def test_a_stop_signal_is_forwarded_to_miles_and_its_exit_code_returned(tmp_path
     script.write_text(SLOW_MILES)
     config = write_config(tmp_path, base_config(tmp_path))
     proc = subprocess.Popen(
-        [sys.executable, "-m", "grpo_launcher", "run", "--metrics-addr", "127.0.0.1", "--config", str(config),
-         "--", sys.executable, str(script)],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+        [
+            sys.executable,
+            "-m",
+            "grpo_launcher",
+            "run",
+            "--metrics-addr",
+            "127.0.0.1",
+            "--config",
+            str(config),
+            "--",
+            sys.executable,
+            str(script),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
         env={**os.environ, "PYTHONUNBUFFERED": "1"},
-    )  # fmt: skip
+    )
     assert proc.stdout is not None
     for line in proc.stdout:
         if line.startswith("miles running"):

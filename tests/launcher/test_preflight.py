@@ -42,8 +42,18 @@ def test_all_checks_run_in_order_and_pass(tmp_path: Path, host: HostPaths, stub_
     report = run_preflight(spec, _gpu_env(host, stub_libcuda(0), busbw=327.4), out)
     assert report.ok
     names = [r.name for r in report.results]
-    assert names == ["libcuda", "shm", "efa", "gdrcopy", "checkpoint", "prometheus_client", "wget", "gpus",
-                     "gpu-memory", "nccl-allreduce"]  # fmt: skip
+    assert names == [
+        "libcuda",
+        "shm",
+        "efa",
+        "gdrcopy",
+        "checkpoint",
+        "prometheus_client",
+        "wget",
+        "gpus",
+        "gpu-memory",
+        "nccl-allreduce",
+    ]
     printed = out.getvalue().splitlines()
     assert printed[0].startswith("[pass] libcuda: ")
     assert any(line.startswith("all-reduce bfloat16 over 2 GPU(s)") for line in printed)
@@ -69,14 +79,21 @@ def test_several_failures_name_the_first_and_count_the_rest(
 
 def _cli_paths(host: HostPaths, libcuda: str) -> list[str]:
     return [
-        "--libcuda", libcuda,
-        "--shm", str(host.shm),
-        "--infiniband-dev", str(host.infiniband_dev),
-        "--infiniband-sysfs", str(host.infiniband_sysfs),
-        "--fi-info", str(host.fi_info),
-        "--gdrdrv", str(host.gdrdrv),
-        "--gdrcopy-lib-dir", str(host.gdrcopy_lib_dir),
-    ]  # fmt: skip
+        "--libcuda",
+        libcuda,
+        "--shm",
+        str(host.shm),
+        "--infiniband-dev",
+        str(host.infiniband_dev),
+        "--infiniband-sysfs",
+        str(host.infiniband_sysfs),
+        "--fi-info",
+        str(host.fi_info),
+        "--gdrdrv",
+        str(host.gdrdrv),
+        "--gdrcopy-lib-dir",
+        str(host.gdrcopy_lib_dir),
+    ]
 
 
 def test_the_preflight_command_passes_on_a_pod_that_expects_no_gpus(tmp_path: Path, host: HostPaths) -> None:

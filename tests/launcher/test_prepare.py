@@ -16,8 +16,12 @@ from grpo_launcher.prepare import (
 
 def test_a_model_download_uses_hf_not_the_deprecated_huggingface_cli() -> None:
     assert hf_download_argv("Qwen/Qwen3-4B", "/fsx/models/Qwen3-4B") == [
-        "hf", "download", "Qwen/Qwen3-4B", "--local-dir", "/fsx/models/Qwen3-4B",
-    ]  # fmt: skip
+        "hf",
+        "download",
+        "Qwen/Qwen3-4B",
+        "--local-dir",
+        "/fsx/models/Qwen3-4B",
+    ]
 
 
 def test_a_dataset_download_names_its_repo_type_and_pinned_revision() -> None:
@@ -33,9 +37,15 @@ def test_a_repo_id_that_looks_like_a_flag_is_refused() -> None:
 def test_single_gpu_conversion_runs_the_script_with_the_model_flags_first() -> None:
     argv = convert_hf_to_torch_dist_argv(["--num-layers", "36"], "/fsx/m/Qwen3-4B", "/fsx/m/Qwen3-4B_torch_dist")
     assert argv == [
-        "python3", "/root/miles/tools/convert_hf_to_torch_dist.py", "--num-layers", "36",
-        "--hf-checkpoint", "/fsx/m/Qwen3-4B", "--save", "/fsx/m/Qwen3-4B_torch_dist",
-    ]  # fmt: skip
+        "python3",
+        "/root/miles/tools/convert_hf_to_torch_dist.py",
+        "--num-layers",
+        "36",
+        "--hf-checkpoint",
+        "/fsx/m/Qwen3-4B",
+        "--save",
+        "/fsx/m/Qwen3-4B_torch_dist",
+    ]
 
 
 def test_multi_gpu_conversion_runs_under_torchrun() -> None:

@@ -47,8 +47,12 @@ def test_the_last_line_is_the_summary_with_the_real_last_rollout_and_the_operato
     parsed = operator_summary.parse("\n".join(lines))
     assert parsed is not None and parsed.exit_code == 0 and parsed.last_rollout == 2 and parsed.failure is None
     assert parsed.last is not None
-    assert (parsed.last.rollout, parsed.last.raw_reward, parsed.last.repetition_frac, parsed.last.step_time_seconds) == (
-        2, 0.5, 0.2, 12.0)
+    assert (
+        parsed.last.rollout,
+        parsed.last.raw_reward,
+        parsed.last.repetition_frac,
+        parsed.last.step_time_seconds,
+    ) == (2, 0.5, 0.2, 12.0)
     assert [r.rollout for r in parsed.rollouts] == [0, 1, 2]
     assert "ray" in parsed.provenance
 

@@ -51,18 +51,38 @@ def wait_for(what: str, probe: Callable[[], T | None], timeout: float = 120.0, i
     raise AssertionError(f"gave up waiting for {what}; last seen: {last!r}")
 
 
-
-
 def launcher_prefix(directory: Path) -> list[str]:
     """The real trainer launcher (output pump, GRPO_RUN_SUMMARY, failure file) around the miles double, as the
     Ray job entrypoint; its preflight is skipped (no GPU here) and its run config is a minimal one."""
-    config = {"apiVersion": "grpo.dev/v1alpha1", "kind": "RunConfig", "run": {"name": "test", "namespace": "test"},
-              "preflight": {"gpus": 0, "minFreeGpuMemoryGiB": 0.0, "shmMinGiB": 0.0, "efaDevices": 0, "gdrcopy": False,
-                            "checkpointDir": str(directory / "checkpoints"), "checkpointGiB": 0.0, "metricsPort": 0}}  # fmt: skip
+    config = {
+        "apiVersion": "grpo.dev/v1alpha1",
+        "kind": "RunConfig",
+        "run": {"name": "test", "namespace": "test"},
+        "preflight": {
+            "gpus": 0,
+            "minFreeGpuMemoryGiB": 0.0,
+            "shmMinGiB": 0.0,
+            "efaDevices": 0,
+            "gdrcopy": False,
+            "checkpointDir": str(directory / "checkpoints"),
+            "checkpointGiB": 0.0,
+            "metricsPort": 0,
+        },
+    }
     path = directory / "run-config.json"
     path.write_text(json.dumps(config))
-    return [sys.executable, "-m", "grpo_launcher", "run", "--config", str(path), "--skip-preflight", "--",
-            sys.executable, str(FAKE_MILES)]  # fmt: skip
+    return [
+        sys.executable,
+        "-m",
+        "grpo_launcher",
+        "run",
+        "--config",
+        str(path),
+        "--skip-preflight",
+        "--",
+        sys.executable,
+        str(FAKE_MILES),
+    ]
 
 
 class Operator:
@@ -94,8 +114,12 @@ class Operator:
         log = (self.log_dir / f"operator-{self.starts}.log").open("wb")
         self.process = subprocess.Popen(
             [sys.executable, "-m", "grpo_operator", *self.args],
-            env=self.env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True, cwd=REPO,
-        )  # fmt: skip
+            env=self.env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            cwd=REPO,
+        )
 
     def stop(self, sig: int = signal.SIGTERM) -> None:
         if self.process is None:
@@ -118,7 +142,9 @@ class Operator:
 
 
 @contextmanager
-def running_operator(control_plane: Any, namespace: str, ray_url: str, tmp_path: Path, **env: str) -> Iterator[Operator]:
+def running_operator(
+    control_plane: Any, namespace: str, ray_url: str, tmp_path: Path, **env: str
+) -> Iterator[Operator]:
     op = Operator(control_plane.kubeconfig, namespace, ray_url, tmp_path, **env)
     op.start()
     try:
@@ -127,17 +153,26 @@ def running_operator(control_plane: Any, namespace: str, ray_url: str, tmp_path:
         op.stop()
 
 
-def manifest(name: str, namespace: str, spec: dict[str, Any] | None = None, example: str = "quickstart",
-             ray_token: str | None = RAY_TOKEN) -> str:  # fmt: skip
+def manifest(
+    name: str,
+    namespace: str,
+    spec: dict[str, Any] | None = None,
+    example: str = "quickstart",
+    ray_token: str | None = RAY_TOKEN,
+) -> str:
     """The run, after a Secret with the local head's token (`ray_token=None`: none; the operator makes one)."""
     doc: dict[str, Any] = yaml.safe_load((EXAMPLES / f"{example}.yaml").read_text())
     doc = merge(doc, {"spec": spec or {}})
     doc["metadata"] = {"name": name, "namespace": namespace}
     if ray_token is None:
         return yaml.safe_dump(doc)
-    secret = {"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
-              "metadata": {"name": names.ray_auth_secret(name), "namespace": namespace},
-              "stringData": {names.AUTH_TOKEN_KEY: ray_token}}  # fmt: skip
+    secret = {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "type": "Opaque",
+        "metadata": {"name": names.ray_auth_secret(name), "namespace": namespace},
+        "stringData": {names.AUTH_TOKEN_KEY: ray_token},
+    }
     return yaml.safe_dump_all([secret, doc])
 
 
@@ -161,12 +196,32 @@ def phase_is(kubectl: Callable[..., Any], namespace: str, name: str, *phases: st
 def play_kuberay_ready(kubectl: Callable[..., Any], namespace: str, run: str, workers: int = 1) -> None:
     """What KubeRay writes once the head and every worker pod are running."""
     cluster = names.ray_cluster(run)
-    wait_for(f"RayCluster {cluster}", lambda: kubectl("get", "raycluster", cluster, "-n", namespace, check=False).returncode == 0)
+    wait_for(
+        f"RayCluster {cluster}",
+        lambda: kubectl("get", "raycluster", cluster, "-n", namespace, check=False).returncode == 0,
+    )
     now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     conditions = [
         {"type": t, "status": "True", "reason": r, "message": "", "lastTransitionTime": now}
-        for t, r in (("RayClusterProvisioned", "AllPodRunningAndReadyFirstTime"), ("HeadPodReady", "HeadPodRunningAndReady"))
+        for t, r in (
+            ("RayClusterProvisioned", "AllPodRunningAndReadyFirstTime"),
+            ("HeadPodReady", "HeadPodRunningAndReady"),
+        )
     ]
-    status = {"state": "ready", "readyWorkerReplicas": workers, "desiredWorkerReplicas": workers, "conditions": conditions}
-    kubectl("patch", "raycluster", cluster, "-n", namespace, "--subresource=status", "--type=merge",
-            "-p", json.dumps({"status": status}))  # fmt: skip
+    status = {
+        "state": "ready",
+        "readyWorkerReplicas": workers,
+        "desiredWorkerReplicas": workers,
+        "conditions": conditions,
+    }
+    kubectl(
+        "patch",
+        "raycluster",
+        cluster,
+        "-n",
+        namespace,
+        "--subresource=status",
+        "--type=merge",
+        "-p",
+        json.dumps({"status": status}),
+    )

@@ -38,7 +38,8 @@ def cond(decision: Decision, type_: str) -> tuple[str, str, str]:
 
 def test_a_suspended_cluster_with_a_queue_label_is_observed_as_waiting_in_that_queue() -> None:
     assert cluster_observation(raycluster(True), 1, []) == ClusterObservation(
-        ready=False, message="waiting for Kueue to admit the RayCluster in LocalQueue team-a", queue="team-a")
+        ready=False, message="waiting for Kueue to admit the RayCluster in LocalQueue team-a", queue="team-a"
+    )
     assert cluster_observation(raycluster(False), 1, []).queue is None  # type: ignore[union-attr]
     assert cluster_observation(raycluster(True, queue=None), 1, []).queue is None  # type: ignore[union-attr]
 
@@ -65,8 +66,16 @@ def test_a_preempted_run_is_suspended_preempted_keeps_its_cluster_and_starts_a_n
     running = decide(None, Observation(now=T0, generation=1, cluster=ClusterObservation(ready=True)), spec())
     assert running.submit_job
     prev = running.status.model_copy(update={"job_submission_id": "grpo-r-1", "attempt": 1})
-    on = decide(prev, Observation(now=T0 + timedelta(minutes=1), generation=1, cluster=ClusterObservation(ready=True),
-                                  job=JobObservation("grpo-r-1", JobState.RUNNING, driver_ip="10.0.0.5")), spec())
+    on = decide(
+        prev,
+        Observation(
+            now=T0 + timedelta(minutes=1),
+            generation=1,
+            cluster=ClusterObservation(ready=True),
+            job=JobObservation("grpo-r-1", JobState.RUNNING, driver_ip="10.0.0.5"),
+        ),
+        spec(),
+    )
     assert on.status.phase is Phase.RUNNING
     queued = cluster_observation(raycluster(True), 1, [])
     pre = decide(on.status, Observation(now=T0 + timedelta(minutes=2), generation=1, cluster=queued), spec())
@@ -75,8 +84,11 @@ def test_a_preempted_run_is_suspended_preempted_keeps_its_cluster_and_starts_a_n
     assert cond(pre, "JobRunning")[:2] == ("False", "Preempted")
     still = decide(pre.status, Observation(now=T0 + timedelta(minutes=3), generation=1, cluster=queued), spec())
     assert (still.status.phase, still.status.reason) == (Phase.SUSPENDED, "Preempted")
-    back = decide(still.status, Observation(now=T0 + timedelta(minutes=4), generation=1,
-                                            cluster=ClusterObservation(ready=True)), spec())  # fmt: skip
+    back = decide(
+        still.status,
+        Observation(now=T0 + timedelta(minutes=4), generation=1, cluster=ClusterObservation(ready=True)),
+        spec(),
+    )
     assert back.submit_job and back.status.job_submission_id is None  # a new attempt, as after spec.suspend
 
 

@@ -59,9 +59,19 @@ def install(request: pytest.FixtureRequest, control_plane: Any, namespace: str, 
     sets = ["--set", f"watchNamespaces={{{namespace}}}"] if mode == "namespaced" else []
     # The control plane fixture applied crds/ already (field manager grpo-localcluster); helm applies the chart's
     # copy server-side: the same file (test_the_chart_ships_the_generated_crd), so it may take the fields over.
-    helm("install", release, str(CHART), "--namespace", operator_ns, f"--kubeconfig={control_plane.kubeconfig}",
-         "--force-conflicts", *sets)  # fmt: skip
-    deployment = json.loads(kubectl("get", "deployment", f"{release}-grpo-operator", "-n", operator_ns, "-o", "json").stdout)
+    helm(
+        "install",
+        release,
+        str(CHART),
+        "--namespace",
+        operator_ns,
+        f"--kubeconfig={control_plane.kubeconfig}",
+        "--force-conflicts",
+        *sets,
+    )
+    deployment = json.loads(
+        kubectl("get", "deployment", f"{release}-grpo-operator", "-n", operator_ns, "-o", "json").stdout
+    )
     [container] = deployment["spec"]["template"]["spec"]["containers"]
     try:
         yield Install(release, operator_ns, f"{release}-grpo-operator", mode, container)
@@ -78,8 +88,10 @@ class ChartOperator(Operator):
     def __init__(self, install: Install, kubeconfig: Path, namespace: str, ray_url: str, log_dir: Path, **env: str):
         chart_env = {e["name"]: e["value"] for e in install.container.get("env", []) if "value" in e}
         super().__init__(kubeconfig, namespace, ray_url, log_dir, **{**chart_env, "GRPO_METRICS_PORT": "0", **env})
-        self.args = [a if not a.startswith("--liveness=") else f"--liveness=http://127.0.0.1:{free_port()}/healthz"
-                     for a in install.container["args"]]  # fmt: skip
+        self.args = [
+            a if not a.startswith("--liveness=") else f"--liveness=http://127.0.0.1:{free_port()}/healthz"
+            for a in install.container["args"]
+        ]
 
 
 def can_i(kubectl: Any, install: Install, *args: str) -> bool:
@@ -89,9 +101,21 @@ def can_i(kubectl: Any, install: Install, *args: str) -> bool:
 
 def test_the_installed_chart_creates_a_restricted_operator_pod(install: Install, kubectl: Any) -> None:
     # No kubelet runs it, but the ReplicaSet controller only gets a Pod past admission if it is restricted-compliant.
-    pods = wait_for("operator pod", lambda: json.loads(kubectl(
-        "get", "pods", "-n", install.operator_namespace, "-l", "app.kubernetes.io/name=grpo-operator", "-o", "json"
-    ).stdout)["items"])  # fmt: skip
+    pods = wait_for(
+        "operator pod",
+        lambda: json.loads(
+            kubectl(
+                "get",
+                "pods",
+                "-n",
+                install.operator_namespace,
+                "-l",
+                "app.kubernetes.io/name=grpo-operator",
+                "-o",
+                "json",
+            ).stdout
+        )["items"],
+    )
     [pod] = pods
     assert pod["spec"]["serviceAccountName"] == install.service_account
     [container] = pod["spec"]["containers"]
@@ -113,17 +137,35 @@ def reward_metrics() -> Iterator[int]:
 
 
 def test_the_service_account_token_alone_takes_a_remote_reward_run_to_succeeded(  # noqa: PLR0917 - pytest fixtures
-    install: Install, control_plane: Any, namespace: str, kubectl: Any, ray_head: Any, reward_metrics: int,
+    install: Install,
+    control_plane: Any,
+    namespace: str,
+    kubectl: Any,
+    ray_head: Any,
+    reward_metrics: int,
     tmp_path: Path,
-) -> None:  # fmt: skip
+) -> None:
     token = control_plane.token_kubeconfig(install.operator_namespace, install.service_account)
-    op = ChartOperator(install, token, namespace, ray_head.dashboard_url, tmp_path,
-                       GRPO_REWARD_METRICS_URL=f"http://127.0.0.1:{reward_metrics}/metrics")  # fmt: skip
+    op = ChartOperator(
+        install,
+        token,
+        namespace,
+        ray_head.dashboard_url,
+        tmp_path,
+        GRPO_REWARD_METRICS_URL=f"http://127.0.0.1:{reward_metrics}/metrics",
+    )
     op.start()
     try:
-        spec = fake("--fake-reward", "0.5", rollouts=3, reward={"type": "remote", "remote": {"replicas": 1, "image": REWARD_IMAGE}})
+        spec = fake(
+            "--fake-reward",
+            "0.5",
+            rollouts=3,
+            reward={"type": "remote", "remote": {"replicas": 1, "image": REWARD_IMAGE}},
+        )
         kubectl("apply", "-f", "-", input=manifest("rbac", namespace, spec))
-        wait_for("reward pods", lambda: play_kubelet_ready(kubectl, namespace, "grpo.dev/run=rbac,grpo.dev/component=reward"))
+        wait_for(
+            "reward pods", lambda: play_kubelet_ready(kubectl, namespace, "grpo.dev/run=rbac,grpo.dev/component=reward")
+        )
         provisioning = wait_for("Provisioning", lambda: phase_is(kubectl, namespace, "rbac", "Pending", "Provisioning"))
         assert argocd_health(provisioning)["status"] == "Progressing"  # what Argo CD shows for the live object
         play_kuberay_ready(kubectl, namespace, "rbac")
@@ -133,12 +175,20 @@ def test_the_service_account_token_alone_takes_a_remote_reward_run_to_succeeded(
         reward = next(c for c in done["status"]["conditions"] if c["type"] == "RewardServiceReady")
         assert reward["status"] == "True"
         # Every child kind was applied under the token; the finished run's RayCluster was deleted under it.
-        for kind, name in (("configmap", names.config_map("rbac")), ("deployment", names.reward_service("rbac")),
-                           ("service", names.reward_service("rbac")), ("pdb", names.reward_service("rbac")),
-                           ("networkpolicy", names.network_policy("rbac", "reward"))):  # fmt: skip
+        for kind, name in (
+            ("configmap", names.config_map("rbac")),
+            ("deployment", names.reward_service("rbac")),
+            ("service", names.reward_service("rbac")),
+            ("pdb", names.reward_service("rbac")),
+            ("networkpolicy", names.network_policy("rbac", "reward")),
+        ):
             kubectl("get", kind, name, "-n", namespace)
-        wait_for("RayCluster deleted", lambda: kubectl(
-            "get", "raycluster", names.ray_cluster("rbac"), "-n", namespace, check=False).returncode != 0)  # fmt: skip
+        wait_for(
+            "RayCluster deleted",
+            lambda: (
+                kubectl("get", "raycluster", names.ray_cluster("rbac"), "-n", namespace, check=False).returncode != 0
+            ),
+        )
         events = json.loads(kubectl("get", "events", "-n", namespace, "-o", "json").stdout)["items"]
         assert "Succeeded" in {e["reason"] for e in events if e["involvedObject"]["name"] == "rbac"}
         # Deleting the run goes through kopf's finalizer, removed under the token too.
@@ -152,49 +202,96 @@ def assert_nothing_denied_but_kopf_scanning(logs: str) -> None:
     """No call of the operator was refused. Allowed: kopf's optional scanning of namespaces and CRDs (it falls
     back to the namespaces it was given), and writes into namespaces other tests left terminating."""
     denied = [line for line in logs.splitlines() if "403" in line or "Forbidden" in line]
-    tolerated = ("Not enough permissions", "'kind': 'namespaces'", "'kind': 'customresourcedefinitions'",
-                 "because it is being terminated")  # fmt: skip
+    tolerated = (
+        "Not enough permissions",
+        "'kind': 'namespaces'",
+        "'kind': 'customresourcedefinitions'",
+        "because it is being terminated",
+    )
     assert [line for line in denied if not any(t in line for t in tolerated)] == []
 
 
 NEEDED = [
-    ("list", "grporuns.grpo.dev"), ("watch", "grporuns.grpo.dev"), ("patch", "grporuns.grpo.dev"),
-    ("patch", "grporuns.grpo.dev", "--subresource=status"), ("create", "events"),
-    ("create", "configmaps"), ("patch", "configmaps"), ("create", "services"), ("patch", "services"),
-    ("create", "deployments.apps"), ("patch", "deployments.apps"), ("get", "deployments.apps"),
-    ("create", "poddisruptionbudgets.policy"), ("patch", "poddisruptionbudgets.policy"),
-    ("create", "rayclusters.ray.io"), ("patch", "rayclusters.ray.io"), ("get", "rayclusters.ray.io"),
-    ("delete", "rayclusters.ray.io"), ("list", "pods"), ("watch", "pods"),  # pods watched (edges/watchcache.py)
-    ("list", "rayclusters.ray.io"), ("watch", "rayclusters.ray.io"),  # children watched (controller/children.py)
-    ("list", "deployments.apps"), ("watch", "deployments.apps"),
-    ("get", "secrets"), ("create", "secrets"),  # the run's Ray auth token Secret, by name
+    ("list", "grporuns.grpo.dev"),
+    ("watch", "grporuns.grpo.dev"),
+    ("patch", "grporuns.grpo.dev"),
+    ("patch", "grporuns.grpo.dev", "--subresource=status"),
+    ("create", "events"),
+    ("create", "configmaps"),
+    ("patch", "configmaps"),
+    ("create", "services"),
+    ("patch", "services"),
+    ("create", "deployments.apps"),
+    ("patch", "deployments.apps"),
+    ("get", "deployments.apps"),
+    ("create", "poddisruptionbudgets.policy"),
+    ("patch", "poddisruptionbudgets.policy"),
+    ("create", "rayclusters.ray.io"),
+    ("patch", "rayclusters.ray.io"),
+    ("get", "rayclusters.ray.io"),
+    ("delete", "rayclusters.ray.io"),
+    ("list", "pods"),
+    ("watch", "pods"),  # pods watched (edges/watchcache.py)
+    ("list", "rayclusters.ray.io"),
+    ("watch", "rayclusters.ray.io"),  # children watched (controller/children.py)
+    ("list", "deployments.apps"),
+    ("watch", "deployments.apps"),
+    ("get", "secrets"),
+    ("create", "secrets"),  # the run's Ray auth token Secret, by name
     ("create", "podtemplates"),  # dry runs of the rendered pod templates (nothing is stored)
-    ("create", "networkpolicies.networking.k8s.io"), ("patch", "networkpolicies.networking.k8s.io"),
-]  # fmt: skip
+    ("create", "networkpolicies.networking.k8s.io"),
+    ("patch", "networkpolicies.networking.k8s.io"),
+]
 
 FORBIDDEN = [
-    ("list", "secrets"), ("watch", "secrets"), ("patch", "secrets"), ("update", "secrets"), ("delete", "secrets"),
-    ("delete", "networkpolicies.networking.k8s.io"), ("list", "networkpolicies.networking.k8s.io"),
-    ("delete", "grporuns.grpo.dev"), ("create", "grporuns.grpo.dev"), ("update", "grporuns.grpo.dev"),
-    ("create", "pods"), ("delete", "pods"), ("create", "pods", "--subresource=exec"), ("get", "pods", "--subresource=log"),
-    ("delete", "configmaps"), ("get", "configmaps"), ("delete", "deployments.apps"), ("delete", "services"),
-    ("create", "rayjobs.ray.io"), ("get", "rayjobs.ray.io"), ("create", "rayservices.ray.io"),
-    ("create", "serviceaccounts", "--subresource=token"), ("create", "roles.rbac.authorization.k8s.io"),
-    ("create", "rolebindings.rbac.authorization.k8s.io"), ("impersonate", "serviceaccounts"),
-    ("create", "persistentvolumeclaims"), ("patch", "events"),
-    ("get", "podtemplates"), ("list", "podtemplates"), ("delete", "podtemplates"), ("patch", "podtemplates"),
-]  # fmt: skip
+    ("list", "secrets"),
+    ("watch", "secrets"),
+    ("patch", "secrets"),
+    ("update", "secrets"),
+    ("delete", "secrets"),
+    ("delete", "networkpolicies.networking.k8s.io"),
+    ("list", "networkpolicies.networking.k8s.io"),
+    ("delete", "grporuns.grpo.dev"),
+    ("create", "grporuns.grpo.dev"),
+    ("update", "grporuns.grpo.dev"),
+    ("create", "pods"),
+    ("delete", "pods"),
+    ("create", "pods", "--subresource=exec"),
+    ("get", "pods", "--subresource=log"),
+    ("delete", "configmaps"),
+    ("get", "configmaps"),
+    ("delete", "deployments.apps"),
+    ("delete", "services"),
+    ("create", "rayjobs.ray.io"),
+    ("get", "rayjobs.ray.io"),
+    ("create", "rayservices.ray.io"),
+    ("create", "serviceaccounts", "--subresource=token"),
+    ("create", "roles.rbac.authorization.k8s.io"),
+    ("create", "rolebindings.rbac.authorization.k8s.io"),
+    ("impersonate", "serviceaccounts"),
+    ("create", "persistentvolumeclaims"),
+    ("patch", "events"),
+    ("get", "podtemplates"),
+    ("list", "podtemplates"),
+    ("delete", "podtemplates"),
+    ("patch", "podtemplates"),
+]
 
 CLUSTER_FORBIDDEN = [
-    ("delete", "namespaces"), ("create", "namespaces"), ("list", "nodes"), ("list", "secrets", "--all-namespaces"),
+    ("delete", "namespaces"),
+    ("create", "namespaces"),
+    ("list", "nodes"),
+    ("list", "secrets", "--all-namespaces"),
     ("watch", "secrets", "--all-namespaces"),
     ("create", "customresourcedefinitions.apiextensions.k8s.io"),
     ("delete", "customresourcedefinitions.apiextensions.k8s.io"),
     ("patch", "customresourcedefinitions.apiextensions.k8s.io"),
-    ("create", "clusterroles.rbac.authorization.k8s.io"), ("create", "clusterrolebindings.rbac.authorization.k8s.io"),
-    ("escalate", "clusterroles.rbac.authorization.k8s.io"), ("bind", "clusterroles.rbac.authorization.k8s.io"),
+    ("create", "clusterroles.rbac.authorization.k8s.io"),
+    ("create", "clusterrolebindings.rbac.authorization.k8s.io"),
+    ("escalate", "clusterroles.rbac.authorization.k8s.io"),
+    ("bind", "clusterroles.rbac.authorization.k8s.io"),
     ("create", "mutatingwebhookconfigurations.admissionregistration.k8s.io"),
-]  # fmt: skip
+]
 
 
 def test_the_service_account_can_do_what_the_operator_calls_and_nothing_broader(
@@ -230,5 +327,10 @@ def test_acting_with_the_token_listing_or_changing_secrets_is_refused_by_the_api
 
 
 def _kubectl_with(kubeconfig: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([str(tool_path("kubectl")), f"--kubeconfig={kubeconfig}", *args],
-                          capture_output=True, text=True, timeout=60, check=False)  # fmt: skip
+    return subprocess.run(
+        [str(tool_path("kubectl")), f"--kubeconfig={kubeconfig}", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )

@@ -9,17 +9,41 @@ from kubernetes import client
 
 
 def pod(name: str, *, unschedulable: str | None = None, waiting: tuple[str, str] | None = None) -> client.V1Pod:
-    conditions = [client.V1PodCondition(type="PodScheduled", status="False", reason="Unschedulable", message=unschedulable)] if unschedulable else []
+    conditions = (
+        [client.V1PodCondition(type="PodScheduled", status="False", reason="Unschedulable", message=unschedulable)]
+        if unschedulable
+        else []
+    )
     statuses = []
     if waiting:
-        statuses = [client.V1ContainerStatus(name="ray-worker", image="i", image_id="", ready=False, restart_count=0,
-                    state=client.V1ContainerState(waiting=client.V1ContainerStateWaiting(reason=waiting[0], message=waiting[1])))]
-    return client.V1Pod(metadata=client.V1ObjectMeta(name=name), status=client.V1PodStatus(conditions=conditions, container_statuses=statuses))
+        statuses = [
+            client.V1ContainerStatus(
+                name="ray-worker",
+                image="i",
+                image_id="",
+                ready=False,
+                restart_count=0,
+                state=client.V1ContainerState(
+                    waiting=client.V1ContainerStateWaiting(reason=waiting[0], message=waiting[1])
+                ),
+            )
+        ]
+    return client.V1Pod(
+        metadata=client.V1ObjectMeta(name=name),
+        status=client.V1PodStatus(conditions=conditions, container_statuses=statuses),
+    )
 
 
 def test_kuberay_conditions_and_worker_counts_decide_readiness() -> None:
-    ready = {"status": {"readyWorkerReplicas": 2, "conditions": [
-        {"type": "RayClusterProvisioned", "status": "True"}, {"type": "HeadPodReady", "status": "True"}]}}
+    ready = {
+        "status": {
+            "readyWorkerReplicas": 2,
+            "conditions": [
+                {"type": "RayClusterProvisioned", "status": "True"},
+                {"type": "HeadPodReady", "status": "True"},
+            ],
+        }
+    }
     assert childstate.cluster_ready(ready, 2)[0]
     assert not childstate.cluster_ready(ready, 3)[0]
     assert not childstate.cluster_ready({"status": {}}, 1)[0]
@@ -27,11 +51,13 @@ def test_kuberay_conditions_and_worker_counts_decide_readiness() -> None:
 
 
 def test_pod_problems_are_quoted_from_the_scheduler_and_kubelet() -> None:
-    lines = childstate.pod_problems([
-        pod("w-0", unschedulable="0/4 nodes are available: 4 Insufficient vpc.amazonaws.com/efa."),
-        pod("w-1", waiting=("ImagePullBackOff", 'Back-off pulling image "miles@sha256:x"')),
-        pod("w-2", waiting=("ContainerCreating", "")),
-    ])
+    lines = childstate.pod_problems(
+        [
+            pod("w-0", unschedulable="0/4 nodes are available: 4 Insufficient vpc.amazonaws.com/efa."),
+            pod("w-1", waiting=("ImagePullBackOff", 'Back-off pulling image "miles@sha256:x"')),
+            pod("w-2", waiting=("ContainerCreating", "")),
+        ]
+    )
     assert lines == [
         "pod w-0 unschedulable: 0/4 nodes are available: 4 Insufficient vpc.amazonaws.com/efa.",
         'pod w-1 container ray-worker ImagePullBackOff: Back-off pulling image "miles@sha256:x"',
@@ -43,7 +69,9 @@ def test_reward_service_with_failing_scoring_is_not_ready() -> None:
     assert childstate.reward_observation(deployment, 0.0, 0.1).ready  # type: ignore[union-attr]
     failing = childstate.reward_observation(deployment, 0.5, 0.1)
     assert failing is not None and not failing.ready and failing.reason == "ScoringErrors"
-    none_ready = childstate.reward_observation(client.V1Deployment.model_construct(status=client.V1DeploymentStatus()), None, 0.1)
+    none_ready = childstate.reward_observation(
+        client.V1Deployment.model_construct(status=client.V1DeploymentStatus()), None, 0.1
+    )
     assert none_ready is not None and none_ready.reason == "NotReady"
 
 
@@ -68,7 +96,7 @@ def test_trainer_gauges_are_read_for_this_run_only() -> None:
 
 def test_garbage_is_a_scrape_error_not_a_crash() -> None:
     with pytest.raises(scrape.ScrapeError):
-        scrape.trainer_metrics("miles_metric_rollout_step{run_name=\"x\" 1\n", "x")
+        scrape.trainer_metrics('miles_metric_rollout_step{run_name="x" 1\n', "x")
     with pytest.raises(scrape.ScrapeError):
         scrape.fetch("file:///etc/passwd", 1)
 

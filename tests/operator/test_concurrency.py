@@ -64,8 +64,11 @@ def test_concurrent_reconciles_of_one_run_submit_once_and_lose_no_guard_update(
     reward = Gauge("miles_metric_rollout_raw_reward", "rollout/raw_reward", labels, registry=registry)
     port = free_port()
     server, _ = start_http_server(port, addr="127.0.0.1", registry=registry)
-    settings = OperatorSettings(render=RenderSettings(prometheus_port=port, launcher=DRIVER),
-                                ray_address=ray_head.dashboard_url, http_timeout_seconds=60)  # fmt: skip
+    settings = OperatorSettings(
+        render=RenderSettings(prometheus_port=port, launcher=DRIVER),
+        ray_address=ray_head.dashboard_url,
+        http_timeout_seconds=60,
+    )
     reconciler = Reconciler(kube=Kube(config.new_client_from_config(str(control_plane.kubeconfig))), settings=settings)
     guards = {"action": "Warn", "consecutiveRollouts": 1000, "maxRepetitionFrac": 0.3, "stallTimeoutSeconds": 3600}
     kubectl("apply", "-f", "-", input=manifest("busy", namespace, {"rollout": {"numRollout": 50}, "guards": guards}))

@@ -47,7 +47,9 @@ def peers(kubectl: Any, namespace: str) -> list[int]:
 
 def replica(control_plane: Any, namespace: str, ray_url: str, log_dir: Path, priority: int, **env: str) -> Operator:
     log_dir.mkdir()
-    op = Operator(control_plane.kubeconfig, namespace, ray_url, log_dir, GRPO_PEERING_LIFETIME_SECONDS=str(LIFETIME), **env)
+    op = Operator(
+        control_plane.kubeconfig, namespace, ray_url, log_dir, GRPO_PEERING_LIFETIME_SECONDS=str(LIFETIME), **env
+    )
     op.args = ["--peering", PEERING, "--priority", str(priority), "--namespace", namespace]
     return op
 
@@ -56,8 +58,12 @@ def test_killing_the_active_replica_mid_run_hands_the_run_to_the_other_with_one_
     control_plane: Any, ray_head: Any, namespace: str, kubectl: Any, tmp_path: Path
 ) -> None:
     control_plane.apply_crds([REPO / "charts" / "grpo-operator" / "crds" / "kopfpeerings.kopf.dev.yaml"])
-    kubectl("apply", "-f", "-", input=f"apiVersion: kopf.dev/v1\nkind: KopfPeering\n"
-                                      f"metadata: {{name: {PEERING}, namespace: {namespace}}}\n")  # fmt: skip
+    kubectl(
+        "apply",
+        "-f",
+        "-",
+        input=f"apiVersion: kopf.dev/v1\nkind: KopfPeering\nmetadata: {{name: {PEERING}, namespace: {namespace}}}\n",
+    )
     ray_url = ray_head.dashboard_url
     active = replica(control_plane, namespace, ray_url, tmp_path / "active", priority=200)
     # The replicas of one Deployment share their settings: the trainer's metrics port and the entrypoint.
@@ -67,28 +73,43 @@ def test_killing_the_active_replica_mid_run_hands_the_run_to_the_other_with_one_
     standby.start()
     try:
         # Both replicas have registered, and the standby is paused (never resumed, or paused again since).
-        wait_for("both replicas in the peering, the standby paused", lambda: peers(kubectl, namespace) == [100, 200]
-                 and paused(standby))  # fmt: skip
+        wait_for(
+            "both replicas in the peering, the standby paused",
+            lambda: peers(kubectl, namespace) == [100, 200] and paused(standby),
+        )
         # Repetitive from rollout 60 on (~24 s in): the degenerate-output guard (3 consecutive rollouts) has to
         # trip after the kill, by the standby, from the guard state the killed replica left in the status.
         repetition = ",".join(["0.0"] * 60 + ["0.56"])
-        kubectl("apply", "-f", "-", input=manifest("looping", namespace, fake("--fake-repetition", repetition, rollouts=300)))
+        kubectl(
+            "apply",
+            "-f",
+            "-",
+            input=manifest("looping", namespace, fake("--fake-repetition", repetition, rollouts=300)),
+        )
         play_kuberay_ready(kubectl, namespace, "looping")
-        before = wait_for("Running with metrics", lambda: (r := phase_is(kubectl, namespace, "looping", "Running"))
-                          and r["status"].get("metrics") and r)  # fmt: skip
+        before = wait_for(
+            "Running with metrics",
+            lambda: (r := phase_is(kubectl, namespace, "looping", "Running")) and r["status"].get("metrics") and r,
+        )
         assert paused(standby)  # it stayed paused while the active one ran
 
         active.stop(9)  # SIGKILL: no keep-alive withdrawn, no finalizer released
         killed = time.monotonic()
         wait_for("the standby resuming", lambda: not paused(standby), timeout=6 * LIFETIME)
         print(f"takeover {time.monotonic() - killed:.1f}s after SIGKILL (peering lifetime {LIFETIME}s)")
-        after = wait_for("the standby writing the status", lambda: (r := phase_is(kubectl, namespace, "looping", *PHASES))
-                         and r["status"].get("metrics", {}).get("rollout", 0) > before["status"]["metrics"]["rollout"]
-                         and r)  # fmt: skip
+        after = wait_for(
+            "the standby writing the status",
+            lambda: (
+                (r := phase_is(kubectl, namespace, "looping", *PHASES))
+                and r["status"].get("metrics", {}).get("rollout", 0) > before["status"]["metrics"]["rollout"]
+                and r
+            ),
+        )
         assert after["status"]["jobSubmissionId"] == before["status"]["jobSubmissionId"]
 
-        done = wait_for("stopped by its guard", lambda: phase_is(kubectl, namespace, "looping", "Failed", "Succeeded"),
-                        timeout=240)  # fmt: skip
+        done = wait_for(
+            "stopped by its guard", lambda: phase_is(kubectl, namespace, "looping", "Failed", "Succeeded"), timeout=240
+        )
         assert done["status"]["reason"] == "DegenerateOutput", done["status"]
         assert "repetition_frac 0.56" in done["status"]["message"]
         assert done["status"]["jobSubmissionId"] == before["status"]["jobSubmissionId"]

@@ -24,9 +24,19 @@ TERMINAL = {JobStatus.SUCCEEDED, JobStatus.FAILED, JobStatus.STOPPED}
 MILES_PREFIX = ["python3", "/root/miles/train.py"]
 # Real miles flags the double must ignore (a sample of what render/job.py emits).
 OTHER_MILES_FLAGS = [
-    "--hf-checkpoint", "/fsx/models/Qwen3-4B", "--rm-type", "remote_rm", "--rm-url", "http://reward:8000/score",
-    "--eval-prompt-data", "aime", "/fsx/data/aime.jsonl", "--rollout-temperature", "1.0", "--use-tensorboard",
-]  # fmt: skip
+    "--hf-checkpoint",
+    "/fsx/models/Qwen3-4B",
+    "--rm-type",
+    "remote_rm",
+    "--rm-url",
+    "http://reward:8000/score",
+    "--eval-prompt-data",
+    "aime",
+    "/fsx/data/aime.jsonl",
+    "--rollout-temperature",
+    "1.0",
+    "--use-tensorboard",
+]
 
 
 def free_port() -> int:
@@ -37,8 +47,18 @@ def free_port() -> int:
 
 
 def miles_argv(run_name: str, port: int, rollouts: int, *knobs: str) -> list[str]:
-    return [*MILES_PREFIX, *OTHER_MILES_FLAGS, "--num-rollout", str(rollouts), "--use-prometheus",
-            "--prometheus-port", str(port), "--prometheus-run-name", run_name, *knobs]  # fmt: skip
+    return [
+        *MILES_PREFIX,
+        *OTHER_MILES_FLAGS,
+        "--num-rollout",
+        str(rollouts),
+        "--use-prometheus",
+        "--prometheus-port",
+        str(port),
+        "--prometheus-run-name",
+        run_name,
+        *knobs,
+    ]
 
 
 def submit(client: JobSubmissionClient, run_name: str, port: int, rollouts: int, *knobs: str) -> str:
@@ -70,19 +90,31 @@ def answers(port: int) -> bool:
 
 
 def final_status(client: JobSubmissionClient, job: str) -> JobStatus:
-    status: JobStatus = wait_for(
-        f"job {job} to end", lambda: (s := client.get_job_status(job)) in TERMINAL and s
-    )
+    status: JobStatus = wait_for(f"job {job} to end", lambda: (s := client.get_job_status(job)) in TERMINAL and s)
     return status
 
 
 def test_fake_serves_miles_gauges_per_rollout_then_succeeds_with_exit_0(ray_head: LocalRayHead) -> None:
     client = JobSubmissionClient(ray_head.dashboard_url, headers=ray_head.auth_headers)
     port, run = free_port(), f"happy-{uuid.uuid4().hex[:6]}"
-    job = submit(client, run, port, 3, "--fake-step-seconds", "0.2", "--fake-reward", "0.1,0.2,0.3",
-                 "--fake-repetition", "0.05", "--fake-truncated", "0.5")  # fmt: skip
+    job = submit(
+        client,
+        run,
+        port,
+        3,
+        "--fake-step-seconds",
+        "0.2",
+        "--fake-reward",
+        "0.1,0.2,0.3",
+        "--fake-repetition",
+        "0.05",
+        "--fake-truncated",
+        "0.5",
+    )
 
-    metrics = wait_for("rollout 2 on /metrics", lambda: (m := scrape(port)) and m["miles_metric_rollout_step"][1] == 2 and m)
+    metrics = wait_for(
+        "rollout 2 on /metrics", lambda: (m := scrape(port)) and m["miles_metric_rollout_step"][1] == 2 and m
+    )
     assert metrics["miles_metric_rollout_step"] == ({"run_name": run}, 2.0)
     assert metrics["miles_metric_rollout_raw_reward"] == ({"run_name": run}, 0.3)
     assert metrics["miles_metric_rollout_repetition_frac"] == ({"run_name": run}, 0.05)
@@ -102,8 +134,18 @@ def test_fake_serves_miles_gauges_per_rollout_then_succeeds_with_exit_0(ray_head
 def test_fake_fails_with_its_message_as_the_last_log_line(ray_head: LocalRayHead) -> None:
     client = JobSubmissionClient(ray_head.dashboard_url, headers=ray_head.auth_headers)
     message = "preflight failed: gpus: expected 8 visible GPUs, found 0"
-    job = submit(client, f"doomed-{uuid.uuid4().hex[:6]}", free_port(), 5, "--fake-fail-after", "0",
-                 "--fake-exit-code", "3", "--fake-fail-message", message)  # fmt: skip
+    job = submit(
+        client,
+        f"doomed-{uuid.uuid4().hex[:6]}",
+        free_port(),
+        5,
+        "--fake-fail-after",
+        "0",
+        "--fake-exit-code",
+        "3",
+        "--fake-fail-message",
+        message,
+    )
 
     assert final_status(client, job) == JobStatus.FAILED
     info = client.get_job_info(job)
@@ -135,7 +177,11 @@ def run_fake(*argv: str) -> subprocess.CompletedProcess[str]:
 
 
 def rollouts_in(output: str) -> list[int]:
-    return [int(line.split(" rollout ", 1)[1].split(":")[0]) for line in output.splitlines() if " rollout " in line and "}" in line]
+    return [
+        int(line.split(" rollout ", 1)[1].split(":")[0])
+        for line in output.splitlines()
+        if " rollout " in line and "}" in line
+    ]
 
 
 def test_fake_serves_no_gauge_before_its_first_rollout(ray_head: LocalRayHead) -> None:
@@ -149,8 +195,20 @@ def test_fake_serves_no_gauge_before_its_first_rollout(ray_head: LocalRayHead) -
 
 
 def test_fake_reads_miles_flags_after_a_launcher_double_dash() -> None:
-    done = run_fake("-m", "grpo_launcher", "run", "--config", "/etc/grpo/run.json", "--", *MILES_PREFIX,
-                    *OTHER_MILES_FLAGS, "--num-rollout", "2", "--fake-step-seconds", "0")  # fmt: skip
+    done = run_fake(
+        "-m",
+        "grpo_launcher",
+        "run",
+        "--config",
+        "/etc/grpo/run.json",
+        "--",
+        *MILES_PREFIX,
+        *OTHER_MILES_FLAGS,
+        "--num-rollout",
+        "2",
+        "--fake-step-seconds",
+        "0",
+    )
     assert done.returncode == 0, done.stderr
     assert rollouts_in(done.stdout) == [0, 1]
 
@@ -163,8 +221,20 @@ def test_fake_without_num_rollout_says_so() -> None:
 
 def test_fake_checkpoints_resume_after_the_last_saved_rollout(tmp_path: Path) -> None:
     ckpt = tmp_path / "checkpoints"
-    flags = [*MILES_PREFIX, "--load", str(ckpt), "--save", str(ckpt), "--save-interval", "2",
-             "--save-trigger-sentinel", str(tmp_path / "save-now"), "--fake-step-seconds", "0", "--fake-checkpoints"]  # fmt: skip
+    flags = [
+        *MILES_PREFIX,
+        "--load",
+        str(ckpt),
+        "--save",
+        str(ckpt),
+        "--save-interval",
+        "2",
+        "--save-trigger-sentinel",
+        str(tmp_path / "save-now"),
+        "--fake-step-seconds",
+        "0",
+        "--fake-checkpoints",
+    ]
     first = run_fake(*flags, "--num-rollout", "3", "--fake-fail-after", "2", "--fake-exit-code", "1")
     assert first.returncode == 1
     assert rollouts_in(first.stdout) == [0, 1]

@@ -49,27 +49,47 @@ def queue(kueue: SimulatedCluster, sim_namespace: str) -> Iterator[str]:
     enough for several runs, so the GPUs are what is short): the YAML README's "Queues" section shows."""
     flavor, cluster_queue = f"f-{sim_namespace}"[:63], f"cq-{sim_namespace}"[:63]
     quota = {"cpu": "2000", "memory": "64Ti", "nvidia.com/gpu": str(GPU_QUOTA), "vpc.amazonaws.com/efa": "256"}
-    objects = [{"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ResourceFlavor", "metadata": {"name": flavor}},
-               *cluster_and_local_queue(sim_namespace, cluster_queue, {flavor: quota})]  # fmt: skip
+    objects = [
+        {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ResourceFlavor", "metadata": {"name": flavor}},
+        *cluster_and_local_queue(sim_namespace, cluster_queue, {flavor: quota}),
+    ]
     with applied(kueue, objects):
         yield QUEUE
 
 
-def cluster_and_local_queue(namespace: str, cluster_queue: str, quotas: dict[str, dict[str, str]],
-                            **spec: Any) -> list[dict[str, Any]]:  # fmt: skip
+def cluster_and_local_queue(
+    namespace: str, cluster_queue: str, quotas: dict[str, dict[str, str]], **spec: Any
+) -> list[dict[str, Any]]:
     """A ClusterQueue for `namespace` (one resource group: a flavor per entry of `quotas`, each with its nominal
     quota) and its LocalQueue QUEUE there."""
     covered = list(next(iter(quotas.values())))
-    groups = [{"coveredResources": covered, "flavors": [
-        {"name": flavor, "resources": [{"name": k, "nominalQuota": q} for k, q in quota.items()]}
-        for flavor, quota in quotas.items()]}]  # fmt: skip
+    groups = [
+        {
+            "coveredResources": covered,
+            "flavors": [
+                {"name": flavor, "resources": [{"name": k, "nominalQuota": q} for k, q in quota.items()]}
+                for flavor, quota in quotas.items()
+            ],
+        }
+    ]
     return [
-        {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue", "metadata": {"name": cluster_queue},
-         "spec": {**spec, "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": namespace}},
-                  "resourceGroups": groups}},
-        {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "LocalQueue",
-         "metadata": {"name": QUEUE, "namespace": namespace}, "spec": {"clusterQueue": cluster_queue}},
-    ]  # fmt: skip
+        {
+            "apiVersion": "kueue.x-k8s.io/v1beta2",
+            "kind": "ClusterQueue",
+            "metadata": {"name": cluster_queue},
+            "spec": {
+                **spec,
+                "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": namespace}},
+                "resourceGroups": groups,
+            },
+        },
+        {
+            "apiVersion": "kueue.x-k8s.io/v1beta2",
+            "kind": "LocalQueue",
+            "metadata": {"name": QUEUE, "namespace": namespace},
+            "spec": {"clusterQueue": cluster_queue},
+        },
+    ]
 
 
 @contextmanager
@@ -95,7 +115,9 @@ def condition(run: dict[str, Any], type_: str) -> dict[str, Any]:
 
 
 def ray_pods(kubectl: Kubectl, namespace: str, run: str) -> list[dict[str, Any]]:
-    pods: list[dict[str, Any]] = get(kubectl, "pods", "-n", namespace, "-l", f"ray.io/cluster={names.ray_cluster(run)}")["items"]
+    pods: list[dict[str, Any]] = get(
+        kubectl, "pods", "-n", namespace, "-l", f"ray.io/cluster={names.ray_cluster(run)}"
+    )["items"]
     return pods
 
 
@@ -121,13 +143,21 @@ def workload_of(kubectl: Kubectl, namespace: str, run: str) -> dict[str, Any] | 
 
 
 def test_a_second_run_waits_whole_while_the_first_holds_the_quota_and_starts_when_the_first_finishes(
-    kueue: SimulatedCluster, sim_namespace: str, queue: str, ray_head: Any, tmp_path: Path,
+    kueue: SimulatedCluster,
+    sim_namespace: str,
+    queue: str,
+    ray_head: Any,
+    tmp_path: Path,
 ) -> None:
     kubectl, ns = kueue.kubectl, sim_namespace
     with running_operator(kueue, ns, ray_head.dashboard_url, tmp_path):
         # The first run trains one rollout, then hangs: it holds its GPUs until something ends it.
-        kubectl("apply", "-f", "-", input=manifest("first", ns, fake("--fake-stall-after", "1", rollouts=5,
-                                                                     scheduling={"queueName": queue})))  # fmt: skip
+        kubectl(
+            "apply",
+            "-f",
+            "-",
+            input=manifest("first", ns, fake("--fake-stall-after", "1", rollouts=5, scheduling={"queueName": queue})),
+        )
         wait_for("the first run Running", lambda: phase_is(kubectl, ns, "first", "Running"), timeout=300)
         kubectl("apply", "-f", "-", input=manifest("second", ns, fake(rollouts=2, scheduling={"queueName": queue})))
 
@@ -149,26 +179,43 @@ def test_a_second_run_waits_whole_while_the_first_holds_the_quota_and_starts_whe
         assert row[1] == "Pending" and "Queued" in row, table
 
         # The first run finishes: its stall guard is tightened (guards may change after creation) and trips.
-        kubectl("patch", "grporun", "first", "-n", ns, "--type=merge",
-                "-p", json.dumps({"spec": {"guards": {"stallTimeoutSeconds": 5, "startupGraceSeconds": 0}}}))  # fmt: skip
+        kubectl(
+            "patch",
+            "grporun",
+            "first",
+            "-n",
+            ns,
+            "--type=merge",
+            "-p",
+            json.dumps({"spec": {"guards": {"stallTimeoutSeconds": 5, "startupGraceSeconds": 0}}}),
+        )
         first = wait_for("the first run Failed", lambda: phase_is(kubectl, ns, "first", "Failed"), timeout=300)
         assert first["status"]["reason"] == "Stalled"
-        second = wait_for("the second run Succeeded", lambda: phase_is(kubectl, ns, "second", "Succeeded", "Failed"),
-                          timeout=400)  # fmt: skip
+        second = wait_for(
+            "the second run Succeeded", lambda: phase_is(kubectl, ns, "second", "Succeeded", "Failed"), timeout=400
+        )
         assert second["status"]["phase"] == "Succeeded", second["status"]
         assert second["status"]["startTime"] >= first["status"]["completionTime"]
 
 
 def test_a_run_larger_than_the_quota_never_holds_part_of_the_gpus(
-    kueue: SimulatedCluster, sim_namespace: str, queue: str, ray_head: Any, tmp_path: Path,
+    kueue: SimulatedCluster,
+    sim_namespace: str,
+    queue: str,
+    ray_head: Any,
+    tmp_path: Path,
 ) -> None:
     """2 p5en workers (16 GPUs) against an 8-GPU quota, with free p5en nodes for both workers: without Kueue
     one worker would take its node while the other waits; here Kueue admits all or nothing, and KubeRay
     creates no pod of a suspended cluster."""
     kubectl, ns = kueue.kubectl, sim_namespace
     with running_operator(kueue, ns, ray_head.dashboard_url, tmp_path):
-        kubectl("apply", "-f", "-", input=manifest("big", ns, {"scheduling": {"queueName": queue}},
-                                                    example="qwen3-30b-a3b-pure-tp"))  # fmt: skip
+        kubectl(
+            "apply",
+            "-f",
+            "-",
+            input=manifest("big", ns, {"scheduling": {"queueName": queue}}, example="qwen3-30b-a3b-pure-tp"),
+        )
         run = wait_for("the 2-node run Queued", lambda: reason_is(kubectl, ns, "big", "Queued"), timeout=180)
         assert run["status"]["plan"]["workerReplicas"] == 2
         wait_for("Kueue to refuse the run for lack of GPUs", lambda: refused_for_gpus(kubectl, ns, "big"))
@@ -182,42 +229,69 @@ def priorities(kueue: SimulatedCluster, sim_namespace: str) -> Iterator[tuple[st
     """Two PriorityClasses (low, high); Kueue takes a Workload's priority from its pods' priorityClassName
     (pkg/controller/jobframework/reconciler.go:1485-1492), which spec.scheduling.priorityClassName sets."""
     low, high = f"low-{sim_namespace}"[:63], f"high-{sim_namespace}"[:63]
-    items = [{"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": n}, "value": value}
-             for n, value in ((low, 100), (high, 1000))]  # fmt: skip
+    items = [
+        {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": n}, "value": value}
+        for n, value in ((low, 100), (high, 1000))
+    ]
     kueue.kubectl("apply", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "List", "items": items}))
     yield low, high
     kueue.kubectl("delete", "priorityclass", low, high, "--wait=false", check=False)
 
 
 def test_a_run_kueue_preempts_is_suspended_preempted_and_resumes_as_a_new_attempt_once_readmitted(  # noqa: PLR0917
-    kueue: SimulatedCluster, sim_namespace: str, queue: str, priorities: tuple[str, str], ray_head: Any,
+    kueue: SimulatedCluster,
+    sim_namespace: str,
+    queue: str,
+    priorities: tuple[str, str],
+    ray_head: Any,
     tmp_path: Path,
 ) -> None:
     kubectl, ns = kueue.kubectl, sim_namespace
     low, high = priorities
-    kubectl("patch", "clusterqueue", f"cq-{ns}"[:63], "--type=merge",
-            "-p", json.dumps({"spec": {"preemption": {"withinClusterQueue": "LowerPriority"}}}))  # fmt: skip
+    kubectl(
+        "patch",
+        "clusterqueue",
+        f"cq-{ns}"[:63],
+        "--type=merge",
+        "-p",
+        json.dumps({"spec": {"preemption": {"withinClusterQueue": "LowerPriority"}}}),
+    )
     with running_operator(kueue, ns, ray_head.dashboard_url, tmp_path):
-        kubectl("apply", "-f", "-", input=manifest("low", ns, fake("--fake-stall-after", "1", rollouts=5, scheduling={
-            "queueName": queue, "priorityClassName": low})))  # fmt: skip
+        kubectl(
+            "apply",
+            "-f",
+            "-",
+            input=manifest(
+                "low",
+                ns,
+                fake("--fake-stall-after", "1", rollouts=5, scheduling={"queueName": queue, "priorityClassName": low}),
+            ),
+        )
         running = wait_for("the low-priority run Running", lambda: phase_is(kubectl, ns, "low", "Running"), timeout=300)
         first_job = running["status"]["jobSubmissionId"]
-        kubectl("apply", "-f", "-", input=manifest("high", ns, fake(rollouts=2, scheduling={
-            "queueName": queue, "priorityClassName": high})))  # fmt: skip
+        kubectl(
+            "apply",
+            "-f",
+            "-",
+            input=manifest("high", ns, fake(rollouts=2, scheduling={"queueName": queue, "priorityClassName": high})),
+        )
 
         # Kueue evicts the low-priority Workload and suspends its RayCluster; KubeRay deletes its pods.
         preempted = wait_for("the low run Preempted", lambda: reason_is(kubectl, ns, "low", "Preempted"), timeout=300)
         assert preempted["status"]["phase"] == "Suspended"
         assert f"LocalQueue {queue}" in preempted["status"]["message"]
         assert get(kubectl, "raycluster", names.ray_cluster("low"), "-n", ns)["spec"]["suspend"] is True
-        done = wait_for("the high run Succeeded", lambda: phase_is(kubectl, ns, "high", "Succeeded", "Failed"),
-                        timeout=400)  # fmt: skip
+        done = wait_for(
+            "the high run Succeeded", lambda: phase_is(kubectl, ns, "high", "Succeeded", "Failed"), timeout=400
+        )
         assert done["status"]["phase"] == "Succeeded", done["status"]
 
         # The quota is free again: Kueue re-admits the low run, which starts a new attempt under a new job id.
-        again = wait_for("the low run Running again",
-                         lambda: (r := phase_is(kubectl, ns, "low", "Running")) and r["status"]["attempt"] == 2 and r,
-                         timeout=400)  # fmt: skip
+        again = wait_for(
+            "the low run Running again",
+            lambda: (r := phase_is(kubectl, ns, "low", "Running")) and r["status"]["attempt"] == 2 and r,
+            timeout=400,
+        )
         assert again["status"]["jobSubmissionId"] != first_job
 
 
@@ -237,26 +311,45 @@ def two_node_queue(kueue: SimulatedCluster, sim_namespace: str, request: pytest.
     tas: bool = request.param
     suffix = sim_namespace[:50]
     topology, cluster_queue = f"t-{suffix}", f"cq-{suffix}"
-    flavors = {f"p5en-{suffix}": (P5EN, {"cpu": "400", "memory": "4Ti", "nvidia.com/gpu": "16",
-                                         "vpc.amazonaws.com/efa": "32"}),
-               f"cpu-{suffix}": (CPU_POOL, {"cpu": "32", "memory": "128Gi", "nvidia.com/gpu": "0",
-                                            "vpc.amazonaws.com/efa": "0"})}  # fmt: skip
+    flavors = {
+        f"p5en-{suffix}": (
+            P5EN,
+            {"cpu": "400", "memory": "4Ti", "nvidia.com/gpu": "16", "vpc.amazonaws.com/efa": "32"},
+        ),
+        f"cpu-{suffix}": (
+            CPU_POOL,
+            {"cpu": "32", "memory": "128Gi", "nvidia.com/gpu": "0", "vpc.amazonaws.com/efa": "0"},
+        ),
+    }
     objects: list[dict[str, Any]] = []
     if tas:
-        objects.append({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Topology", "metadata": {"name": topology},
-                        "spec": {"levels": [{"nodeLabel": HOSTNAME}]}})  # fmt: skip
+        objects.append(
+            {
+                "apiVersion": "kueue.x-k8s.io/v1beta2",
+                "kind": "Topology",
+                "metadata": {"name": topology},
+                "spec": {"levels": [{"nodeLabel": HOSTNAME}]},
+            }
+        )
     for flavor, (instance_type, _) in flavors.items():
         spec: dict[str, Any] = {"nodeLabels": {INSTANCE_TYPE: instance_type}}
         if tas:
             spec["topologyName"] = topology
-        objects.append({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ResourceFlavor", "metadata": {"name": flavor},
-                        "spec": spec})  # fmt: skip
+        objects.append(
+            {
+                "apiVersion": "kueue.x-k8s.io/v1beta2",
+                "kind": "ResourceFlavor",
+                "metadata": {"name": flavor},
+                "spec": spec,
+            }
+        )
     # StrictFIFO with TAS: the head of the queue is retried every scheduling cycle. Under BestEffortFIFO Kueue
     # v0.17.0 retries an inadmissible workload only on a queue, flavor, node or workload event, and a pod Kueue
     # does not manage freeing a node is none of those (see README "Queues and gangs").
     strategy = {"queueingStrategy": "StrictFIFO"} if tas else {}
-    objects += cluster_and_local_queue(sim_namespace, cluster_queue, {f: quota for f, (_, quota) in flavors.items()},
-                                       **strategy)  # fmt: skip
+    objects += cluster_and_local_queue(
+        sim_namespace, cluster_queue, {f: quota for f, (_, quota) in flavors.items()}, **strategy
+    )
     with applied(kueue, objects):
         yield QUEUE
 
@@ -267,13 +360,24 @@ def hold_all_p5en_nodes_but_one(kubectl: Kubectl, namespace: str, nodes: list[st
     assert len(p5en) >= 2, nodes
     held, free = p5en[:-1], p5en[-1]
     pods: list[dict[str, Any]] = [
-        {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": f"other-team-{node}", "namespace": namespace},
-         "spec": {"nodeSelector": {HOSTNAME: node},
-                  "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
-                  "containers": [{"name": "job", "image": "registry.k8s.io/pause:3.10", "resources": {
-                      "requests": {"nvidia.com/gpu": "8"}, "limits": {"nvidia.com/gpu": "8"}}}]}}
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": f"other-team-{node}", "namespace": namespace},
+            "spec": {
+                "nodeSelector": {HOSTNAME: node},
+                "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
+                "containers": [
+                    {
+                        "name": "job",
+                        "image": "registry.k8s.io/pause:3.10",
+                        "resources": {"requests": {"nvidia.com/gpu": "8"}, "limits": {"nvidia.com/gpu": "8"}},
+                    }
+                ],
+            },
+        }
         for node in held
-    ]  # fmt: skip
+    ]
     kubectl("apply", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "List", "items": pods}))
     for pod in pods:
         name = pod["metadata"]["name"]
@@ -315,14 +419,24 @@ def topology_refusal(kubectl: Kubectl, namespace: str, run: str) -> str | None:
     workload = workload_of(kubectl, namespace, run)
     if workload is None:
         return None
-    events = get(kubectl, "events", "-n", namespace, "--field-selector",
-                 f"involvedObject.kind=Workload,involvedObject.name={workload['metadata']['name']}")["items"]  # fmt: skip
+    events = get(
+        kubectl,
+        "events",
+        "-n",
+        namespace,
+        "--field-selector",
+        f"involvedObject.kind=Workload,involvedObject.name={workload['metadata']['name']}",
+    )["items"]
     return next((e["message"] for e in events if "allows to fit only" in e.get("message", "")), None)
 
 
 @pytest.mark.parametrize("two_node_queue", [True], indirect=True, ids=["tas"])
 def test_with_topology_aware_scheduling_a_run_whose_workers_do_not_fit_the_free_nodes_holds_no_gpu_until_they_do(
-    kueue: SimulatedCluster, sim_namespace: str, two_node_queue: str, ray_head: Any, tmp_path: Path,
+    kueue: SimulatedCluster,
+    sim_namespace: str,
+    two_node_queue: str,
+    ray_head: Any,
+    tmp_path: Path,
 ) -> None:
     """Quota for the whole 2-node run, but only one p5en node free: Kueue's TAS reads the nodes and the pods on
     them, so it does not admit the run, and no Ray pod exists. Once a second node is freed, it admits the run and
@@ -330,8 +444,17 @@ def test_with_topology_aware_scheduling_a_run_whose_workers_do_not_fit_the_free_
     kubectl, ns = kueue.kubectl, sim_namespace
     held, free = hold_all_p5en_nodes_but_one(kubectl, ns, kueue.nodes)
     with running_operator(kueue, ns, ray_head.dashboard_url, tmp_path) as operator:
-        kubectl("apply", "-f", "-", input=manifest("big", ns, fake("--fake-stall-after", "1", rollouts=5, scheduling={
-            "queueName": two_node_queue}), example="qwen3-30b-a3b-pure-tp"))  # fmt: skip
+        kubectl(
+            "apply",
+            "-f",
+            "-",
+            input=manifest(
+                "big",
+                ns,
+                fake("--fake-stall-after", "1", rollouts=5, scheduling={"queueName": two_node_queue}),
+                example="qwen3-30b-a3b-pure-tp",
+            ),
+        )
         run = wait_for("the 2-node run Queued", lambda: reason_is(kubectl, ns, "big", "Queued"), timeout=180)
         assert run["status"]["phase"] == "Pending"
         refusal = wait_for("Kueue's TAS to find no placement", lambda: topology_refusal(kubectl, ns, "big"))
@@ -344,8 +467,9 @@ def test_with_topology_aware_scheduling_a_run_whose_workers_do_not_fit_the_free_
         print(kubectl("get", "grporuns", "-n", ns, "-o", "wide").stdout)
 
         kubectl("delete", "pod", f"other-team-{held[0]}", "-n", ns, "--wait=true")
-        workers = wait_for("both workers Running", lambda: workers_in(kubectl, ns, "big", "Running", "Running"),
-                           timeout=300)  # fmt: skip
+        workers = wait_for(
+            "both workers Running", lambda: workers_in(kubectl, ns, "big", "Running", "Running"), timeout=300
+        )
         nodes = sorted(p["spec"]["nodeName"] for p in workers)
         assert nodes == sorted([held[0], free]), nodes
         # Placed by Kueue: the pods were gated until TAS assigned their node, then given that node's hostname.
@@ -358,8 +482,10 @@ def test_with_topology_aware_scheduling_a_run_whose_workers_do_not_fit_the_free_
         # and workload annotation into that template when it admitted the run; the new pod must still carry
         # them, so that Kueue places it on the node its admission counted and not kube-scheduler anywhere.
         operator.restart()
-        wait_for("the restarted operator to reconcile the run",
-                 lambda: f"[{ns}/big] Timer 'on_timer' succeeded" in (tmp_path / "operator-2.log").read_text())  # fmt: skip
+        wait_for(
+            "the restarted operator to reconcile the run",
+            lambda: f"[{ns}/big] Timer 'on_timer' succeeded" in (tmp_path / "operator-2.log").read_text(),
+        )
         gone = workers[0]
         kubectl("delete", "pod", gone["metadata"]["name"], "-n", ns, "--wait=true")
         known = {w["metadata"]["name"] for w in workers}
@@ -368,24 +494,39 @@ def test_with_topology_aware_scheduling_a_run_whose_workers_do_not_fit_the_free_
         assert workload is not None
         annotations = again["metadata"].get("annotations", {})
         assert annotations.get("kueue.x-k8s.io/workload") == workload["metadata"]["name"], again["metadata"]
-        placed = wait_for("the new worker Running", lambda: pod_running(kubectl, ns, again["metadata"]["name"]),
-                          timeout=300)  # fmt: skip
+        placed = wait_for(
+            "the new worker Running", lambda: pod_running(kubectl, ns, again["metadata"]["name"]), timeout=300
+        )
         assert placed["spec"]["nodeSelector"].get(HOSTNAME) == placed["spec"]["nodeName"] == gone["spec"]["nodeName"]
 
 
 @pytest.mark.parametrize("two_node_queue", [False], indirect=True, ids=["quota-only"])
 def test_with_quota_alone_the_same_run_is_admitted_and_half_placed(
-    kueue: SimulatedCluster, sim_namespace: str, two_node_queue: str, ray_head: Any, tmp_path: Path,
+    kueue: SimulatedCluster,
+    sim_namespace: str,
+    two_node_queue: str,
+    ray_head: Any,
+    tmp_path: Path,
 ) -> None:
     """The contrast: the same quota and nodes with flavors that name no Topology. Kueue counts only quota, admits
     the run, and one worker takes the free node's 8 GPUs while the other stays Pending: what TAS avoids."""
     kubectl, ns = kueue.kubectl, sim_namespace
     _, free = hold_all_p5en_nodes_but_one(kubectl, ns, kueue.nodes)
     with running_operator(kueue, ns, ray_head.dashboard_url, tmp_path):
-        kubectl("apply", "-f", "-", input=manifest("big", ns, fake("--fake-stall-after", "1", rollouts=5, scheduling={
-            "queueName": two_node_queue}), example="qwen3-30b-a3b-pure-tp"))  # fmt: skip
-        workers = wait_for("one worker Running and one unschedulable",
-                           lambda: half_placed(kubectl, ns, "big"), timeout=300)  # fmt: skip
+        kubectl(
+            "apply",
+            "-f",
+            "-",
+            input=manifest(
+                "big",
+                ns,
+                fake("--fake-stall-after", "1", rollouts=5, scheduling={"queueName": two_node_queue}),
+                example="qwen3-30b-a3b-pure-tp",
+            ),
+        )
+        workers = wait_for(
+            "one worker Running and one unschedulable", lambda: half_placed(kubectl, ns, "big"), timeout=300
+        )
         [running] = [p for p in workers if p["status"]["phase"] == "Running"]
         assert running["spec"]["nodeName"] == free  # 8 GPUs held while the run cannot start
         assert get(kubectl, "raycluster", names.ray_cluster("big"), "-n", ns)["spec"].get("suspend") is False

@@ -72,8 +72,13 @@ def test_a_ready_cluster_gets_the_job_submitted() -> None:
 
 
 def test_a_remote_reward_run_waits_for_the_reward_service() -> None:
-    obs = Observation(now=T0, generation=1, cluster=READY, reward_required=True,
-                      reward=RewardObservation(False, "NotReady", "no reward service replica is ready"))
+    obs = Observation(
+        now=T0,
+        generation=1,
+        cluster=READY,
+        reward_required=True,
+        reward=RewardObservation(False, "NotReady", "no reward service replica is ready"),
+    )
     d = step(None, obs)
     assert not d.submit_job and d.status.phase is Phase.PROVISIONING
     assert cond(d, "RewardServiceReady") == ("False", "NotReady")
@@ -93,8 +98,16 @@ def test_repetition_for_consecutive_rollouts_stops_the_job_and_fails_the_run() -
     first = step(None, Observation(now=T0, generation=1, cluster=READY, job=job(JobState.RUNNING), metrics=degenerate))
     assert first.status.phase is Phase.RUNNING  # one rollout is not yet a streak of two
     second_metrics = TrainerMetrics(rollout=1, raw_reward=0.4, repetition_frac=0.6)
-    second = step(first, Observation(now=T0 + timedelta(minutes=1), generation=1, cluster=READY,
-                                     job=job(JobState.RUNNING), metrics=second_metrics))
+    second = step(
+        first,
+        Observation(
+            now=T0 + timedelta(minutes=1),
+            generation=1,
+            cluster=READY,
+            job=job(JobState.RUNNING),
+            metrics=second_metrics,
+        ),
+    )
     assert second.status.phase is Phase.FAILED and second.status.reason == "DegenerateOutput"
     assert second.stop_job
     assert cond(second, "Healthy") == ("False", "DegenerateOutput")
@@ -140,8 +153,12 @@ def test_a_succeeded_job_with_healthy_metrics_succeeds_and_keeps_them() -> None:
 def test_no_progress_past_the_stall_timeout_is_a_stall() -> None:
     metrics = TrainerMetrics(rollout=3, raw_reward=0.5, repetition_frac=0.0)
     first = step(None, Observation(now=T0, generation=1, cluster=READY, job=job(JobState.RUNNING), metrics=metrics))
-    later = step(first, Observation(now=T0 + timedelta(seconds=3601), generation=1, cluster=READY,
-                                    job=job(JobState.RUNNING), metrics=metrics))
+    later = step(
+        first,
+        Observation(
+            now=T0 + timedelta(seconds=3601), generation=1, cluster=READY, job=job(JobState.RUNNING), metrics=metrics
+        ),
+    )
     assert later.status.phase is Phase.FAILED and later.status.reason == "Stalled" and later.stop_job
 
 
@@ -153,8 +170,16 @@ def test_a_failed_preflight_is_reported_in_its_own_words() -> None:
 
 
 def test_terminal_phases_never_change() -> None:
-    done = step(None, Observation(now=T0, generation=1, cluster=READY, job=job(JobState.SUCCEEDED),
-                                  metrics=TrainerMetrics(rollout=99, raw_reward=0.5, repetition_frac=0.0)))
+    done = step(
+        None,
+        Observation(
+            now=T0,
+            generation=1,
+            cluster=READY,
+            job=job(JobState.SUCCEEDED),
+            metrics=TrainerMetrics(rollout=99, raw_reward=0.5, repetition_frac=0.0),
+        ),
+    )
     later = step(done, Observation(now=T0, generation=2, cluster=READY, job=job(JobState.FAILED, "boom")))
     assert later.status.model_copy(update={"observed_generation": 1}) == done.status
 
@@ -169,7 +194,9 @@ def test_condition_transition_times_move_only_on_change(state: JobState) -> None
     obs = Observation(now=T0, generation=1, cluster=READY, job=job(state))
     first = step(None, obs)
     second = step(first, Observation(now=T0 + timedelta(minutes=5), generation=1, cluster=READY, job=job(state)))
-    assert [c.last_transition_time for c in first.status.conditions] == [c.last_transition_time for c in second.status.conditions]
+    assert [c.last_transition_time for c in first.status.conditions] == [
+        c.last_transition_time for c in second.status.conditions
+    ]
 
 
 def test_a_resumed_run_forgets_the_suspended_job() -> None:
@@ -181,12 +208,26 @@ def test_a_resumed_run_forgets_the_suspended_job() -> None:
 
 def test_suspend_asks_for_a_checkpoint_and_stops_once_it_is_surely_saved() -> None:
     def obs(seconds: int, rollout: int, sentinel: JobState | None = None) -> Observation:
-        return Observation(now=T0 + timedelta(seconds=seconds), generation=2, suspend=True, cluster=READY,
-                           job=job(JobState.RUNNING), checkpoint_job=sentinel,
-                           metrics=TrainerMetrics(rollout=rollout, raw_reward=0.5, repetition_frac=0.0))  # fmt: skip
+        return Observation(
+            now=T0 + timedelta(seconds=seconds),
+            generation=2,
+            suspend=True,
+            cluster=READY,
+            job=job(JobState.RUNNING),
+            checkpoint_job=sentinel,
+            metrics=TrainerMetrics(rollout=rollout, raw_reward=0.5, repetition_frac=0.0),
+        )
 
-    running = step(None, Observation(now=T0, generation=1, cluster=READY, job=job(JobState.RUNNING),
-                                     metrics=TrainerMetrics(rollout=4, raw_reward=0.5, repetition_frac=0.0)))
+    running = step(
+        None,
+        Observation(
+            now=T0,
+            generation=1,
+            cluster=READY,
+            job=job(JobState.RUNNING),
+            metrics=TrainerMetrics(rollout=4, raw_reward=0.5, repetition_frac=0.0),
+        ),
+    )
     asked = step(running, obs(0, 4))
     assert asked.request_checkpoint and not asked.stop_job and asked.status.reason == "Suspending"
     sentinel_pending = step(asked, obs(10, 5, JobState.PENDING))
@@ -200,19 +241,50 @@ def test_suspend_asks_for_a_checkpoint_and_stops_once_it_is_surely_saved() -> No
 
 
 def test_suspend_stops_without_a_checkpoint_when_the_sentinel_cannot_be_written() -> None:
-    running = step(None, Observation(now=T0, generation=1, cluster=READY, job=job(JobState.RUNNING),
-                                     metrics=TrainerMetrics(rollout=4, raw_reward=0.5)))
-    asked = step(running, Observation(now=T0, generation=2, suspend=True, cluster=READY, job=job(JobState.RUNNING),
-                                      metrics=TrainerMetrics(rollout=4, raw_reward=0.5)))
-    failed = step(asked, Observation(now=T0, generation=2, suspend=True, cluster=READY, job=job(JobState.RUNNING),
-                                     checkpoint_job=JobState.FAILED, metrics=TrainerMetrics(rollout=4, raw_reward=0.5)))
+    running = step(
+        None,
+        Observation(
+            now=T0,
+            generation=1,
+            cluster=READY,
+            job=job(JobState.RUNNING),
+            metrics=TrainerMetrics(rollout=4, raw_reward=0.5),
+        ),
+    )
+    asked = step(
+        running,
+        Observation(
+            now=T0,
+            generation=2,
+            suspend=True,
+            cluster=READY,
+            job=job(JobState.RUNNING),
+            metrics=TrainerMetrics(rollout=4, raw_reward=0.5),
+        ),
+    )
+    failed = step(
+        asked,
+        Observation(
+            now=T0,
+            generation=2,
+            suspend=True,
+            cluster=READY,
+            job=job(JobState.RUNNING),
+            checkpoint_job=JobState.FAILED,
+            metrics=TrainerMetrics(rollout=4, raw_reward=0.5),
+        ),
+    )
     assert failed.status.phase is Phase.SUSPENDED and failed.stop_job
 
 
 def test_suspend_without_checkpoint_stops_at_once() -> None:
     s = spec({"storage": {"checkpointOnSuspend": False}})
     metrics = TrainerMetrics(rollout=4, raw_reward=0.5, repetition_frac=0.0)
-    d = decide(None, Observation(now=T0, generation=2, suspend=True, cluster=READY, job=job(JobState.RUNNING), metrics=metrics), s)
+    d = decide(
+        None,
+        Observation(now=T0, generation=2, suspend=True, cluster=READY, job=job(JobState.RUNNING), metrics=metrics),
+        s,
+    )
     assert d.status.phase is Phase.SUSPENDED and d.stop_job and not d.request_checkpoint
 
 
@@ -226,11 +298,14 @@ def healthy(rollout: int) -> TrainerMetrics:
 def test_a_resume_after_a_suspend_longer_than_the_stall_timeout_is_a_new_attempt_not_a_stall() -> None:
     # miles restarts at checkpoint + 1 (backends/megatron_utils/actor.py:196): at or below the old rollout.
     s = spec({"guards": {"stallTimeoutSeconds": 600, "startupGraceSeconds": 300}})
-    running = decide(None, Observation(now=T0, generation=1, cluster=READY, job=job(JobState.RUNNING),
-                                       metrics=healthy(12)), s)
-    suspended = decide(running.status, Observation(now=T0, generation=2, suspend=True, cluster=READY,
-                                                   job=job(JobState.RUNNING), metrics=healthy(12)),
-                       spec({"storage": {"checkpointOnSuspend": False}}))
+    running = decide(
+        None, Observation(now=T0, generation=1, cluster=READY, job=job(JobState.RUNNING), metrics=healthy(12)), s
+    )
+    suspended = decide(
+        running.status,
+        Observation(now=T0, generation=2, suspend=True, cluster=READY, job=job(JobState.RUNNING), metrics=healthy(12)),
+        spec({"storage": {"checkpointOnSuspend": False}}),
+    )
     assert suspended.status.phase is Phase.SUSPENDED
     later = T0 + timedelta(hours=2)
     pending = decide(suspended.status, Observation(now=later, generation=3, cluster=READY), s)
@@ -238,13 +313,29 @@ def test_a_resume_after_a_suspend_longer_than_the_stall_timeout_is_a_new_attempt
     submitted = new_attempt(pending.status, "grpo-x-g3", JobState.PENDING)
     assert submitted.attempt == 2 and submitted.guard_rollout is None
     # The new job runs: model load inside the grace, then rollout 11 (checkpoint 10 + 1) <= the old 12.
-    loading = decide(submitted, Observation(now=later + timedelta(seconds=30), generation=3, cluster=READY,
-                                            job=job(JobState.RUNNING, submission_id="grpo-x-g3"),
-                                            metrics=TrainerMetrics()), s)
+    loading = decide(
+        submitted,
+        Observation(
+            now=later + timedelta(seconds=30),
+            generation=3,
+            cluster=READY,
+            job=job(JobState.RUNNING, submission_id="grpo-x-g3"),
+            metrics=TrainerMetrics(),
+        ),
+        s,
+    )
     assert loading.status.phase is Phase.RUNNING, loading.status.message
-    first = decide(loading.status, Observation(now=later + timedelta(seconds=400), generation=3, cluster=READY,
-                                               job=job(JobState.RUNNING, submission_id="grpo-x-g3"),
-                                               metrics=healthy(11)), s)
+    first = decide(
+        loading.status,
+        Observation(
+            now=later + timedelta(seconds=400),
+            generation=3,
+            cluster=READY,
+            job=job(JobState.RUNNING, submission_id="grpo-x-g3"),
+            metrics=healthy(11),
+        ),
+        s,
+    )
     assert first.status.phase is Phase.RUNNING and first.status.reason == "Running", first.status.message
     assert first.status.guard_rollout == 11 and first.status.attempt == 2
     assert first.status.last_progress_time == "2026-11-30T14:06:40Z"
@@ -252,8 +343,16 @@ def test_a_resume_after_a_suspend_longer_than_the_stall_timeout_is_a_new_attempt
 
 def test_a_new_attempt_waits_the_startup_grace_before_its_stall_clock_runs() -> None:
     s = spec({"guards": {"stallTimeoutSeconds": 600, "startupGraceSeconds": 1200}})
-    obs = lambda sec: Observation(now=T0 + timedelta(seconds=sec), generation=1, cluster=READY,  # noqa: E731
-                                  job=job(JobState.RUNNING), metrics=TrainerMetrics())
+
+    def obs(sec: int) -> Observation:
+        return Observation(
+            now=T0 + timedelta(seconds=sec),
+            generation=1,
+            cluster=READY,
+            job=job(JobState.RUNNING),
+            metrics=TrainerMetrics(),
+        )
+
     d = decide(None, obs(0), s)
     d = decide(d.status, obs(1700), s)
     assert d.status.phase is Phase.RUNNING
@@ -262,10 +361,13 @@ def test_a_new_attempt_waits_the_startup_grace_before_its_stall_clock_runs() -> 
 
 
 def test_a_succeeded_job_whose_last_rollouts_were_never_scraped_is_unverified_not_succeeded() -> None:
-    running = step(None, Observation(now=T0, generation=1, cluster=READY, job=job(JobState.RUNNING), metrics=healthy(16)))
+    running = step(
+        None, Observation(now=T0, generation=1, cluster=READY, job=job(JobState.RUNNING), metrics=healthy(16))
+    )
     assert running.status.progress == "17/100"
-    done = step(running, Observation(now=T0 + timedelta(seconds=15), generation=1, cluster=READY,
-                                     job=job(JobState.SUCCEEDED)))
+    done = step(
+        running, Observation(now=T0 + timedelta(seconds=15), generation=1, cluster=READY, job=job(JobState.SUCCEEDED))
+    )
     assert done.status.phase is Phase.FAILED and done.status.reason == "Unverified"
     assert "17/100" in (done.status.message or "") and done.warnings
     assert cond(done, "Complete") == ("True", "Unverified")
@@ -278,11 +380,21 @@ def test_a_succeeded_job_never_scraped_at_all_is_unverified() -> None:
 
 
 def test_the_end_of_run_summary_gives_the_real_last_rollout_and_verifies_success() -> None:
-    running = step(None, Observation(now=T0, generation=1, cluster=READY, job=job(JobState.RUNNING), metrics=healthy(16)))
-    summary = RunSummary(exit_code=0, last_rollout=99, rollouts=tuple(healthy(r) for r in range(90, 100)),
-                         provenance={"miles_commit": "dec268f7", "ray": "2.49.2"})
-    done = step(running, Observation(now=T0 + timedelta(seconds=15), generation=1, cluster=READY,
-                                     job=job(JobState.SUCCEEDED), summary=summary))
+    running = step(
+        None, Observation(now=T0, generation=1, cluster=READY, job=job(JobState.RUNNING), metrics=healthy(16))
+    )
+    summary = RunSummary(
+        exit_code=0,
+        last_rollout=99,
+        rollouts=tuple(healthy(r) for r in range(90, 100)),
+        provenance={"miles_commit": "dec268f7", "ray": "2.49.2"},
+    )
+    done = step(
+        running,
+        Observation(
+            now=T0 + timedelta(seconds=15), generation=1, cluster=READY, job=job(JobState.SUCCEEDED), summary=summary
+        ),
+    )
     assert done.status.phase is Phase.SUCCEEDED and done.status.progress == "100/100"
     assert done.status.metrics is not None and done.status.metrics.source == "RunSummary"
     assert done.status.provenance is not None and done.status.provenance.miles_commit == "dec268f7"
@@ -290,11 +402,17 @@ def test_the_end_of_run_summary_gives_the_real_last_rollout_and_verifies_success
 
 
 def test_degenerate_final_rollouts_seen_only_in_the_summary_fail_the_run() -> None:
-    running = step(None, Observation(now=T0, generation=1, cluster=READY, job=job(JobState.RUNNING), metrics=healthy(96)))
+    running = step(
+        None, Observation(now=T0, generation=1, cluster=READY, job=job(JobState.RUNNING), metrics=healthy(96))
+    )
     tail = tuple(TrainerMetrics(rollout=r, raw_reward=0.4, repetition_frac=0.6) for r in (97, 98, 99))
     summary = RunSummary(exit_code=0, last_rollout=99, rollouts=(healthy(96), *tail))
-    done = step(running, Observation(now=T0 + timedelta(seconds=15), generation=1, cluster=READY,
-                                     job=job(JobState.SUCCEEDED), summary=summary))
+    done = step(
+        running,
+        Observation(
+            now=T0 + timedelta(seconds=15), generation=1, cluster=READY, job=job(JobState.SUCCEEDED), summary=summary
+        ),
+    )
     assert done.status.phase is Phase.FAILED and done.status.reason == "DegenerateOutput"
     assert done.status.repetition_streak == 3
 
@@ -313,8 +431,14 @@ def test_a_failing_scrape_is_metrics_unavailable_not_a_stall_and_a_long_outage_w
     s = spec({"guards": {"stallTimeoutSeconds": 600, "startupGraceSeconds": 0}})
 
     def obs(sec: int, metrics: TrainerMetrics | None = None, error: str | None = None) -> Observation:
-        return Observation(now=T0 + timedelta(seconds=sec), generation=1, cluster=READY, job=job(JobState.RUNNING),
-                           metrics=metrics, metrics_error=error)
+        return Observation(
+            now=T0 + timedelta(seconds=sec),
+            generation=1,
+            cluster=READY,
+            job=job(JobState.RUNNING),
+            metrics=metrics,
+            metrics_error=error,
+        )
 
     d = decide(None, obs(0, healthy(3)), s)
     d = decide(d.status, obs(60, error="connection refused"), s)
@@ -329,10 +453,17 @@ def test_a_failing_scrape_is_metrics_unavailable_not_a_stall_and_a_long_outage_w
 
 
 def test_conditions_persist_while_suspended_with_their_transition_times() -> None:
-    running = step(None, Observation(now=T0, generation=1, cluster=READY, job=job(JobState.RUNNING), metrics=healthy(4)))
+    running = step(
+        None, Observation(now=T0, generation=1, cluster=READY, job=job(JobState.RUNNING), metrics=healthy(4))
+    )
     s = spec({"storage": {"checkpointOnSuspend": False}})
-    suspended = decide(running.status, Observation(now=T0 + timedelta(minutes=5), generation=2, suspend=True,
-                                                   cluster=READY, job=job(JobState.RUNNING)), s)
+    suspended = decide(
+        running.status,
+        Observation(
+            now=T0 + timedelta(minutes=5), generation=2, suspend=True, cluster=READY, job=job(JobState.RUNNING)
+        ),
+        s,
+    )
     types = {c.type for c in suspended.status.conditions}
     assert {"Healthy", "Complete", "RewardServiceReady", "Validated"} <= types
     before = {c.type: c.last_transition_time for c in running.status.conditions}
@@ -341,7 +472,9 @@ def test_conditions_persist_while_suspended_with_their_transition_times() -> Non
 
 
 def test_observed_generation_keeps_moving_after_a_terminal_phase() -> None:
-    done = step(None, Observation(now=T0, generation=1, cluster=READY, job=job(JobState.SUCCEEDED), metrics=healthy(99)))
+    done = step(
+        None, Observation(now=T0, generation=1, cluster=READY, job=job(JobState.SUCCEEDED), metrics=healthy(99))
+    )
     later = decide(done.status, Observation(now=T0, generation=4), spec())
     assert later.status.phase is Phase.SUCCEEDED and later.status.observed_generation == 4
 
@@ -355,12 +488,24 @@ def test_every_reason_decide_writes_is_one_the_readme_table_declares() -> None:
     jobs = [None, *(job(state, "Job entrypoint command failed with exit code 1\nboom") for state in JobState)]
     metrics = [None, TrainerMetrics(), healthy(99), TrainerMetrics(rollout=5, raw_reward=0.0, repetition_frac=0.9)]
     seen = 0
-    for j, m, suspend, error, cluster in product(jobs, metrics, (False, True), (None, "refused"),
-                                                 (None, READY, ClusterObservation(False, "waiting"))):  # fmt: skip
+    for j, m, suspend, error, cluster in product(
+        jobs, metrics, (False, True), (None, "refused"), (None, READY, ClusterObservation(False, "waiting"))
+    ):
         d: Decision | None = None
         for sec in (0, 30, 4000):
-            d = step(d, Observation(now=T0 + timedelta(seconds=sec), generation=1, suspend=suspend, cluster=cluster,
-                                    job=j, metrics=m, metrics_error=error if m is None else None), s)  # fmt: skip
+            d = step(
+                d,
+                Observation(
+                    now=T0 + timedelta(seconds=sec),
+                    generation=1,
+                    suspend=suspend,
+                    cluster=cluster,
+                    job=j,
+                    metrics=m,
+                    metrics_error=error if m is None else None,
+                ),
+                s,
+            )
             assert d.status.phase is not None and d.status.reason in REASONS[d.status.phase], d.status
             for c in d.status.conditions:
                 assert c.reason in CONDITION_REASONS[c.type], c

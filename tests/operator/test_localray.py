@@ -116,8 +116,11 @@ def up_cli_with_a_running_job() -> Iterator[tuple[subprocess.Popen[str], str, st
     """`python -m grpo_dev.localray up` with a running job: yields the process, its temp dir, the job token."""
     up = subprocess.Popen(
         [sys.executable, "-m", "grpo_dev.localray", "up", "--num-cpus", "2"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
-    )  # fmt: skip
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
     try:
         assert up.stdout is not None and up.stderr is not None
         url = up.stdout.readline().strip()

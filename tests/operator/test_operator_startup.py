@@ -20,9 +20,14 @@ def test_a_metrics_port_already_taken_stops_the_operator_with_one_line(control_p
         taken.listen()
         port = taken.getsockname()[1]
         env = {**os.environ, "KUBECONFIG": str(control_plane.kubeconfig), "GRPO_METRICS_PORT": str(port)}
-        process = subprocess.Popen([sys.executable, "-m", "grpo_operator", "--standalone", "--namespace", "default"],
-                                   env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                   start_new_session=True)  # fmt: skip
+        process = subprocess.Popen(
+            [sys.executable, "-m", "grpo_operator", "--standalone", "--namespace", "default"],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            start_new_session=True,
+        )
         try:
             out, err = process.communicate(timeout=90)
         except subprocess.TimeoutExpired:

@@ -41,13 +41,16 @@ def pacing(clock: Clock) -> tuple[Pacing, Backoff]:
     return Pacing(settings, Tokens(), backoff, clock=clock), backoff  # type: ignore[arg-type]
 
 
-@pytest.mark.parametrize(("status", "due"), [
-    ({"phase": "Provisioning", "reason": "Provisioning"}, False),  # waiting for KubeRay: its watch reports it
-    ({"phase": "Pending", "reason": "Provisioning"}, False),
-    ({"phase": "Provisioning", "reason": "Submitting"}, True),  # a job to submit: Ray is polled
-    ({"phase": "Running", "reason": "Running", "jobSubmissionId": "r-1"}, True),  # metrics and the job's state
-    ({"phase": "Succeeded", "reason": "Succeeded", "jobSubmissionId": "r-1"}, False),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("status", "due"),
+    [
+        ({"phase": "Provisioning", "reason": "Provisioning"}, False),  # waiting for KubeRay: its watch reports it
+        ({"phase": "Pending", "reason": "Provisioning"}, False),
+        ({"phase": "Provisioning", "reason": "Submitting"}, True),  # a job to submit: Ray is polled
+        ({"phase": "Running", "reason": "Running", "jobSubmissionId": "r-1"}, True),  # metrics and the job's state
+        ({"phase": "Succeeded", "reason": "Succeeded", "jobSubmissionId": "r-1"}, False),
+    ],
+)
 def test_a_tick_reconciles_only_runs_with_ray_work_between_resyncs(status: dict[str, Any], due: bool) -> None:
     clock = Clock()
     pace, _ = pacing(clock)
@@ -108,10 +111,19 @@ def test_an_unreachable_ray_head_costs_one_attempt_per_backoff_period() -> None:
 
 
 def test_a_child_names_its_owning_run_by_label_and_owner_reference() -> None:
-    child = {"kind": "RayCluster", "metadata": {
-        "name": "r-ray", "namespace": "ns", "labels": {"grpo.dev/run": "r"},
-        "ownerReferences": [{"apiVersion": "grpo.dev/v1alpha1", "kind": "GRPORun", "name": "r", "uid": "u-1"}]}}  # fmt: skip
-    assert owner_body(child) == {"apiVersion": "grpo.dev/v1alpha1", "kind": "GRPORun",
-                                 "metadata": {"name": "r", "namespace": "ns", "uid": "u-1"}}  # fmt: skip
+    child = {
+        "kind": "RayCluster",
+        "metadata": {
+            "name": "r-ray",
+            "namespace": "ns",
+            "labels": {"grpo.dev/run": "r"},
+            "ownerReferences": [{"apiVersion": "grpo.dev/v1alpha1", "kind": "GRPORun", "name": "r", "uid": "u-1"}],
+        },
+    }
+    assert owner_body(child) == {
+        "apiVersion": "grpo.dev/v1alpha1",
+        "kind": "GRPORun",
+        "metadata": {"name": "r", "namespace": "ns", "uid": "u-1"},
+    }
     child["metadata"]["ownerReferences"] = []
     assert owner_body(child) is None  # labelled but not owned by a run: not ours to reconcile

@@ -22,8 +22,9 @@ from tests.operator.harness import manifest
 pytestmark = pytest.mark.integration
 
 
-def test_one_reconcile_of_a_new_run_plans_it_once(control_plane: Any, namespace: str, kubectl: Callable[..., Any],
-                                                   monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+def test_one_reconcile_of_a_new_run_plans_it_once(
+    control_plane: Any, namespace: str, kubectl: Callable[..., Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
     calls: list[object] = []
     real = plan_module.actor_estimate
 

@@ -28,8 +28,9 @@ GPU_NODE = {"gpu_node": 0.001}
 
 def http_status(url: str, method: str = "GET", headers: dict[str, str] | None = None, body: Any = None) -> int:
     data = json.dumps(body).encode() if body is not None else None
-    request = urllib.request.Request(url, method=method, data=data, headers={"Content-Type": "application/json",
-                                                                           **(headers or {})})  # fmt: skip
+    request = urllib.request.Request(
+        url, method=method, data=data, headers={"Content-Type": "application/json", **(headers or {})}
+    )
     try:
         with urllib.request.urlopen(request, timeout=10) as reply:
             return int(reply.status)
@@ -38,8 +39,14 @@ def http_status(url: str, method: str = "GET", headers: dict[str, str] | None = 
 
 
 def a_job(tag: str) -> JobSubmission:
-    return JobSubmission(submission_id=f"auth-{tag}-{uuid.uuid4().hex[:8]}", entrypoint_argv=("echo", "hello"),
-                         miles_argv=(), runtime_env={}, entrypoint_resources=GPU_NODE, metadata={"test": "auth"})  # fmt: skip
+    return JobSubmission(
+        submission_id=f"auth-{tag}-{uuid.uuid4().hex[:8]}",
+        entrypoint_argv=("echo", "hello"),
+        miles_argv=(),
+        runtime_env={},
+        entrypoint_resources=GPU_NODE,
+        metadata={"test": "auth"},
+    )
 
 
 def test_a_submission_without_the_token_is_refused_and_the_operators_goes_through(ray_head: LocalRayHead) -> None:
@@ -73,8 +80,13 @@ def kuberay_probe(port: int, path: str, timeout: int) -> list[str]:
 def test_kuberays_probes_pass_under_token_auth_without_the_token(ray_head: LocalRayHead) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_AUTH")}
     # pod.go:364-376: the raylet check through the dashboard agent, and (head only) the GCS check.
-    for port, path in ((ray_head.ports.agent_listen, "api/local_raylet_healthz"), (ray_head.ports.dashboard, "api/gcs_healthz")):
-        done = subprocess.run(kuberay_probe(port, path, 2), env=env, capture_output=True, text=True, timeout=30, check=False)
+    for port, path in (
+        (ray_head.ports.agent_listen, "api/local_raylet_healthz"),
+        (ray_head.ports.dashboard, "api/gcs_healthz"),
+    ):
+        done = subprocess.run(
+            kuberay_probe(port, path, 2), env=env, capture_output=True, text=True, timeout=30, check=False
+        )
         assert done.returncode == 0, (path, done.stdout, done.stderr)
     # The same wget, tokenless, is turned away by the Jobs API: 401, wget's exit 6 (authentication failure).
     jobs = ["wget", "--tries", "1", "-T", "2", "-q", "-O-", f"http://127.0.0.1:{ray_head.ports.dashboard}/api/jobs/"]
@@ -95,7 +107,9 @@ def rendered_pod_environment(token: str) -> dict[str, str]:
     return env
 
 
-def test_wait_gcs_ready_passes_with_the_rendered_pod_environment_and_fails_without_the_token(ray_head: LocalRayHead) -> None:
+def test_wait_gcs_ready_passes_with_the_rendered_pod_environment_and_fails_without_the_token(
+    ray_head: LocalRayHead,
+) -> None:
     """KubeRay's init container runs `ray health-check --address <head>:<port>` until it exits 0 (pod.go:269-290)
     with the Ray container's env (pod.go:298): the rendered env must carry the token there."""
     base = {k: v for k, v in os.environ.items() if not k.startswith("RAY_AUTH")}

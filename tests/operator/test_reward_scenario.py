@@ -38,12 +38,36 @@ def play_kubelet_ready(kubectl: Any, namespace: str, selector: str) -> int:
     pods = json.loads(kubectl("get", "pods", "-n", namespace, "-l", selector, "-o", "json").stdout)["items"]
     now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     for pod in pods:
-        status = {"phase": "Running", "startTime": now, "conditions": [
-            {"type": t, "status": "True", "lastTransitionTime": now} for t in ("PodScheduled", "Initialized", "ContainersReady", "Ready")],
-            "containerStatuses": [{"name": "reward", "image": REWARD_IMAGE, "imageID": "", "ready": True, "restartCount": 0,
-                                   "started": True, "state": {"running": {"startedAt": now}}}]}  # fmt: skip
-        kubectl("patch", "pod", pod["metadata"]["name"], "-n", namespace, "--subresource=status", "--type=merge",
-                "-p", json.dumps({"status": status}))  # fmt: skip
+        status = {
+            "phase": "Running",
+            "startTime": now,
+            "conditions": [
+                {"type": t, "status": "True", "lastTransitionTime": now}
+                for t in ("PodScheduled", "Initialized", "ContainersReady", "Ready")
+            ],
+            "containerStatuses": [
+                {
+                    "name": "reward",
+                    "image": REWARD_IMAGE,
+                    "imageID": "",
+                    "ready": True,
+                    "restartCount": 0,
+                    "started": True,
+                    "state": {"running": {"startedAt": now}},
+                }
+            ],
+        }
+        kubectl(
+            "patch",
+            "pod",
+            pod["metadata"]["name"],
+            "-n",
+            namespace,
+            "--subresource=status",
+            "--type=merge",
+            "-p",
+            json.dumps({"status": status}),
+        )
     return len(pods)
 
 
@@ -58,19 +82,35 @@ def test_reward_service_errors_set_the_condition_and_clear_when_they_stop(  # ty
     port, ratio = reward_metrics
     ratio.set(0.5)
     spec = {"reward": {"type": "remote", "remote": {"replicas": 1, "image": REWARD_IMAGE}}}
-    with running_operator(control_plane, namespace, "http://127.0.0.1:9", tmp_path,
-                          GRPO_REWARD_METRICS_URL=f"http://127.0.0.1:{port}/metrics"):  # fmt: skip
+    with running_operator(
+        control_plane,
+        namespace,
+        "http://127.0.0.1:9",
+        tmp_path,
+        GRPO_REWARD_METRICS_URL=f"http://127.0.0.1:{port}/metrics",
+    ):
         kubectl("apply", "-f", "-", input=manifest("scored", namespace, spec))
         selector = "grpo.dev/run=scored,grpo.dev/component=reward"
         wait_for("reward pods", lambda: play_kubelet_ready(kubectl, namespace, selector))
-        wait_for("deployment ready", lambda: json.loads(kubectl(
-            "get", "deployment", names.reward_service("scored"), "-n", namespace, "-o", "json").stdout
-        ).get("status", {}).get("readyReplicas"))  # fmt: skip
-        failing = wait_for("ScoringErrors", lambda: (c := reward_condition(kubectl, namespace, "scored"))
-                           and c["reason"] == "ScoringErrors" and c)  # fmt: skip
+        wait_for(
+            "deployment ready",
+            lambda: (
+                json.loads(
+                    kubectl("get", "deployment", names.reward_service("scored"), "-n", namespace, "-o", "json").stdout
+                )
+                .get("status", {})
+                .get("readyReplicas")
+            ),
+        )
+        failing = wait_for(
+            "ScoringErrors",
+            lambda: (c := reward_condition(kubectl, namespace, "scored")) and c["reason"] == "ScoringErrors" and c,
+        )
         assert failing["status"] == "False" and "error ratio 0.5" in failing["message"]
         run = get_run(kubectl, namespace, "scored")
         assert run["status"]["phase"] in ("Pending", "Provisioning")  # no job is sent to a failing scorer
         ratio.set(0.0)
-        healthy = wait_for("Ready", lambda: (c := reward_condition(kubectl, namespace, "scored")) and c["status"] == "True" and c)
+        healthy = wait_for(
+            "Ready", lambda: (c := reward_condition(kubectl, namespace, "scored")) and c["status"] == "True" and c
+        )
         assert healthy["reason"] == "Ready"

@@ -12,8 +12,11 @@ from prometheus_client.parser import text_string_to_metric_families
 
 
 def _samples(registry: CollectorRegistry) -> list[tuple[str, dict[str, str], float]]:
-    return [(s.name, s.labels, s.value) for f in text_string_to_metric_families(generate_latest(registry).decode())
-            for s in f.samples]  # fmt: skip
+    return [
+        (s.name, s.labels, s.value)
+        for f in text_string_to_metric_families(generate_latest(registry).decode())
+        for s in f.samples
+    ]
 
 
 def test_a_runs_conditions_and_reason_are_gauges_and_all_its_series_go_when_it_is_forgotten() -> None:
@@ -21,15 +24,28 @@ def test_a_runs_conditions_and_reason_are_gauges_and_all_its_series_go_when_it_i
     registry = CollectorRegistry()
     registry.register(collector)
     now = datetime(2026, 12, 1, tzinfo=UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-    status = GRPORunStatus(phase=Phase.FAILED, reason="DegenerateOutput", attempt=2, conditions=[
-        Condition(type="Healthy", status="False", reason="DegenerateOutput", last_transition_time=now),
-        Condition(type="MetricsAvailable", status="True", reason="RunSummary", last_transition_time=now)])  # fmt: skip
+    status = GRPORunStatus(
+        phase=Phase.FAILED,
+        reason="DegenerateOutput",
+        attempt=2,
+        conditions=[
+            Condition(type="Healthy", status="False", reason="DegenerateOutput", last_transition_time=now),
+            Condition(type="MetricsAvailable", status="True", reason="RunSummary", last_transition_time=now),
+        ],
+    )
     collector.update("ml", "r", status)
     collector.update("ml", "other", GRPORunStatus(phase=Phase.RUNNING, reason="Running"))
     samples = _samples(registry)
-    assert ("grpo_run_condition", {"namespace": "ml", "name": "r", "type": "Healthy", "status": "False",
-                                   "reason": "DegenerateOutput"}, 1.0) in samples  # fmt: skip
-    assert ("grpo_run_status", {"namespace": "ml", "name": "r", "phase": "Failed", "reason": "DegenerateOutput"}, 1.0) in samples
+    assert (
+        "grpo_run_condition",
+        {"namespace": "ml", "name": "r", "type": "Healthy", "status": "False", "reason": "DegenerateOutput"},
+        1.0,
+    ) in samples
+    assert (
+        "grpo_run_status",
+        {"namespace": "ml", "name": "r", "phase": "Failed", "reason": "DegenerateOutput"},
+        1.0,
+    ) in samples
     assert ("grpo_run_attempt", {"namespace": "ml", "name": "r"}, 2.0) in samples
     collector.forget("ml", "r")
     left = [s for s in _samples(registry) if s[1].get("name") == "r"]

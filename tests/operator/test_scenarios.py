@@ -33,8 +33,11 @@ def jobs_client(ray_url: str) -> JobSubmissionClient:
 
 
 def jobs_of(ray_url: str, namespace: str, run: str) -> list[Any]:
-    return [j for j in jobs_client(ray_url).list_jobs()
-            if (j.metadata or {}).get("grpo.dev/run") == run and (j.metadata or {}).get("grpo.dev/namespace") == namespace]  # fmt: skip
+    return [
+        j
+        for j in jobs_client(ray_url).list_jobs()
+        if (j.metadata or {}).get("grpo.dev/run") == run and (j.metadata or {}).get("grpo.dev/namespace") == namespace
+    ]
 
 
 def condition(run: dict[str, Any], type_: str) -> dict[str, Any]:
@@ -55,10 +58,17 @@ def plain_env(control_plane, ray_head, namespace, kubectl, tmp_path: Path):  # t
 
 def test_happy_path_reaches_succeeded_with_metrics_and_filled_columns(env) -> None:  # type: ignore[no-untyped-def]
     _op, ns, kubectl, ray_url = env
-    kubectl("apply", "-f", "-", input=manifest("happy", ns, fake("--fake-reward", "0.5", "--fake-repetition", "0.0", rollouts=25)))
+    kubectl(
+        "apply",
+        "-f",
+        "-",
+        input=manifest("happy", ns, fake("--fake-reward", "0.5", "--fake-repetition", "0.0", rollouts=25)),
+    )
     wait_for("phase Provisioning", lambda: phase_is(kubectl, ns, "happy", "Pending", "Provisioning"))
-    running = wait_for("metrics while Running", lambda: (r := phase_is(kubectl, ns, "happy", "Running"))
-                       and r["status"].get("metrics") and r)  # fmt: skip
+    running = wait_for(
+        "metrics while Running",
+        lambda: (r := phase_is(kubectl, ns, "happy", "Running")) and r["status"].get("metrics") and r,
+    )
     table = kubectl("get", "grporuns", "-n", ns).stdout.splitlines()
     assert table[0].split() == ["NAME", "PHASE", "MODEL", "PROGRESS", "REWARD", "REPETITION", "AGE"]
     row = table[1].split()
@@ -74,7 +84,10 @@ def test_happy_path_reaches_succeeded_with_metrics_and_filled_columns(env) -> No
     assert {"Succeeded"} <= {e["reason"] for e in json.loads(events)["items"]}
     assert len(jobs_of(ray_url, ns, "happy")) == 1
     # A finished run gives its GPUs back.
-    wait_for("RayCluster deleted", lambda: kubectl("get", "raycluster", names.ray_cluster("happy"), "-n", ns, check=False).returncode != 0)
+    wait_for(
+        "RayCluster deleted",
+        lambda: kubectl("get", "raycluster", names.ray_cluster("happy"), "-n", ns, check=False).returncode != 0,
+    )
 
 
 def test_an_invalid_spec_fails_with_the_reason_and_creates_nothing(env) -> None:  # type: ignore[no-untyped-def]
@@ -84,14 +97,24 @@ def test_an_invalid_spec_fails_with_the_reason_and_creates_nothing(env) -> None:
     assert run["status"]["reason"] == "InvalidSpec"
     validated = condition(run, "Validated")
     assert validated["status"] == "False" and "spec.extraArgs[0]: --lr is managed" in validated["message"]
-    assert kubectl("get", "rayclusters,configmaps,deployments", "-n", ns, "-l", "grpo.dev/run=invalid", "-o", "name").stdout.strip() == ""
+    assert (
+        kubectl(
+            "get", "rayclusters,configmaps,deployments", "-n", ns, "-l", "grpo.dev/run=invalid", "-o", "name"
+        ).stdout.strip()
+        == ""
+    )
     warnings = json.loads(kubectl("get", "events", "-n", ns, "-o", "json").stdout)["items"]
     assert any(e["type"] == "Warning" and e["involvedObject"]["name"] == "invalid" for e in warnings)
 
 
 def test_degenerate_output_stops_the_job_and_fails_the_run(env) -> None:  # type: ignore[no-untyped-def]
     _op, ns, kubectl, ray_url = env
-    kubectl("apply", "-f", "-", input=manifest("degenerate", ns, fake("--fake-reward", "0.4", "--fake-repetition", "0.56", rollouts=50)))
+    kubectl(
+        "apply",
+        "-f",
+        "-",
+        input=manifest("degenerate", ns, fake("--fake-reward", "0.4", "--fake-repetition", "0.56", rollouts=50)),
+    )
     run = wait_for("Failed", lambda: phase_is(kubectl, ns, "degenerate", "Failed", "Succeeded"), timeout=180)
     assert run["status"]["reason"] == "DegenerateOutput"
     assert "repetition_frac 0.56" in run["status"]["message"]
@@ -123,8 +146,10 @@ def test_a_stalled_run_is_stopped(env) -> None:  # type: ignore[no-untyped-def]
 def test_an_operator_restart_mid_run_submits_nothing_twice(env) -> None:  # type: ignore[no-untyped-def]
     op, ns, kubectl, ray_url = env
     kubectl("apply", "-f", "-", input=manifest("restart", ns, fake("--fake-reward", "0.5", rollouts=30)))
-    before = wait_for("Running with metrics", lambda: (r := phase_is(kubectl, ns, "restart", "Running"))
-                      and r["status"].get("metrics") and r)  # fmt: skip
+    before = wait_for(
+        "Running with metrics",
+        lambda: (r := phase_is(kubectl, ns, "restart", "Running")) and r["status"].get("metrics") and r,
+    )
     op.restart()  # SIGKILL: no chance to clean up
     done = wait_for("Succeeded", lambda: phase_is(kubectl, ns, "restart", "Succeeded", "Failed"), timeout=180)
     assert done["status"]["phase"] == "Succeeded", done["status"]
@@ -139,8 +164,10 @@ def test_deleting_a_run_mid_run_stops_its_job(env) -> None:  # type: ignore[no-u
     [job] = jobs_of(ray_url, ns, "doomed")
     kubectl("delete", "grporun", "doomed", "-n", ns, "--wait=true", "--timeout=120s")
     wait_for("job stopped", lambda: jobs_client(ray_url).get_job_status(job.submission_id) == JobStatus.STOPPED)
-    wait_for("children garbage-collected", lambda: kubectl(
-        "get", "configmap", names.config_map("doomed"), "-n", ns, check=False).returncode != 0)  # fmt: skip
+    wait_for(
+        "children garbage-collected",
+        lambda: kubectl("get", "configmap", names.config_map("doomed"), "-n", ns, check=False).returncode != 0,
+    )
 
 
 def test_suspend_checkpoints_stops_and_frees_gpus_and_resume_continues(env, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
@@ -150,26 +177,45 @@ def test_suspend_checkpoints_stops_and_frees_gpus_and_resume_continues(env, tmp_
     # which numbers its rollouts from the checkpoint + 1 (at or below what the first job reached), is a new
     # attempt with a fresh stall clock.
     stall = 20
-    spec = fake("--fake-checkpoints", "--fake-step-seconds", "1", rollouts=40, storage={"mountPath": str(shared)},
-                guards={"stallTimeoutSeconds": stall, "startupGraceSeconds": 60})  # fmt: skip
+    spec = fake(
+        "--fake-checkpoints",
+        "--fake-step-seconds",
+        "1",
+        rollouts=40,
+        storage={"mountPath": str(shared)},
+        guards={"stallTimeoutSeconds": stall, "startupGraceSeconds": 60},
+    )
     kubectl("apply", "-f", "-", input=manifest("pausable", ns, spec))
-    wait_for("Running with metrics", lambda: (r := phase_is(kubectl, ns, "pausable", "Running")) and r["status"].get("metrics") and r)
+    wait_for(
+        "Running with metrics",
+        lambda: (r := phase_is(kubectl, ns, "pausable", "Running")) and r["status"].get("metrics") and r,
+    )
     kubectl("patch", "grporun", "pausable", "-n", ns, "--type=merge", "-p", '{"spec": {"suspend": true}}')
     suspended = wait_for("Suspended", lambda: phase_is(kubectl, ns, "pausable", "Suspended"))
     checkpoint_dir = Path(suspended["status"]["plan"]["checkpointDir"])
     saved = int((checkpoint_dir / "latest_checkpointed_iteration.txt").read_text())
     assert not (checkpoint_dir / ".grpo-save-now").exists()  # miles consumed the sentinel
-    wait_for("RayCluster deleted", lambda: kubectl("get", "raycluster", names.ray_cluster("pausable"), "-n", ns,
-                                                   check=False).returncode != 0)  # fmt: skip
+    wait_for(
+        "RayCluster deleted",
+        lambda: kubectl("get", "raycluster", names.ray_cluster("pausable"), "-n", ns, check=False).returncode != 0,
+    )
     [first] = [j for j in jobs_of(ray_url, ns, "pausable") if not j.submission_id.endswith("-save")]
     wait_for("job stopped", lambda: jobs_client(ray_url).get_job_status(first.submission_id) == JobStatus.STOPPED)
     stopped = condition(suspended, "JobRunning")["lastTransitionTime"]  # after the first job's last rollout
     since = datetime.strptime(stopped, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
-    wait_for("the suspension to outlast guards.stallTimeoutSeconds",  # the scenario's premise, not a speed check
-             lambda: (datetime.now(UTC) - since).total_seconds() > stall + 5)
+    wait_for(
+        "the suspension to outlast guards.stallTimeoutSeconds",  # the scenario's premise, not a speed check
+        lambda: (datetime.now(UTC) - since).total_seconds() > stall + 5,
+    )
     kubectl("patch", "grporun", "pausable", "-n", ns, "--type=merge", "-p", '{"spec": {"suspend": false}}')
-    resumed = wait_for("Running again", lambda: (r := phase_is(kubectl, ns, "pausable", "Running"))
-                       and r["status"]["jobSubmissionId"] != first.submission_id and r)  # fmt: skip
+    resumed = wait_for(
+        "Running again",
+        lambda: (
+            (r := phase_is(kubectl, ns, "pausable", "Running"))
+            and r["status"]["jobSubmissionId"] != first.submission_id
+            and r
+        ),
+    )
     line = f"resuming at rollout {saved + 1}"
     wait_for(line, lambda: line in jobs_client(ray_url).get_job_logs(resumed["status"]["jobSubmissionId"]))
     main_jobs = [j for j in jobs_of(ray_url, ns, "pausable") if not j.submission_id.endswith("-save")]
@@ -182,27 +228,62 @@ def test_suspend_checkpoints_stops_and_frees_gpus_and_resume_continues(env, tmp_
 def test_spec_edits_other_than_suspend_and_guards_are_refused(env) -> None:  # type: ignore[no-untyped-def]
     _op, ns, kubectl, _ = env
     kubectl("apply", "-f", "-", input=manifest("frozen", ns, fake(rollouts=100)))
-    refused = kubectl("patch", "grporun", "frozen", "-n", ns, "--type=merge", "-p", '{"spec": {"rollout": {"numRollout": 5}}}', check=False)
+    refused = kubectl(
+        "patch",
+        "grporun",
+        "frozen",
+        "-n",
+        ns,
+        "--type=merge",
+        "-p",
+        '{"spec": {"rollout": {"numRollout": 5}}}',
+        check=False,
+    )
     assert refused.returncode != 0 and "only spec.suspend and spec.guards can change" in refused.stderr
-    allowed = kubectl("patch", "grporun", "frozen", "-n", ns, "--type=merge", "-p", '{"spec": {"guards": {"maxRepetitionFrac": 0.5}}}')
+    allowed = kubectl(
+        "patch", "grporun", "frozen", "-n", ns, "--type=merge", "-p", '{"spec": {"guards": {"maxRepetitionFrac": 0.5}}}'
+    )
     assert allowed.returncode == 0
 
 
 def test_pod_problems_are_surfaced_in_the_schedulers_own_words(plain_env) -> None:  # type: ignore[no-untyped-def]
     _, ns, kubectl, _ = plain_env
     kubectl("apply", "-f", "-", input=manifest("stuck", ns, fake(rollouts=3)))
-    wait_for("RayCluster", lambda: kubectl("get", "raycluster", names.ray_cluster("stuck"), "-n", ns, check=False).returncode == 0)
-    wait_for("default ServiceAccount", lambda: kubectl("get", "serviceaccount", "default", "-n", ns, check=False).returncode == 0)
+    wait_for(
+        "RayCluster",
+        lambda: kubectl("get", "raycluster", names.ray_cluster("stuck"), "-n", ns, check=False).returncode == 0,
+    )
+    wait_for(
+        "default ServiceAccount",
+        lambda: kubectl("get", "serviceaccount", "default", "-n", ns, check=False).returncode == 0,
+    )
     # What KubeRay would create and the scheduler would report (no kubelet or scheduler runs here).
-    pod = {"apiVersion": "v1", "kind": "Pod",
-           "metadata": {"name": "stuck-ray-gpu-worker-abcde", "labels": names.labels("stuck", "ray-worker")},
-           "spec": {"containers": [{"name": "ray-worker", "image": "miles@sha256:" + "0" * 64}]}}  # fmt: skip
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "stuck-ray-gpu-worker-abcde", "labels": names.labels("stuck", "ray-worker")},
+        "spec": {"containers": [{"name": "ray-worker", "image": "miles@sha256:" + "0" * 64}]},
+    }
     kubectl("apply", "-n", ns, "-f", "-", input=json.dumps(pod))
     reason = "0/4 nodes are available: 4 Insufficient vpc.amazonaws.com/efa. preemption: 0/4 nodes are available."
     status = {"conditions": [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": reason}]}
-    kubectl("patch", "pod", pod["metadata"]["name"], "-n", ns, "--subresource=status", "--type=merge", "-p", json.dumps({"status": status}))
-    run = wait_for("the scheduler's words in the status", lambda: (r := phase_is(kubectl, ns, "stuck", "Provisioning"))
-                   and reason in (r["status"].get("message") or "") and r)  # fmt: skip
+    kubectl(
+        "patch",
+        "pod",
+        pod["metadata"]["name"],
+        "-n",
+        ns,
+        "--subresource=status",
+        "--type=merge",
+        "-p",
+        json.dumps({"status": status}),
+    )
+    run = wait_for(
+        "the scheduler's words in the status",
+        lambda: (
+            (r := phase_is(kubectl, ns, "stuck", "Provisioning")) and reason in (r["status"].get("message") or "") and r
+        ),
+    )
     assert run["status"]["message"] == f"pod stuck-ray-gpu-worker-abcde unschedulable: {reason}"
 
 
@@ -229,7 +310,10 @@ def test_a_run_whose_last_rollouts_fall_between_scrapes_ends_at_its_real_last_ro
     logs = done["status"]["logs"]
     assert logs["configMap"] == names.job_logs("brief") and logs["submissionId"] == done["status"]["jobSubmissionId"]
     assert names.job_logs("brief") in kubectl("describe", "grporun", "brief", "-n", ns).stdout
-    wait_for("RayCluster deleted", lambda: kubectl("get", "raycluster", names.ray_cluster("brief"), "-n", ns, check=False).returncode != 0)
+    wait_for(
+        "RayCluster deleted",
+        lambda: kubectl("get", "raycluster", names.ray_cluster("brief"), "-n", ns, check=False).returncode != 0,
+    )
     kept = json.loads(kubectl("get", "configmap", logs["configMap"], "-n", ns, "-o", "json").stdout)
     assert "rollout 5: {'rollout/raw_reward': 0.5" in kept["data"][logs["key"]]
     assert kept["metadata"]["ownerReferences"][0]["name"] == "brief"
@@ -237,8 +321,15 @@ def test_a_run_whose_last_rollouts_fall_between_scrapes_ends_at_its_real_last_ro
 
 def test_a_failure_reported_from_inside_miles_names_the_failure_and_keeps_the_log(env) -> None:  # type: ignore[no-untyped-def]
     _op, ns, kubectl, _ = env
-    spec = fake("--fake-fail-after", "2", "--fake-fail-reason", "RewardServiceFailed", "--fake-fail-message",
-                "reward service http://r:8000 unreachable for 600 s", rollouts=10)  # fmt: skip
+    spec = fake(
+        "--fake-fail-after",
+        "2",
+        "--fake-fail-reason",
+        "RewardServiceFailed",
+        "--fake-fail-message",
+        "reward service http://r:8000 unreachable for 600 s",
+        rollouts=10,
+    )
     kubectl("apply", "-f", "-", input=manifest("refused", ns, spec))
     run = wait_for("Failed", lambda: phase_is(kubectl, ns, "refused", "Failed", "Succeeded"), timeout=180)
     assert run["status"]["reason"] == "RewardServiceFailed"
@@ -248,8 +339,13 @@ def test_a_failure_reported_from_inside_miles_names_the_failure_and_keeps_the_lo
     assert "GRPO_RUN_SUMMARY" in kept["data"]["job.log"]
 
 
-def test_an_unreachable_metrics_endpoint_is_metrics_unavailable_not_a_stall(control_plane, ray_head, namespace, kubectl,  # type: ignore[no-untyped-def]
-                                                                           tmp_path: Path) -> None:  # fmt: skip
+def test_an_unreachable_metrics_endpoint_is_metrics_unavailable_not_a_stall(
+    control_plane,
+    ray_head,
+    namespace,
+    kubectl,  # type: ignore[no-untyped-def]
+    tmp_path: Path,
+) -> None:
     from tests.operator.harness import free_port
 
     dead = f"http://127.0.0.1:{free_port()}/metrics"  # nothing listens there (e.g. a NetworkPolicy drops it)
@@ -257,9 +353,14 @@ def test_an_unreachable_metrics_endpoint_is_metrics_unavailable_not_a_stall(cont
         spec = fake("--fake-reward", "0.5", rollouts=30, guards={"stallTimeoutSeconds": 5, "startupGraceSeconds": 0})
         kubectl("apply", "-f", "-", input=manifest("blind", namespace, spec))
         play_kuberay_ready(kubectl, namespace, "blind")
-        blind = wait_for("MetricsAvailable=False", lambda: (r := phase_is(kubectl, namespace, "blind", "Running"))
-                         and any(c["type"] == "MetricsAvailable" and c["status"] == "False"
-                                 for c in r["status"]["conditions"]) and r)  # fmt: skip
+        blind = wait_for(
+            "MetricsAvailable=False",
+            lambda: (
+                (r := phase_is(kubectl, namespace, "blind", "Running"))
+                and any(c["type"] == "MetricsAvailable" and c["status"] == "False" for c in r["status"]["conditions"])
+                and r
+            ),
+        )
         assert condition(blind, "MetricsAvailable")["reason"] in ("ScrapeFailed", "ScrapeOutage")
         done = wait_for("terminal", lambda: phase_is(kubectl, namespace, "blind", "Succeeded", "Failed"), timeout=180)
         assert done["status"]["phase"] == "Succeeded", done["status"]

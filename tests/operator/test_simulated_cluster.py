@@ -69,8 +69,13 @@ def test_kuberay_makes_every_valid_example_ready_with_the_head_on_the_cpu_pool_a
     name, workers = cluster["metadata"]["name"], cluster["spec"]["workerGroupSpecs"][0]["replicas"]
     kubectl("apply", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "List", "items": children}))
 
-    status = wait_for(f"KubeRay to make {name} ready", lambda: kuberay_ready(kubectl, ns, name, workers), timeout=PATIENCE)
-    assert {c["type"]: c["status"] for c in status["conditions"]}.items() >= {"RayClusterProvisioned": "True", "HeadPodReady": "True"}.items()
+    status = wait_for(
+        f"KubeRay to make {name} ready", lambda: kuberay_ready(kubectl, ns, name, workers), timeout=PATIENCE
+    )
+    assert {c["type"]: c["status"] for c in status["conditions"]}.items() >= {
+        "RayClusterProvisioned": "True",
+        "HeadPodReady": "True",
+    }.items()
     nodes = {n["metadata"]["name"]: n for n in get(kubectl, "nodes")["items"]}
     pods = ray_pods(kubectl, ns, name)
     [head] = [p for p in pods if p["metadata"]["labels"]["ray.io/node-type"] == "head"]
@@ -80,17 +85,25 @@ def test_kuberay_makes_every_valid_example_ready_with_the_head_on_the_cpu_pool_a
     assert all("nvidia.com/gpu" in nodes[n]["status"]["allocatable"] for n in worker_nodes)
 
     events = get(kubectl, "events", "-n", ns)["items"]
-    warnings = [f"{e['involvedObject']['kind']}/{e['involvedObject']['name']}: {e['reason']}: {e['message']}"
-                for e in events if e["type"] == "Warning"]  # fmt: skip
+    warnings = [
+        f"{e['involvedObject']['kind']}/{e['involvedObject']['name']}: {e['reason']}: {e['message']}"
+        for e in events
+        if e["type"] == "Warning"
+    ]
     assert warnings == []
     # A write conflict between two of KubeRay's own reconciles is retried by controller-runtime; anything else
     # KubeRay logs at error level about this RayCluster is a problem with what we rendered.
-    errors = [f"{e.get('msg', '')}: {e.get('error', '')}" for e in simulated_cluster.kuberay_errors(ns)
-              if "the object has been modified" not in e.get("error", "")]  # fmt: skip
+    errors = [
+        f"{e.get('msg', '')}: {e.get('error', '')}"
+        for e in simulated_cluster.kuberay_errors(ns)
+        if "the object has been modified" not in e.get("error", "")
+    ]
     assert errors == []
 
 
-def test_the_workers_land_on_nodes_of_the_runs_instance_type(simulated_cluster: SimulatedCluster, sim_namespace: str) -> None:
+def test_the_workers_land_on_nodes_of_the_runs_instance_type(
+    simulated_cluster: SimulatedCluster, sim_namespace: str
+) -> None:
     kubectl, ns = simulated_cluster.kubectl, sim_namespace
     children = rendered_children(Path(__file__).resolve().parents[2] / "examples" / "quickstart.yaml", ns)
     [cluster] = [c for c in children if c["kind"] == "RayCluster"]
@@ -98,13 +111,18 @@ def test_the_workers_land_on_nodes_of_the_runs_instance_type(simulated_cluster: 
     name = cluster["metadata"]["name"]
     wait_for("ready", lambda: kuberay_ready(kubectl, ns, name, 1), timeout=PATIENCE)
     nodes = {n["metadata"]["name"]: n for n in get(kubectl, "nodes")["items"]}
-    types = {nodes[p["spec"]["nodeName"]]["metadata"]["labels"]["node.kubernetes.io/instance-type"]
-             for p in ray_pods(kubectl, ns, name) if p["metadata"]["labels"]["ray.io/node-type"] == "worker"}  # fmt: skip
+    types = {
+        nodes[p["spec"]["nodeName"]]["metadata"]["labels"]["node.kubernetes.io/instance-type"]
+        for p in ray_pods(kubectl, ns, name)
+        if p["metadata"]["labels"]["ray.io/node-type"] == "worker"
+    }
     assert types == {"p5en.48xlarge"}
 
 
 @pytest.fixture
-def operator(simulated_cluster: SimulatedCluster, ray_head: Any, sim_namespace: str, tmp_path: Path) -> Iterator[Operator]:
+def operator(
+    simulated_cluster: SimulatedCluster, ray_head: Any, sim_namespace: str, tmp_path: Path
+) -> Iterator[Operator]:
     with running_operator(simulated_cluster, sim_namespace, ray_head.dashboard_url, tmp_path) as op:
         yield op
 
@@ -116,7 +134,9 @@ def test_pool(simulated_cluster: SimulatedCluster, sim_namespace: str) -> Iterat
 
     def add(**overrides: Any) -> str:
         name = f"{sim_namespace}-{len(added)}"
-        node = gpu_node(name, INSTANCES[InstanceTypeName.P5EN], labels={"grpo.dev/test-pool": sim_namespace}, **overrides)
+        node = gpu_node(
+            name, INSTANCES[InstanceTypeName.P5EN], labels={"grpo.dev/test-pool": sim_namespace}, **overrides
+        )
         added.extend(simulated_cluster.add_nodes([node]))
         return name
 
@@ -125,13 +145,21 @@ def test_pool(simulated_cluster: SimulatedCluster, sim_namespace: str) -> Iterat
         simulated_cluster.kubectl("delete", "nodes", *added, "--wait=false", check=False)
 
 
-@pytest.mark.parametrize(("degraded", "words"), [
-    ({"efa": 8}, "Insufficient vpc.amazonaws.com/efa"),
-    ({"gpus": 4}, "Insufficient nvidia.com/gpu"),
-], ids=["partial-efa", "too-few-gpus"])  # fmt: skip
+@pytest.mark.parametrize(
+    ("degraded", "words"),
+    [
+        ({"efa": 8}, "Insufficient vpc.amazonaws.com/efa"),
+        ({"gpus": 4}, "Insufficient nvidia.com/gpu"),
+    ],
+    ids=["partial-efa", "too-few-gpus"],
+)
 def test_a_worker_no_node_can_take_is_provisioning_in_the_schedulers_own_words(  # noqa: PLR0917 - fixtures
-    simulated_cluster: SimulatedCluster, sim_namespace: str, operator: Operator, test_pool: Callable[..., str],
-    degraded: dict[str, int], words: str,
+    simulated_cluster: SimulatedCluster,
+    sim_namespace: str,
+    operator: Operator,
+    test_pool: Callable[..., str],
+    degraded: dict[str, int],
+    words: str,
 ) -> None:
     kubectl, ns = simulated_cluster.kubectl, sim_namespace
     test_pool(**degraded)
@@ -139,13 +167,22 @@ def test_a_worker_no_node_can_take_is_provisioning_in_the_schedulers_own_words( 
     kubectl("apply", "-f", "-", input=manifest("stuck", ns, spec, example="qwen3-4b-disaggregated"))
 
     def scheduler_says() -> list[str]:
-        return [c["message"] for p in ray_pods(kubectl, ns, names.ray_cluster("stuck"))
-                for c in p["status"].get("conditions") or [] if c["type"] == "PodScheduled" and c["status"] == "False"]  # fmt: skip
+        return [
+            c["message"]
+            for p in ray_pods(kubectl, ns, names.ray_cluster("stuck"))
+            for c in p["status"].get("conditions") or []
+            if c["type"] == "PodScheduled" and c["status"] == "False"
+        ]
 
     said = wait_for("the scheduler's verdict on the workers", scheduler_says, timeout=PATIENCE)
     assert all(words in message for message in said), said
-    run = wait_for("the scheduler's words in the GRPORun", lambda: (r := phase_is(kubectl, ns, "stuck", "Provisioning"))
-                   and words in (r["status"].get("message") or "") and r, timeout=PATIENCE)  # fmt: skip
+    run = wait_for(
+        "the scheduler's words in the GRPORun",
+        lambda: (
+            (r := phase_is(kubectl, ns, "stuck", "Provisioning")) and words in (r["status"].get("message") or "") and r
+        ),
+        timeout=PATIENCE,
+    )
     assert said[0] in run["status"]["message"]
     assert run["status"]["message"].startswith(f"pod {names.ray_cluster('stuck')}-")
 
@@ -153,10 +190,21 @@ def test_a_worker_no_node_can_take_is_provisioning_in_the_schedulers_own_words( 
 def set_pod_ready(kubectl: Kubectl, namespace: str, pod: str, ready: bool) -> None:
     """What the kubelet writes when the Ray container's readiness probe starts failing or passes again."""
     value = "True" if ready else "False"
-    conditions = [{"type": t, "status": value, **({} if ready else {"reason": "ContainersNotReady"})}
-                  for t in ("Ready", "ContainersReady")]  # fmt: skip
-    kubectl("patch", "pod", pod, "-n", namespace, "--subresource=status", "--type=strategic",
-            "-p", json.dumps({"status": {"conditions": conditions}}))  # fmt: skip
+    conditions = [
+        {"type": t, "status": value, **({} if ready else {"reason": "ContainersNotReady"})}
+        for t in ("Ready", "ContainersReady")
+    ]
+    kubectl(
+        "patch",
+        "pod",
+        pod,
+        "-n",
+        namespace,
+        "--subresource=status",
+        "--type=strategic",
+        "-p",
+        json.dumps({"status": {"conditions": conditions}}),
+    )
 
 
 def test_a_lost_worker_sends_a_running_run_back_to_provisioning_until_it_is_back(
@@ -169,9 +217,11 @@ def test_a_lost_worker_sends_a_running_run_back_to_provisioning_until_it_is_back
     set_pod_ready(kubectl, ns, worker["metadata"]["name"], ready=False)
 
     # readyWorkerReplicas is omitted at 0 (omitempty)
-    lost = wait_for("KubeRay to count the worker out",
-                    lambda: not (s := get(kubectl, "raycluster", cluster, "-n", ns)["status"]).get("readyWorkerReplicas") and s,
-                    timeout=PATIENCE)
+    lost = wait_for(
+        "KubeRay to count the worker out",
+        lambda: not (s := get(kubectl, "raycluster", cluster, "-n", ns)["status"]).get("readyWorkerReplicas") and s,
+        timeout=PATIENCE,
+    )
     assert lost["state"] == "ready"  # KubeRay keeps the state; only the count says a worker is gone
     back = wait_for("Provisioning", lambda: phase_is(kubectl, ns, "lossy", "Provisioning"), timeout=PATIENCE)
     assert "0/1 workers ready" in back["status"]["message"]

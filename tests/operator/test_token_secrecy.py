@@ -50,8 +50,11 @@ def test_the_token_appears_only_in_the_runs_secret_after_a_whole_run(env) -> Non
     kubectl("get", "networkpolicy", names.network_policy("secretive", "ray-head"), "-n", ns)  # rendered, and searched
     assert places_holding(RAY_TOKEN, kubectl, ns, op.logs()) == [f"Secret/{names.ray_auth_secret('secretive')}"]
     client = JobSubmissionClient(head.dashboard_url, headers=head.auth_headers)
-    [job] = [j for j in client.list_jobs() if (j.metadata or {}).get("grpo.dev/run") == "secretive"
-             and (j.metadata or {}).get("grpo.dev/namespace") == ns]  # fmt: skip
+    [job] = [
+        j
+        for j in client.list_jobs()
+        if (j.metadata or {}).get("grpo.dev/run") == "secretive" and (j.metadata or {}).get("grpo.dev/namespace") == ns
+    ]
     submitted = json.dumps({"entrypoint": job.entrypoint, "runtime_env": job.runtime_env, "metadata": job.metadata})
     assert RAY_TOKEN not in submitted
 
@@ -68,17 +71,30 @@ def test_a_run_without_a_token_secret_gets_its_own_owned_by_the_run_and_referenc
     assert secret["immutable"] is True
     token = base64.b64decode(secret["data"][names.AUTH_TOKEN_KEY]).decode()
     assert len(token) >= 43 and token != RAY_TOKEN  # 32 random bytes, url-safe base64
-    cluster = wait_for("RayCluster", lambda: json.loads(kubectl("get", "raycluster", names.ray_cluster("fresh"), "-n", ns,
-                                                                "-o", "json", check=False).stdout or "null"))  # fmt: skip
+    cluster = wait_for(
+        "RayCluster",
+        lambda: json.loads(
+            kubectl("get", "raycluster", names.ray_cluster("fresh"), "-n", ns, "-o", "json", check=False).stdout
+            or "null"
+        ),
+    )
     groups = [cluster["spec"]["headGroupSpec"], *cluster["spec"]["workerGroupSpecs"]]
     for group in groups:
         for container in group["template"]["spec"]["containers"]:
             env_vars = {e["name"]: e for e in container["env"]}
             assert env_vars["RAY_AUTH_MODE"]["value"] == "token"
-            assert env_vars["RAY_AUTH_TOKEN"]["valueFrom"] == {"secretKeyRef": {"name": secret_name, "key": names.AUTH_TOKEN_KEY}}
+            assert env_vars["RAY_AUTH_TOKEN"]["valueFrom"] == {
+                "secretKeyRef": {"name": secret_name, "key": names.AUTH_TOKEN_KEY}
+            }
     # The local head does not know this token: the operator's submission is refused, and says so without it.
     play_kuberay_ready(kubectl, ns, "fresh")
-    refused = wait_for("the refusal in the status", lambda: (r := phase_is(kubectl, ns, "fresh", "Provisioning", "Pending"))
-                       and "Invalid authentication token" in (r["status"].get("message") or "") and r)  # fmt: skip
+    refused = wait_for(
+        "the refusal in the status",
+        lambda: (
+            (r := phase_is(kubectl, ns, "fresh", "Provisioning", "Pending"))
+            and "Invalid authentication token" in (r["status"].get("message") or "")
+            and r
+        ),
+    )
     assert "jobSubmissionId" not in refused["status"] or not refused["status"]["jobSubmissionId"]
     assert places_holding(token, kubectl, ns, op.logs()) == [f"Secret/{secret_name}"]

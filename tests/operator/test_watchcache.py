@@ -69,7 +69,9 @@ def test_an_unchanged_watched_run_is_reconciled_without_one_request_and_never_fr
     def reconciler(kube: Kube) -> Reconciler:
         return Reconciler(kube=kube, settings=settings)
 
-    plain = CachingKube(config.new_client_from_config(str(control_plane.kubeconfig)), resync_seconds=600, token_seconds=0)
+    plain = CachingKube(
+        config.new_client_from_config(str(control_plane.kubeconfig)), resync_seconds=600, token_seconds=0
+    )
     cached = CachingKube(config.new_client_from_config(str(control_plane.kubeconfig)), resync_seconds=600)
     indices: Indices = {"runs": {}, "clusters": {}, "pods": {}, "deployments": {}}
     view = cached.view = WatchView(**indices)
@@ -94,8 +96,9 @@ def test_an_unchanged_watched_run_is_reconciled_without_one_request_and_never_fr
     # The operator writes the status; the watch still holds the copy from before that write.
     stale = view.run(namespace, RUN)
     assert stale is not None
-    written = cached.patch_status(namespace, RUN, {"message": "written by this operator"},
-                                  resource_version=stale["metadata"]["resourceVersion"])  # fmt: skip
+    written = cached.patch_status(
+        namespace, RUN, {"message": "written by this operator"}, resource_version=stale["metadata"]["resourceVersion"]
+    )
     from_watch.clear()
     current = cached.get_run(namespace, RUN)
     assert current is not None and current["status"]["message"] == "written by this operator"

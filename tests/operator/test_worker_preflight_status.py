@@ -33,9 +33,15 @@ def _failed_worker(message: str) -> client.V1Pod:
     waiting = client.V1ContainerStateWaiting(
         reason="CrashLoopBackOff", message="back-off 10s restarting failed container"
     )
-    init = client.V1ContainerStatus(name="preflight", image="i", image_id="", ready=False, restart_count=1,
-                                    state=client.V1ContainerState(waiting=waiting),
-                                    last_state=client.V1ContainerState(terminated=ended))  # fmt: skip
+    init = client.V1ContainerStatus(
+        name="preflight",
+        image="i",
+        image_id="",
+        ready=False,
+        restart_count=1,
+        state=client.V1ContainerState(waiting=waiting),
+        last_state=client.V1ContainerState(terminated=ended),
+    )
     return client.V1Pod(
         metadata=client.V1ObjectMeta(name="quickstart-ray-gpu-worker-abcde"),
         spec=client.V1PodSpec(containers=[], node_name="ip-10-0-0-7"),
@@ -52,8 +58,13 @@ def test_a_failed_worker_preflight_reaches_the_status_in_the_preflights_own_word
     pod = kind(result, "RayCluster")["spec"]["workerGroupSpecs"][0]["template"]["spec"]
     command = [sys.executable, *pod["initContainers"][0]["command"][1:]]
     command[command.index("/etc/grpo/run-config.json")] = str(tmp_path / "run-config.json")
-    done = subprocess.run([*command, "--libcuda", str(tmp_path / "no-libcuda.so.1")], capture_output=True,
-                          text=True, timeout=120, check=False)  # fmt: skip
+    done = subprocess.run(
+        [*command, "--libcuda", str(tmp_path / "no-libcuda.so.1")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
     assert done.returncode == 3, done.stdout + done.stderr
     line = done.stdout.strip().splitlines()[-1]
     assert line.startswith("preflight failed: libcuda: ")

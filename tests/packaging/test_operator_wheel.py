@@ -22,9 +22,22 @@ DEV_ONLY = ("localcluster", "localray", "devrun", "fake_miles", "crdgen", "grpo_
 
 def test_the_operator_wheel_holds_no_dev_tooling_or_test_code(tmp_path: Path) -> None:
     subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(tmp_path), str(REPO)],
-        check=True, capture_output=True, cwd=tmp_path,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--no-deps",
+            "--no-build-isolation",
+            "-q",
+            "-w",
+            str(tmp_path),
+            str(REPO),
+        ],
+        check=True,
+        capture_output=True,
+        cwd=tmp_path,
+    )
     (wheel,) = tmp_path.glob("grpo_operator-*.whl")
     files = zipfile.ZipFile(wheel).namelist()
     assert "grpo_operator/controller/reconciler.py" in files

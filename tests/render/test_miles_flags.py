@@ -86,8 +86,19 @@ def test_a_missing_required_flag_fails() -> None:
 
 
 def test_flags_that_take_no_value_or_many_values_parse_as_miles_parses_them() -> None:
-    argv = [*BASE, "--colocate", "--eval-prompt-data", "aime", "/d/aime.jsonl", "--eval-interval", "5",
-            "--no-offload-train", "--sglang-mem-fraction-static", "0.7", "--disable-bias-linear"]  # fmt: skip
+    argv = [
+        *BASE,
+        "--colocate",
+        "--eval-prompt-data",
+        "aime",
+        "/d/aime.jsonl",
+        "--eval-interval",
+        "5",
+        "--no-offload-train",
+        "--sglang-mem-fraction-static",
+        "0.7",
+        "--disable-bias-linear",
+    ]
     assert check_argv(argv, DATA) == []
 
 
@@ -95,8 +106,9 @@ def test_flags_that_take_no_value_or_many_values_parse_as_miles_parses_them() ->
     not os.environ.get("MILES_GIT"), reason="set MILES_GIT, MEGATRON_GIT, SGLANG_WHEEL (make miles-flags)"
 )
 def test_the_committed_data_is_what_the_extractor_reads_from_the_pinned_sources() -> None:
-    fresh = miles_flags.extract(Path(os.environ["MILES_GIT"]), Path(os.environ["MEGATRON_GIT"]),
-                                Path(os.environ["SGLANG_WHEEL"]))  # fmt: skip
+    fresh = miles_flags.extract(
+        Path(os.environ["MILES_GIT"]), Path(os.environ["MEGATRON_GIT"]), Path(os.environ["SGLANG_WHEEL"])
+    )
     committed = json.loads(miles_flags.DATA_FILE.read_text())
     assert json.loads(json.dumps(fresh["flags"])) == committed["flags"], "run make miles-flags"
     assert fresh["sources"] == committed["sources"], "run make miles-flags"

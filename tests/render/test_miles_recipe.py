@@ -37,8 +37,10 @@ def test_recipe_flags_in_extra_args_are_refused_naming_the_recipe(args: list[str
     run, problems = parse_run(example("quickstart", {"extraArgs": args}))
     assert run is not None, problems
     (problem,) = errors(validate(run))
-    assert str(problem) == (f"spec.extraArgs[0]: {args[0]} is fixed by the operator (miles's recipe for these models, "
-                            "scripts/run_qwen3_4b.py:221-228); remove it from extraArgs")  # fmt: skip
+    assert str(problem) == (
+        f"spec.extraArgs[0]: {args[0]} is fixed by the operator (miles's recipe for these models, "
+        "scripts/run_qwen3_4b.py:221-228); remove it from extraArgs"
+    )
 
 
 def test_remote_rewards_go_through_our_reward_client_with_the_services_deadline() -> None:

@@ -21,10 +21,13 @@ from grpo_operator.render.networkpolicy import network_policies
 from tests.render.helpers import SETTINGS, example, run_of
 
 RUN, NS, OPS = "r1", "team-a", "grpo-system"
-CHART = RenderSettings(reward_image=SETTINGS.reward_image, operator_namespace=OPS,
-                       operator_pod_labels={"app.kubernetes.io/name": "grpo-operator", "app.kubernetes.io/instance": "g"},
-                       prometheus_namespace_labels={"kubernetes.io/metadata.name": "monitoring"},
-                       prometheus_pod_labels={"app.kubernetes.io/name": "prometheus"})  # fmt: skip
+CHART = RenderSettings(
+    reward_image=SETTINGS.reward_image,
+    operator_namespace=OPS,
+    operator_pod_labels={"app.kubernetes.io/name": "grpo-operator", "app.kubernetes.io/instance": "g"},
+    prometheus_namespace_labels={"kubernetes.io/metadata.name": "monitoring"},
+    prometheus_pod_labels={"app.kubernetes.io/name": "prometheus"},
+)
 
 
 @dataclass(frozen=True)
@@ -60,8 +63,13 @@ def peer_matches(peer: dict[str, Any], source: Pod, policy_namespace: str) -> bo
 
 
 def allowed(policies: list[dict[str, Any]], source: Pod, dest: Pod, port: int) -> bool:
-    selecting = [p for p in policies if p["metadata"]["namespace"] == dest.namespace
-                 and "Ingress" in p["spec"]["policyTypes"] and matches(p["spec"]["podSelector"], dest.labels)]  # fmt: skip
+    selecting = [
+        p
+        for p in policies
+        if p["metadata"]["namespace"] == dest.namespace
+        and "Ingress" in p["spec"]["policyTypes"]
+        and matches(p["spec"]["podSelector"], dest.labels)
+    ]
     if not selecting:
         return True
     for policy in selecting:
@@ -90,22 +98,38 @@ TRAINER_METRICS, LAUNCHER_METRICS, REWARD_PORT = 9400, 9465, 8000
 
 # (source, destination, port, may connect)
 TABLE = [
-    (OPERATOR, HEAD, DASHBOARD, True), (OPERATOR, HEAD, CLIENT, True), (OPERATOR, HEAD, GCS, False),
-    (WORKER, HEAD, DASHBOARD, True), (WORKER, HEAD, GCS, True), (WORKER, HEAD, OBJECT_MANAGER, True),
-    (REWARD, HEAD, DASHBOARD, True), (REWARD, HEAD, GCS, False),
-    (HEAD, WORKER, OBJECT_MANAGER, True), (WORKER, WORKER, 12345, True),
-    (NEIGHBOUR, HEAD, DASHBOARD, False), (NEIGHBOUR, HEAD, CLIENT, False), (NEIGHBOUR, HEAD, GCS, False),
-    (NEIGHBOUR, WORKER, OBJECT_MANAGER, False), (NEIGHBOUR, REWARD, REWARD_PORT, False),
-    (OTHER_RUN_WORKER, HEAD, DASHBOARD, False), (OTHER_RUN_WORKER, HEAD, GCS, False),
+    (OPERATOR, HEAD, DASHBOARD, True),
+    (OPERATOR, HEAD, CLIENT, True),
+    (OPERATOR, HEAD, GCS, False),
+    (WORKER, HEAD, DASHBOARD, True),
+    (WORKER, HEAD, GCS, True),
+    (WORKER, HEAD, OBJECT_MANAGER, True),
+    (REWARD, HEAD, DASHBOARD, True),
+    (REWARD, HEAD, GCS, False),
+    (HEAD, WORKER, OBJECT_MANAGER, True),
+    (WORKER, WORKER, 12345, True),
+    (NEIGHBOUR, HEAD, DASHBOARD, False),
+    (NEIGHBOUR, HEAD, CLIENT, False),
+    (NEIGHBOUR, HEAD, GCS, False),
+    (NEIGHBOUR, WORKER, OBJECT_MANAGER, False),
+    (NEIGHBOUR, REWARD, REWARD_PORT, False),
+    (OTHER_RUN_WORKER, HEAD, DASHBOARD, False),
+    (OTHER_RUN_WORKER, HEAD, GCS, False),
     (OTHER_RUN_WORKER, REWARD, REWARD_PORT, False),
-    (STRANGER, HEAD, DASHBOARD, False), (STRANGER, WORKER, TRAINER_METRICS, False),
-    (OPERATOR, WORKER, TRAINER_METRICS, True), (OPERATOR, WORKER, LAUNCHER_METRICS, True),
+    (STRANGER, HEAD, DASHBOARD, False),
+    (STRANGER, WORKER, TRAINER_METRICS, False),
+    (OPERATOR, WORKER, TRAINER_METRICS, True),
+    (OPERATOR, WORKER, LAUNCHER_METRICS, True),
     (OPERATOR, WORKER, OBJECT_MANAGER, False),
-    (PROMETHEUS, WORKER, TRAINER_METRICS, True), (PROMETHEUS, HEAD, RAY_METRICS, True),
-    (PROMETHEUS, HEAD, DASHBOARD, False), (PROMETHEUS, REWARD, REWARD_PORT, True),
-    (WORKER, REWARD, REWARD_PORT, True), (HEAD, REWARD, REWARD_PORT, False), (OPERATOR, REWARD, REWARD_PORT, True),
+    (PROMETHEUS, WORKER, TRAINER_METRICS, True),
+    (PROMETHEUS, HEAD, RAY_METRICS, True),
+    (PROMETHEUS, HEAD, DASHBOARD, False),
+    (PROMETHEUS, REWARD, REWARD_PORT, True),
+    (WORKER, REWARD, REWARD_PORT, True),
+    (HEAD, REWARD, REWARD_PORT, False),
+    (OPERATOR, REWARD, REWARD_PORT, True),
     (WORKER, REWARD, 9999, False),
-]  # fmt: skip
+]
 
 
 def a_run(example_name: str = "qwen3-4b-disaggregated", **meta: str) -> Any:

@@ -47,20 +47,27 @@ def valid_runs(draw: st.DrawFn) -> dict[str, Any]:
     spec: dict[str, Any] = {
         "model": {"profile": "qwen3-4b", "hfCheckpoint": path, "torchDistCheckpoint": path + "_dist"},
         "data": {"promptData": path + "/data.jsonl"},
-        "rollout": {"numRollout": draw(st.integers(1, 500)), "batchSize": batch, "samplesPerPrompt": samples,
-                    "maxResponseLen": draw(st.sampled_from([1024, 4096, 8192]))},
+        "rollout": {
+            "numRollout": draw(st.integers(1, 500)),
+            "batchSize": batch,
+            "samplesPerPrompt": samples,
+            "maxResponseLen": draw(st.sampled_from([1024, 4096, 8192])),
+        },
         "training": {"globalBatchSize": batch * samples, "maxTokensPerGpu": 8192},
         "topology": topology,
         "storage": {"claimName": "fsx", "tensorboardDir": path + "/tb"},
         "image": "registry.example/miles@sha256:" + "a" * 64,
-    }  # fmt: skip
+    }
     if draw(st.booleans()):
         spec["reward"] = {"type": "remote", "remote": {"replicas": draw(st.integers(1, 8))}}
     if draw(st.booleans()):
         spec["hfTokenSecret"] = {"name": "hf-token"}
-    return {"apiVersion": "grpo.dev/v1alpha1", "kind": "GRPORun",
-            "metadata": {"name": name, "namespace": draw(st.sampled_from(["default", "team-a"])), "uid": "u-1"},
-            "spec": spec}  # fmt: skip
+    return {
+        "apiVersion": "grpo.dev/v1alpha1",
+        "kind": "GRPORun",
+        "metadata": {"name": name, "namespace": draw(st.sampled_from(["default", "team-a"])), "uid": "u-1"},
+        "spec": spec,
+    }
 
 
 def rendered(doc: dict[str, Any]):  # type: ignore[no-untyped-def]
@@ -81,7 +88,9 @@ def walk(node: Any, path: str = ""):  # type: ignore[no-untyped-def]
         yield path, node
 
 
-PROPERTY = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.filter_too_much, HealthCheck.too_slow])
+PROPERTY = settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.filter_too_much, HealthCheck.too_slow]
+)
 
 
 @PROPERTY

@@ -29,22 +29,33 @@ def cluster_of(run: GRPORun) -> dict[str, Any]:
     return cluster
 
 
-@pytest.mark.parametrize(("scheduling", "labels"), [
-    ({"queueName": "team-a"}, {"kueue.x-k8s.io/queue-name": "team-a"}),
-    ({"gang": {"scheduler": "Volcano", "queue": "gpu"}, "priorityClassName": "training"},
-     {"volcano.sh/queue-name": "gpu", "ray.io/priority-class-name": "training"}),
-    ({"gang": {"scheduler": "Volcano"}}, {}),
-    ({"gang": {"scheduler": "KAI", "queue": "research"}}, {"kai.scheduler/queue": "research"}),
-    ({"gang": {"scheduler": "SchedulerPlugins"}}, {"ray.io/gang-scheduling-enabled": "true"}),
-    ({"queueName": "team-a", "gang": {"scheduler": "SchedulerPlugins"}},
-     {"kueue.x-k8s.io/queue-name": "team-a", "ray.io/gang-scheduling-enabled": "true"}),
-], ids=["kueue", "volcano", "volcano-default-queue", "kai", "coscheduling", "kueue-and-coscheduling"])  # fmt: skip
+@pytest.mark.parametrize(
+    ("scheduling", "labels"),
+    [
+        ({"queueName": "team-a"}, {"kueue.x-k8s.io/queue-name": "team-a"}),
+        (
+            {"gang": {"scheduler": "Volcano", "queue": "gpu"}, "priorityClassName": "training"},
+            {"volcano.sh/queue-name": "gpu", "ray.io/priority-class-name": "training"},
+        ),
+        ({"gang": {"scheduler": "Volcano"}}, {}),
+        ({"gang": {"scheduler": "KAI", "queue": "research"}}, {"kai.scheduler/queue": "research"}),
+        ({"gang": {"scheduler": "SchedulerPlugins"}}, {"ray.io/gang-scheduling-enabled": "true"}),
+        (
+            {"queueName": "team-a", "gang": {"scheduler": "SchedulerPlugins"}},
+            {"kueue.x-k8s.io/queue-name": "team-a", "ray.io/gang-scheduling-enabled": "true"},
+        ),
+    ],
+    ids=["kueue", "volcano", "volcano-default-queue", "kai", "coscheduling", "kueue-and-coscheduling"],
+)
 def test_the_raycluster_carries_the_labels_kueue_and_the_chosen_gang_scheduler_read(
     scheduling: dict[str, Any], labels: dict[str, str]
 ) -> None:
     cluster = cluster_of(run_with(scheduling))
-    foreign = {k: v for k, v in cluster["metadata"]["labels"].items() if not k.startswith("grpo.dev/")
-               and not k.startswith("app.kubernetes.io/")}  # fmt: skip
+    foreign = {
+        k: v
+        for k, v in cluster["metadata"]["labels"].items()
+        if not k.startswith("grpo.dev/") and not k.startswith("app.kubernetes.io/")
+    }
     assert foreign == labels
     assert cluster["spec"].get("suspend") is (True if "queueName" in scheduling else None)
 
@@ -55,11 +66,14 @@ def test_a_run_without_a_queue_renders_no_suspend_and_no_queue_label() -> None:
     assert not any(k.startswith(("kueue.", "volcano.", "kai.", "ray.io/")) for k in cluster["metadata"]["labels"])
 
 
-@pytest.mark.parametrize(("gang", "words"), [
-    ({"scheduler": "KAI"}, "queue is required with scheduler KAI"),
-    ({"scheduler": "SchedulerPlugins", "queue": "q"}, "queue 'q' must be unset with scheduler SchedulerPlugins"),
-    ({"scheduler": "Slurm"}, "spec.scheduling.gang.scheduler"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("gang", "words"),
+    [
+        ({"scheduler": "KAI"}, "queue is required with scheduler KAI"),
+        ({"scheduler": "SchedulerPlugins", "queue": "q"}, "queue 'q' must be unset with scheduler SchedulerPlugins"),
+        ({"scheduler": "Slurm"}, "spec.scheduling.gang.scheduler"),
+    ],
+)
 def test_a_gang_setting_kuberay_cannot_use_is_refused_with_the_rule(gang: dict[str, Any], words: str) -> None:
     run, problems = check(merge(base(), {"spec": {"scheduling": {"gang": gang}}}))
     assert run is None

@@ -80,5 +80,10 @@ def test_a_gpu_node_selector_keeps_the_instance_type_and_may_not_contradict_it()
     run, structural = parse_run(doc)
     assert run is not None, structural
     problems = [str(p) for p in validate(run)]
-    assert any(p.startswith("spec.scheduling.gpuNodeSelector: node.kubernetes.io/instance-type: p6-b300.48xlarge "
-                            "contradicts topology.instanceType p5en.48xlarge") for p in problems), problems
+    assert any(
+        p.startswith(
+            "spec.scheduling.gpuNodeSelector: node.kubernetes.io/instance-type: p6-b300.48xlarge "
+            "contradicts topology.instanceType p5en.48xlarge"
+        )
+        for p in problems
+    ), problems

@@ -29,7 +29,9 @@ def test_the_head_advertises_no_cpus_or_gpus_so_no_actor_can_land_there() -> Non
 
 
 def test_the_head_goes_to_the_cpu_pool_named_by_head_node_selector() -> None:
-    doc = example("qwen3-4b-colocated", {"scheduling": {"headNodeSelector": {"pool": "cpu"}, "gpuNodeSelector": {"pool": "gpu"}}})
+    doc = example(
+        "qwen3-4b-colocated", {"scheduling": {"headNodeSelector": {"pool": "cpu"}, "gpuNodeSelector": {"pool": "gpu"}}}
+    )
     cluster = kind(rendered(doc), "RayCluster")
     assert cluster["spec"]["headGroupSpec"]["template"]["spec"]["nodeSelector"] == {"pool": "cpu"}
     worker_selector = cluster["spec"]["workerGroupSpecs"][0]["template"]["spec"]["nodeSelector"]
@@ -74,7 +76,7 @@ def test_prometheus_port_is_explicit_in_argv_and_env() -> None:
 
 
 def test_paths_with_quotes_and_backslashes_survive_the_entrypoint_and_runtime_env() -> None:
-    odd = "/fsx/odd dir/it's \"quoted\" $HOME \\ back"
+    odd = '/fsx/odd dir/it\'s "quoted" $HOME \\ back'
     doc = example("quickstart", {"model": {"hfCheckpoint": odd}, "storage": {"tensorboardDir": odd + "/tb"}})
     job = rendered(doc).job
     assert shlex.split(job.entrypoint) == list(job.entrypoint_argv)
@@ -88,7 +90,9 @@ def test_the_hf_token_reaches_pods_only_by_secret_reference() -> None:
         for container in spec["containers"]:
             tokens = [e for e in container["env"] if e["name"] == "HF_TOKEN"]
             if tokens:
-                assert tokens == [{"name": "HF_TOKEN", "valueFrom": {"secretKeyRef": {"name": "hf-token", "key": "HF_TOKEN"}}}]
+                assert tokens == [
+                    {"name": "HF_TOKEN", "valueFrom": {"secretKeyRef": {"name": "hf-token", "key": "HF_TOKEN"}}}
+                ]
     assert "HF_TOKEN" not in json.dumps(result.job.as_dict())
     no_secret = rendered(example("qwen3-4b-colocated"))
     assert "HF_TOKEN" not in json.dumps(no_secret.children)
@@ -136,7 +140,9 @@ def test_the_reward_service_url_is_derived_from_its_service() -> None:
     argv = list(result.job.miles_argv)
     service = kind(result, "Service")
     assert argv[argv.index("--rm-type") + 1] == "remote_rm"
-    assert argv[argv.index("--rm-url") + 1] == f"http://{service['metadata']['name']}.team-a.svc.cluster.local:8000/score"
+    assert (
+        argv[argv.index("--rm-url") + 1] == f"http://{service['metadata']['name']}.team-a.svc.cluster.local:8000/score"
+    )
     deployment = kind(result, "Deployment")
     container = deployment["spec"]["template"]["spec"]["containers"][0]
     assert container["readinessProbe"]["httpGet"]["path"] == "/ready"
@@ -148,7 +154,7 @@ def test_the_run_config_holds_exactly_the_argv_the_job_runs() -> None:
     result = rendered(example("qwen3-4b-colocated"))
     config = json.loads(kind(result, "ConfigMap")["data"]["run-config.json"])
     assert config["argv"] == list(result.job.miles_argv)
-    assert list(result.job.entrypoint_argv[-len(result.job.miles_argv):]) == config["argv"]
+    assert list(result.job.entrypoint_argv[-len(result.job.miles_argv) :]) == config["argv"]
     assert config["preflight"]["gpus"] == 8
 
 

@@ -35,8 +35,16 @@ def test_every_gpu_worker_runs_the_launchers_preflight_before_ray_starts_with_th
     [("p5en.48xlarge", 8, 112.5), ("p5.48xlarge", 4, 112.5), ("p6-b200.48xlarge", 8, 225.0), ("p5en.48xlarge", 1, 0.0)],
 )
 def test_the_preflight_floors_come_from_the_instance_type(instance: str, gpus: int, floor: float) -> None:
-    doc = example("qwen3-4b-colocated", {"topology": {"instanceType": instance, "actor": {"nodes": 1, "gpusPerNode": gpus},
-                                                      "rollout": {"gpusPerEngine": 1, "memFraction": 0.7}}})  # fmt: skip
+    doc = example(
+        "qwen3-4b-colocated",
+        {
+            "topology": {
+                "instanceType": instance,
+                "actor": {"nodes": 1, "gpusPerNode": gpus},
+                "rollout": {"gpusPerEngine": 1, "memFraction": 0.7},
+            }
+        },
+    )
     result = rendered(doc)
     preflight = json.loads(kind(result, "ConfigMap")["data"]["run-config.json"])["preflight"]
     assert preflight["minBusBandwidthGBps"] == floor

@@ -93,8 +93,9 @@ class RewardServer:
         return self.metric("reward_service_requests_total", outcome=outcome)
 
     def score(self, response: str, label: object = "42", timeout: float = 60.0) -> httpx.Response:
-        return httpx.post(self.url + "/score", json={"prompt": "p", "response": response, "label": label},
-                          timeout=timeout)
+        return httpx.post(
+            self.url + "/score", json={"prompt": "p", "response": response, "label": label}, timeout=timeout
+        )
 
     def stop(self) -> int:
         """SIGTERM, wait, and return the exit code; fails if any process of the tree survives."""
@@ -120,7 +121,10 @@ def run_server(tmp_path: Path, **settings: str) -> Iterator[RewardServer]:
     with log_path.open("wb") as log:
         process = subprocess.Popen(
             [sys.executable, "-m", "reward_service", "--host", "127.0.0.1", "--port", str(port)],
-            cwd=REPO, env=service_env(**settings), stdout=log, stderr=subprocess.STDOUT,
+            cwd=REPO,
+            env=service_env(**settings),
+            stdout=log,
+            stderr=subprocess.STDOUT,
         )
     server = RewardServer(f"http://127.0.0.1:{port}", process, log_path)
     try:

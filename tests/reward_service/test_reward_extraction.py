@@ -31,7 +31,9 @@ BOTH = Extraction.BOXED_OR_ANSWER_LINE
     ],
 )
 def test_the_final_answer_is_the_last_box_or_answer_line(
-    response: str, mode: Extraction, answer: str,
+    response: str,
+    mode: Extraction,
+    answer: str,
 ) -> None:
     assert extract_final_answer(response, mode) == answer
 
@@ -63,33 +65,55 @@ def test_extraction_of_a_long_unclosed_run_is_linear_enough_to_finish() -> None:
 
 @pytest.mark.parametrize(
     ("label", "text"),
-    [(42, "42"), (-3, "-3"), (3.0, "3"), (0.5, "0.5"), (1e-7, "0.0000001"), (" 15 ", "15"),
-     ("\\frac{1}{2}", "\\frac{1}{2}"), (10**30, "1" + "0" * 30)],
+    [
+        (42, "42"),
+        (-3, "-3"),
+        (3.0, "3"),
+        (0.5, "0.5"),
+        (1e-7, "0.0000001"),
+        (" 15 ", "15"),
+        ("\\frac{1}{2}", "\\frac{1}{2}"),
+        (10**30, "1" + "0" * 30),
+    ],
 )
 def test_numeric_and_string_labels_become_answer_text(label: object, text: str) -> None:
     assert label_text(label) == text  # type: ignore[arg-type]
 
 
-@pytest.mark.parametrize(("label", "says"), [(None, "null"), ("", "empty"), ("  ", "empty"),
-                                              (True, "boolean"), (float("nan"), "finite")])
+@pytest.mark.parametrize(
+    ("label", "says"), [(None, "null"), ("", "empty"), ("  ", "empty"), (True, "boolean"), (float("nan"), "finite")]
+)
 def test_unusable_labels_are_refused_with_a_reason(label: object, says: str) -> None:
     with pytest.raises(LabelError, match=says):
         label_text(label)  # type: ignore[arg-type]
 
 
-INTEGER_PAIRS = [("15", "15"), ("15", "16"), ("0", "0"), ("-7", "-7"), ("-7", "7"), ("100", "1000"),
-                 ("123456789012345678901234567890", "123456789012345678901234567890"),
-                 ("123456789012345678901234567890", "123456789012345678901234567891"), ("42", "-42")]
+INTEGER_PAIRS = [
+    ("15", "15"),
+    ("15", "16"),
+    ("0", "0"),
+    ("-7", "-7"),
+    ("-7", "7"),
+    ("100", "1000"),
+    ("123456789012345678901234567890", "123456789012345678901234567890"),
+    ("123456789012345678901234567890", "123456789012345678901234567891"),
+    ("42", "-42"),
+]
 
 
 @pytest.mark.parametrize(("label", "answer"), INTEGER_PAIRS)
 def test_the_integer_fast_path_gives_math_verifys_verdict(label: str, answer: str) -> None:
-    expected = verify(parse("\\boxed{" + label + "}", parsing_timeout=None),
-                      parse("\\boxed{" + answer + "}", parsing_timeout=None), timeout_seconds=None)
+    expected = verify(
+        parse("\\boxed{" + label + "}", parsing_timeout=None),
+        parse("\\boxed{" + answer + "}", parsing_timeout=None),
+        timeout_seconds=None,
+    )
     assert integer_verdict(label, answer) == (1.0 if expected else 0.0)
 
 
-@pytest.mark.parametrize(("label", "answer"), [("15", "15.0"), ("15", "015"), ("1/2", "1"), ("15", "x"),
-                                               ("-0", "0"), ("1" * 31, "1" * 31), ("15", "1,5")])
+@pytest.mark.parametrize(
+    ("label", "answer"),
+    [("15", "15.0"), ("15", "015"), ("1/2", "1"), ("15", "x"), ("-0", "0"), ("1" * 31, "1" * 31), ("15", "1,5")],
+)
 def test_anything_but_two_canonical_integers_goes_to_math_verify(label: str, answer: str) -> None:
     assert integer_verdict(label, answer) is None

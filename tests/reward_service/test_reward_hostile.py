@@ -83,13 +83,16 @@ def test_every_setting_is_bounded(name: str) -> None:
         assert longest, f"REWARD_{name.upper()} has no maximum length"
 
 
-@pytest.mark.parametrize(("variable", "value"), [
-    ("REWARD_READY_MIN_REQUESTS", "1000000000"),
-    ("REWARD_INLINE_MAX_CHARS", "1000000"),
-    ("REWARD_MAX_BODY_BYTES", "100"),
-    ("REWARD_CACHE_MIB", "100000"),
-    ("REWARD_MODEL_NAME", "x" * 100_000),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("variable", "value"),
+    [
+        ("REWARD_READY_MIN_REQUESTS", "1000000000"),
+        ("REWARD_INLINE_MAX_CHARS", "1000000"),
+        ("REWARD_MAX_BODY_BYTES", "100"),
+        ("REWARD_CACHE_MIB", "100000"),
+        ("REWARD_MODEL_NAME", "x" * 100_000),
+    ],
+)
 def test_an_out_of_range_setting_stops_the_start_with_one_short_line(
     monkeypatch: pytest.MonkeyPatch, variable: str, value: str
 ) -> None:
@@ -125,13 +128,19 @@ def _raw_post(url: str, head: str, body_chunks: list[bytes]) -> bytes:
 
 def test_a_body_over_the_limit_is_a_413_before_it_is_read(reward_server: ServerFactory) -> None:
     with reward_server(workers="1", max_body_bytes="65536") as server:
-        declared = _raw_post(server.url, "POST /score HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-                             "Content-Length: 100000000\r\n\r\n", [])  # fmt: skip
+        declared = _raw_post(
+            server.url,
+            "POST /score HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100000000\r\n\r\n",
+            [],
+        )
         assert declared.startswith(b"HTTP/1.1 413"), declared[:200]
         chunk = b"x" * 40_000
-        chunked = _raw_post(server.url, "POST /score/batch HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-                            "Transfer-Encoding: chunked\r\n\r\n",
-                            [f"{len(chunk):x}\r\n".encode() + chunk + b"\r\n"] * 2 + [b"0\r\n\r\n"])  # fmt: skip
+        chunked = _raw_post(
+            server.url,
+            "POST /score/batch HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            "Transfer-Encoding: chunked\r\n\r\n",
+            [f"{len(chunk):x}\r\n".encode() + chunk + b"\r\n"] * 2 + [b"0\r\n\r\n"],
+        )
         assert chunked.startswith(b"HTTP/1.1 413"), chunked[:200]
         assert b"REWARD_MAX_BODY_BYTES=65536" in chunked
         assert server.score("Answer: 42").json() == 1.0
@@ -149,8 +158,14 @@ def test_the_parse_cache_holds_its_byte_budget_whatever_the_answers() -> None:
 
 
 def _fill_the_cache(budget: int) -> None:
-    worker.initialize(worker.WorkerConfig(backend=RewardSettings.model_fields["backend"].default,
-                                          extraction=Extraction.BOXED, budget_s=0, cache_bytes=budget))  # fmt: skip
+    worker.initialize(
+        worker.WorkerConfig(
+            backend=RewardSettings.model_fields["backend"].default,
+            extraction=Extraction.BOXED,
+            budget_s=0,
+            cache_bytes=budget,
+        )
+    )
     cache = worker._state.parse_cached
     sizes = []
     for i in range(16):

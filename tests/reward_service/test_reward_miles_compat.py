@@ -19,8 +19,10 @@ from reward_harness import RewardServer
 pytestmark = pytest.mark.integration
 
 # A prompt as miles sends it with --apply-chat-template: the templated string, special tokens included.
-PROMPT = ("<|im_start|>user\nHow many ways are there to choose 2 of 6 people? The last line of your response "
-          "should be of the form Answer: $Answer<|im_end|>\n<|im_start|>assistant\n")
+PROMPT = (
+    "<|im_start|>user\nHow many ways are there to choose 2 of 6 people? The last line of your response "
+    "should be of the form Answer: $Answer<|im_end|>\n<|im_start|>assistant\n"
+)
 
 
 async def remote_rm(rm_url: str, sample: dict[str, Any]) -> Any:
@@ -36,8 +38,16 @@ async def batched_async_rm(rm_url: str, samples: list[dict[str, Any]]) -> list[A
 
 def group(label: Any) -> list[dict[str, Any]]:
     """8 samples of one prompt (--n-samples-per-prompt 8): right, wrong, equivalent, boxed, missing."""
-    endings = ["Answer: 15", "Answer: 14", "Answer: $15.0$", "So $\\boxed{15}$.", "Answer: $\\frac{30}{2}$",
-               "I am not sure.", "Answer: 16", "$\\boxed{}$"]
+    endings = [
+        "Answer: 15",
+        "Answer: 14",
+        "Answer: $15.0$",
+        "So $\\boxed{15}$.",
+        "Answer: $\\frac{30}{2}$",
+        "I am not sure.",
+        "Answer: 16",
+        "$\\boxed{}$",
+    ]
     thinking = "<think>We need $\\binom{6}{2} = \\frac{6 \\cdot 5}{2} = 15$.</think>\n"
     return [{"prompt": PROMPT, "response": thinking + end, "label": label} for end in endings]
 

@@ -33,8 +33,9 @@ def test_the_api_never_answers_with_a_server_error(shared_server: RewardServer, 
             continue  # nothing to make invalid in a GET without parameters
 
         @hypothesis.given(case=operation.as_strategy(generation_mode=mode))
-        @hypothesis.settings(max_examples=30, deadline=None, database=None,
-                             suppress_health_check=list(hypothesis.HealthCheck))
+        @hypothesis.settings(
+            max_examples=30, deadline=None, database=None, suppress_health_check=list(hypothesis.HealthCheck)
+        )
         def fuzz(case: schemathesis.Case) -> None:
             case.call_and_validate(checks=CHECKS, timeout=60)
 

@@ -61,8 +61,15 @@ def test_integer_answers_decided_in_the_server_match_the_workers_verdicts(
     shared_server: RewardServer,
     reward_server: Callable[..., contextlib.AbstractContextManager[RewardServer]],
 ) -> None:
-    cases = [("so $\\boxed{42}$", 42), ("so $\\boxed{41}$", 42), ("Answer: -7", -7), ("no answer", 3),
-             ("$\\boxed{}$", 15), ("so $\\boxed{42.0}$", 42), ("so $\\boxed{007}$", 7)]
+    cases = [
+        ("so $\\boxed{42}$", 42),
+        ("so $\\boxed{41}$", 42),
+        ("Answer: -7", -7),
+        ("no answer", 3),
+        ("$\\boxed{}$", 15),
+        ("so $\\boxed{42.0}$", 42),
+        ("so $\\boxed{007}$", 7),
+    ]
     inline = [score(shared_server, response, label).json() for response, label in cases]
     with reward_server(workers="1", inline_max_chars="0") as pool_only:
         assert [score(pool_only, response, label).json() for response, label in cases] == inline
@@ -74,8 +81,9 @@ def test_an_empty_final_box_scores_zero_where_math_verify_alone_would_rescue_it(
 ) -> None:
     response = COT + "Therefore the answer is $\\boxed{}$."
     # the seed's scoring (math_verify on the whole response) falls back to the earlier "= 15"
-    assert verify(parse("\\boxed{15}", parsing_timeout=None), parse(response, parsing_timeout=None),
-                  timeout_seconds=None)
+    assert verify(
+        parse("\\boxed{15}", parsing_timeout=None), parse(response, parsing_timeout=None), timeout_seconds=None
+    )
     before = shared_server.outcome("no_answer")
     reply = score(shared_server, response, 15)
     assert reply.status_code == 200
@@ -126,10 +134,8 @@ def test_a_batch_returns_rewards_in_order_and_names_a_bad_item(shared_server: Re
 
 def test_metrics_are_prometheus_text_with_every_outcome_and_the_pool(shared_server: RewardServer) -> None:
     metrics = shared_server.metrics()
-    outcomes = {dict(labels).get("outcome") for name, labels in metrics
-                if name == "reward_service_requests_total"}
-    assert outcomes == {"scored", "no_answer", "timeout", "bad_label", "bad_request", "overloaded",
-                        "service_error"}
+    outcomes = {dict(labels).get("outcome") for name, labels in metrics if name == "reward_service_requests_total"}
+    assert outcomes == {"scored", "no_answer", "timeout", "bad_label", "bad_request", "overloaded", "service_error"}
     assert metrics[("reward_service_pool_workers", ())] == 2
     assert ("reward_service_queue_depth", ()) in metrics
     assert ("reward_service_worker_restarts_total", ()) in metrics
@@ -188,8 +194,7 @@ def test_a_timeout_can_be_configured_to_return_503_instead_of_zero(
 def test_liveness_answers_while_every_worker_is_stuck(
     reward_server: Callable[..., contextlib.AbstractContextManager[RewardServer]],
 ) -> None:
-    with reward_server(workers="1", deadline_s="8", soft_deadline_s="0") as server, \
-            ThreadPoolExecutor(1) as pool:
+    with reward_server(workers="1", deadline_s="8", soft_deadline_s="0") as server, ThreadPoolExecutor(1) as pool:
         stuck = pool.submit(server.score, HANGS, "42", 90)
         assert eventually(lambda: server.metric("reward_service_queue_depth") == 1)
         assert httpx.get(server.url + "/healthz", timeout=5).status_code == 200
@@ -203,8 +208,10 @@ def test_liveness_answers_while_every_worker_is_stuck(
 def test_a_full_queue_answers_503_with_retry_after_and_counts_it(
     reward_server: Callable[..., contextlib.AbstractContextManager[RewardServer]],
 ) -> None:
-    with reward_server(workers="1", max_queue="2", retry_after_s="3", deadline_s="30") as server, \
-            ThreadPoolExecutor(8) as pool:
+    with (
+        reward_server(workers="1", max_queue="2", retry_after_s="3", deadline_s="30") as server,
+        ThreadPoolExecutor(8) as pool,
+    ):
         replies = list(pool.map(lambda _: server.score(slow_but_fine(), "1"), range(8)))
         rejected = [r for r in replies if r.status_code == 503]
         assert rejected, [r.status_code for r in replies]
@@ -220,8 +227,7 @@ def test_a_worker_that_dies_mid_item_is_a_503_and_never_a_reward(
     reward_server: Callable[..., contextlib.AbstractContextManager[RewardServer]],
 ) -> None:
     # seed review, batch 3: the seed turned every handler exception into HTTP 200 with reward 0.0
-    with reward_server(workers="1", deadline_s="60", soft_deadline_s="0") as server, \
-            ThreadPoolExecutor(1) as pool:
+    with reward_server(workers="1", deadline_s="60", soft_deadline_s="0") as server, ThreadPoolExecutor(1) as pool:
         (worker,) = server.worker_pids()
         idle_cpu = psutil.Process(worker).cpu_times().user
         pending = pool.submit(server.score, HANGS, "42", 90)
@@ -249,8 +255,13 @@ def _kill_workers_until(server: RewardServer, stop: threading.Event) -> None:
 def test_ready_flips_under_sustained_service_errors_and_recovers(
     reward_server: Callable[..., contextlib.AbstractContextManager[RewardServer]],
 ) -> None:
-    settings = {"workers": "2", "deadline_s": "5", "ready_window_s": "6", "ready_min_requests": "5",
-                "ready_max_error_ratio": "0.2"}
+    settings = {
+        "workers": "2",
+        "deadline_s": "5",
+        "ready_window_s": "6",
+        "ready_min_requests": "5",
+        "ready_max_error_ratio": "0.2",
+    }
     with reward_server(**settings) as server:
         assert httpx.get(server.url + "/ready").status_code == 200
         stop = threading.Event()
@@ -260,8 +271,9 @@ def test_ready_flips_under_sustained_service_errors_and_recovers(
         try:
             with ThreadPoolExecutor(4) as pool:
                 for _ in range(40):  # bounded: at most 40 rounds of 4 requests
-                    statuses += [r.status_code for r in pool.map(lambda _: server.score(slow_but_fine(), "1"),
-                                                                  range(4))]
+                    statuses += [
+                        r.status_code for r in pool.map(lambda _: server.score(slow_but_fine(), "1"), range(4))
+                    ]
                     if "scoring is failing" in httpx.get(server.url + "/ready").text:
                         break
         finally:

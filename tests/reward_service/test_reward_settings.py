@@ -23,7 +23,12 @@ from reward_service.settings import (
 def start_cli(**settings: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "reward_service", "--host", "127.0.0.1", "--port", str(free_port())],
-        cwd=REPO, env=service_env(**settings), capture_output=True, text=True, timeout=120, check=False,
+        cwd=REPO,
+        env=service_env(**settings),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
     )
 
 
@@ -43,8 +48,7 @@ def test_each_invalid_setting_gets_its_own_line() -> None:
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 3, result.stderr
     assert any("REWARD_WORKERS='zero'" in line and "integer" in line for line in lines)
-    assert any("REWARD_ON_TIMEOUT='sometimes'" in line and "'zero' or 'unavailable'" in line
-               for line in lines)
+    assert any("REWARD_ON_TIMEOUT='sometimes'" in line and "'zero' or 'unavailable'" in line for line in lines)
     assert any("REWARD_MAX_QUEUE='-5'" in line and "greater than or equal to 1" in line for line in lines)
 
 
@@ -124,9 +128,14 @@ def test_a_read_only_temp_dir_is_named_with_the_fix() -> None:
 
 @pytest.mark.parametrize(
     ("files", "cpus"),
-    [({"cpu.max": "max 100000\n"}, None), ({"cpu.max": "250000 100000\n"}, 3), ({"cpu.max": "50000 100000"}, 1),
-     ({"cpu/cpu.cfs_quota_us": "400000", "cpu/cpu.cfs_period_us": "100000"}, 4),
-     ({"cpu/cpu.cfs_quota_us": "-1", "cpu/cpu.cfs_period_us": "100000"}, None), ({}, None)],
+    [
+        ({"cpu.max": "max 100000\n"}, None),
+        ({"cpu.max": "250000 100000\n"}, 3),
+        ({"cpu.max": "50000 100000"}, 1),
+        ({"cpu/cpu.cfs_quota_us": "400000", "cpu/cpu.cfs_period_us": "100000"}, 4),
+        ({"cpu/cpu.cfs_quota_us": "-1", "cpu/cpu.cfs_period_us": "100000"}, None),
+        ({}, None),
+    ],
 )
 def test_the_default_worker_count_follows_the_container_cpu_limit(
     tmp_path: Path, files: dict[str, str], cpus: int | None

@@ -38,8 +38,10 @@ def make_requests(rng: random.Random) -> list[tuple[dict[str, object], int]]:
         elif roll < 0.3:
             body = {"response": cot + f" so $\\boxed{{{gold}}}$", "label": gold}
         elif roll < 0.6:  # not integers: these go through the worker pool
-            body = {"response": cot + f" so $\\boxed{{\\frac{{{2 * gold + 2}}}{{14}}}}$",
-                    "label": f"\\frac{{{gold + 1}}}{{7}}"}
+            body = {
+                "response": cot + f" so $\\boxed{{\\frac{{{2 * gold + 2}}}{{14}}}}$",
+                "label": f"\\frac{{{gold + 1}}}{{7}}",
+            }
         elif roll < 0.85:
             body = {"response": cot + f"\nAnswer: {gold + rng.randint(1, 9)}", "label": str(gold)}
         elif roll < 0.98:

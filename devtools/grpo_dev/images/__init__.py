@@ -21,5 +21,16 @@ from grpo_dev.images.build import (
     podman_env,
 )
 
-__all__ = ["BASE_IMAGE", "IMAGES", "INSTALL_HINT", "Image", "ImageError", "build", "build_all", "ensure_tools",
-           "podman", "podman_command", "podman_env"]  # fmt: skip
+__all__ = [
+    "BASE_IMAGE",
+    "IMAGES",
+    "INSTALL_HINT",
+    "Image",
+    "ImageError",
+    "build",
+    "build_all",
+    "ensure_tools",
+    "podman",
+    "podman_command",
+    "podman_env",
+]

@@ -29,7 +29,9 @@ def main(argv: list[str] | None = None) -> int:
     for outcome in outcomes:
         print(f"{outcome.what:45} {outcome.action:9} {outcome.seconds:7.1f}s")
     print(f"done in {time.monotonic() - started:.1f}s")
-    filters = [arg for ref in (BASE_IMAGE, *(i.reference for i in IMAGES.values())) for arg in ("--filter", f"reference={ref}")]
+    filters = [
+        arg for ref in (BASE_IMAGE, *(i.reference for i in IMAGES.values())) for arg in ("--filter", f"reference={ref}")
+    ]
     print(podman("images", *filters).stdout.rstrip())
     return 0
 

@@ -99,12 +99,23 @@ def podman_command(*args: str) -> list[str]:
     return ["podman", "--runtime", "runc", *args]
 
 
-def podman(*args: str, check: bool = True, timeout: float = 600, input: str | None = None) -> subprocess.CompletedProcess[str]:
+def podman(
+    *args: str, check: bool = True, timeout: float = 600, input: str | None = None
+) -> subprocess.CompletedProcess[str]:
     ensure_tools(install=False)
-    result = subprocess.run(podman_command(*args), env=podman_env(), capture_output=True, text=True,
-                            input=input, timeout=timeout, check=False)  # fmt: skip
+    result = subprocess.run(
+        podman_command(*args),
+        env=podman_env(),
+        capture_output=True,
+        text=True,
+        input=input,
+        timeout=timeout,
+        check=False,
+    )
     if check and result.returncode != 0:
-        raise ImageError(f"podman {' '.join(args[:2])} failed ({result.returncode}): {_tail(result.stderr or result.stdout)}")
+        raise ImageError(
+            f"podman {' '.join(args[:2])} failed ({result.returncode}): {_tail(result.stderr or result.stdout)}"
+        )
     return result
 
 
@@ -138,8 +149,10 @@ def ensure_tools(install: bool, report: Report = _quiet) -> None:
             subprocess.run(argv, env=env, capture_output=True, check=False)
         missing = missing_tools()
     if missing:
-        raise ImageError(f"{', '.join(missing)} not found (the image tests build and run images with podman and "
-                         f"runc): {INSTALL_HINT}")  # fmt: skip
+        raise ImageError(
+            f"{', '.join(missing)} not found (the image tests build and run images with podman and "
+            f"runc): {INSTALL_HINT}"
+        )
 
 
 # --- the local base --------------------------------------------------------------------------------------
@@ -161,8 +174,15 @@ def ensure_base(report: Report = _quiet) -> Outcome:
             action = "made"
             _debootstrap(tarball, report)
         report(f"importing {tarball} as {BASE_IMAGE}")
-        podman("import", "--change", 'CMD ["/bin/bash"]', "--message", f"debootstrap {DEBIAN_SUITE} + {' '.join(DEBIAN_PACKAGES)}",
-               str(tarball), BASE_IMAGE)  # fmt: skip
+        podman(
+            "import",
+            "--change",
+            'CMD ["/bin/bash"]',
+            "--message",
+            f"debootstrap {DEBIAN_SUITE} + {' '.join(DEBIAN_PACKAGES)}",
+            str(tarball),
+            BASE_IMAGE,
+        )
     return Outcome(BASE_IMAGE, action, time.monotonic() - started)
 
 
@@ -172,11 +192,20 @@ def _debootstrap(tarball: Path, report: Report) -> None:
     tarball.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=tarball.parent, prefix="_rootfs-") as scratch:
         root = Path(scratch) / "rootfs"
-        argv = ["debootstrap", "--variant=minbase", f"--include={','.join(DEBIAN_PACKAGES)}", DEBIAN_SUITE, str(root), mirror]
+        argv = [
+            "debootstrap",
+            "--variant=minbase",
+            f"--include={','.join(DEBIAN_PACKAGES)}",
+            DEBIAN_SUITE,
+            str(root),
+            mirror,
+        ]
         result = subprocess.run(argv, capture_output=True, text=True, timeout=1800, check=False)
         if result.returncode != 0:
-            raise ImageError(f"debootstrap {DEBIAN_SUITE} from {mirror} failed ({result.returncode}): "
-                             f"{_tail(result.stdout + result.stderr, 5)}; set {DEBIAN_MIRROR_ENV} to a reachable mirror")  # fmt: skip
+            raise ImageError(
+                f"debootstrap {DEBIAN_SUITE} from {mirror} failed ({result.returncode}): "
+                f"{_tail(result.stdout + result.stderr, 5)}; set {DEBIAN_MIRROR_ENV} to a reachable mirror"
+            )
         # Downloaded packages and indexes are not part of the base (python:3.11-slim ships neither).
         for leftover in ("var/cache/apt/archives", "var/lib/apt/lists"):
             for path in (root / leftover).glob("*"):
@@ -196,8 +225,9 @@ BUILD_MOUNTS = "/run/secrets"  # where RUN --mount=type=secret puts its files
 
 def pip_settings() -> tuple[dict[str, str], Path | None]:
     """What `pip config list` of this Python says about the index (env and files), and its CA bundle if set."""
-    result = subprocess.run([sys.executable, "-m", "pip", "config", "list"], capture_output=True, text=True,
-                            timeout=60, check=False)  # fmt: skip
+    result = subprocess.run(
+        [sys.executable, "-m", "pip", "config", "list"], capture_output=True, text=True, timeout=60, check=False
+    )
     settings: dict[str, str] = {}
     cert: Path | None = None
     for line in result.stdout.splitlines():
@@ -236,20 +266,41 @@ def pip_secrets() -> Iterator[list[str]]:
 # --- building --------------------------------------------------------------------------------------------
 
 
-def build(image: Image, *, dockerfile: Path | None = None, context: Path = REPO, reference: str | None = None,
-          build_args: Sequence[str] = (), report: Report = _quiet) -> Outcome:  # fmt: skip
+def build(
+    image: Image,
+    *,
+    dockerfile: Path | None = None,
+    context: Path = REPO,
+    reference: str | None = None,
+    build_args: Sequence[str] = (),
+    report: Report = _quiet,
+) -> Outcome:
     """`podman build` of `image` (or of another `dockerfile` in `context`) on the local base."""
     ensure_base(report)
     started = time.monotonic()
     reference = reference or image.reference
     report(f"building {reference}")
     with pip_secrets() as secrets:
-        args = ["build", "--layers", "--network", "host", "-f", str(dockerfile or image.dockerfile),
-                "--build-arg", f"BASE={BASE_IMAGE}", *(a for arg in build_args for a in ("--build-arg", arg)),
-                *secrets, "-t", reference, str(context)]  # fmt: skip
+        args = [
+            "build",
+            "--layers",
+            "--network",
+            "host",
+            "-f",
+            str(dockerfile or image.dockerfile),
+            "--build-arg",
+            f"BASE={BASE_IMAGE}",
+            *(a for arg in build_args for a in ("--build-arg", arg)),
+            *secrets,
+            "-t",
+            reference,
+            str(context),
+        ]
         result = podman(*args, check=False, timeout=3600)
     if result.returncode != 0:
-        raise ImageError(f"podman build of {reference} failed ({result.returncode}):\n{_tail(result.stdout + result.stderr, 25)}")
+        raise ImageError(
+            f"podman build of {reference} failed ({result.returncode}):\n{_tail(result.stdout + result.stderr, 25)}"
+        )
     return Outcome(reference, "built", time.monotonic() - started)
 
 

@@ -30,15 +30,22 @@ def _build() -> int:
     print(f"control-plane components (cache: {versions.cache_root()})", flush=True)
     outcomes = build_all(lambda line: print(line, flush=True))
     total = sum(directory_size(o.directory) for o in outcomes if o.action != "external")
-    print(f"done in {time.monotonic() - started:.1f}s; binaries and CRDs use {total / 2**20:.0f} MiB "
-          f"(Go module and build caches are separate: `go env GOMODCACHE GOCACHE`)")
+    print(
+        f"done in {time.monotonic() - started:.1f}s; binaries and CRDs use {total / 2**20:.0f} MiB "
+        f"(Go module and build caches are separate: `go env GOMODCACHE GOCACHE`)"
+    )
     return 0
 
 
 def _up(kubeconfig: Path, scheduler: bool, crds: bool, simulated: bool) -> int:
     crd_dirs: list[Path] | None = None if crds else []
-    plane = SimulatedCluster(kubeconfig=kubeconfig.resolve(), report=_print) if simulated else ControlPlane(
-        kubeconfig=kubeconfig.resolve(), scheduler=scheduler, crd_dirs=crd_dirs, kuberay_crds=crds, report=_print)
+    plane = (
+        SimulatedCluster(kubeconfig=kubeconfig.resolve(), report=_print)
+        if simulated
+        else ControlPlane(
+            kubeconfig=kubeconfig.resolve(), scheduler=scheduler, crd_dirs=crd_dirs, kuberay_crds=crds, report=_print
+        )
+    )
     with plane:
         print(f"ready: export KUBECONFIG={plane.kubeconfig}   (Ctrl-C stops it)", flush=True)
         try:
@@ -54,17 +61,26 @@ def _up(kubeconfig: Path, scheduler: bool, crds: bool, simulated: bool) -> int:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m grpo_dev.localcluster", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
-    commands.add_parser("build", help="obtain etcd, kube-apiserver, kube-controller-manager, kube-scheduler, "
-                                      "kubectl, helm, kwok and its stages, the KubeRay CRDs and operator into the "
-                                      "cache (no-op when present)")
+    commands.add_parser(
+        "build",
+        help="obtain etcd, kube-apiserver, kube-controller-manager, kube-scheduler, "
+        "kubectl, helm, kwok and its stages, the KubeRay CRDs and operator into the "
+        "cache (no-op when present)",
+    )
     up = commands.add_parser("up", help="run a control plane until Ctrl-C")
-    up.add_argument("--kubeconfig", type=Path, default=Path(".grpo/kubeconfig"),
-                    help="where to write the admin kubeconfig (default: .grpo/kubeconfig)")
+    up.add_argument(
+        "--kubeconfig",
+        type=Path,
+        default=Path(".grpo/kubeconfig"),
+        help="where to write the admin kubeconfig (default: .grpo/kubeconfig)",
+    )
     up.add_argument("--scheduler", action="store_true", help="also run kube-scheduler")
-    up.add_argument("--no-crds", dest="crds", action="store_false",
-                    help="install neither crds/ nor the KubeRay CRDs")
-    up.add_argument("--simulated", action="store_true",
-                    help="a simulated GPU cluster: kube-scheduler, kwok nodes and the KubeRay operator as well")
+    up.add_argument("--no-crds", dest="crds", action="store_false", help="install neither crds/ nor the KubeRay CRDs")
+    up.add_argument(
+        "--simulated",
+        action="store_true",
+        help="a simulated GPU cluster: kube-scheduler, kwok nodes and the KubeRay operator as well",
+    )
     args = parser.parse_args(argv)
     try:
         if args.command == "build":

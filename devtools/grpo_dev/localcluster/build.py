@@ -73,8 +73,10 @@ def _data_dir(component: v.Component, env: str, hint: str, report: Report) -> Pa
         directory = Path(override).expanduser()
         missing = [name for name in component.files if not (directory / name).is_file()]
         if missing:
-            raise BuildError(f"{env}={override}: missing {', '.join(missing)}; point it at {hint} or unset it "
-                             "to fetch the pinned version")
+            raise BuildError(
+                f"{env}={override}: missing {', '.join(missing)}; point it at {hint} or unset it "
+                "to fetch the pinned version"
+            )
         return directory
     return ensure(component, report).directory
 
@@ -96,8 +98,12 @@ def kuberay_crd_dir(report: Report = _quiet) -> Path:
 
 def kwok_stage_dir(report: Report = _quiet) -> Path:
     """A directory holding kwok's node and pod stage YAMLs named in `versions.KWOK_STAGES`."""
-    return _data_dir(v.KWOK_STAGE_FILES, v.KWOK_STAGE_DIR_ENV, "a directory holding those files from "
-                     f"sigs.k8s.io/kwok@{v.KWOK_VERSION}", report)
+    return _data_dir(
+        v.KWOK_STAGE_FILES,
+        v.KWOK_STAGE_DIR_ENV,
+        f"a directory holding those files from sigs.k8s.io/kwok@{v.KWOK_VERSION}",
+        report,
+    )
 
 
 _DATA_DIRS: dict[v.Component, tuple[str, Callable[[Report], Path]]] = {
@@ -111,9 +117,7 @@ def build_all(report: Report = print) -> list[Outcome]:
     outcomes: list[Outcome] = []
     override = os.environ.get(v.BIN_DIR_ENV)
     for component in v.COMPONENTS:
-        external = bool(override) and all(
-            (Path(override or "").expanduser() / f).is_file() for f in component.files
-        )
+        external = bool(override) and all((Path(override or "").expanduser() / f).is_file() for f in component.files)
         if external:
             outcomes.append(Outcome(component, "external", 0.0, Path(override or "").expanduser()))
         elif component in _DATA_DIRS and os.environ.get(_DATA_DIRS[component][0]):
@@ -189,8 +193,13 @@ def _go(args: list[str], workdir: Path, log: Path, **env: str) -> str:
         sink.write(f"\n$ go {' '.join(args)}\n")
         sink.flush()
         proc = subprocess.run(
-            ["go", *args], check=False, cwd=workdir, env={**_go_env(), **env},
-            stdout=subprocess.PIPE, stderr=sink, text=True,
+            ["go", *args],
+            check=False,
+            cwd=workdir,
+            env={**_go_env(), **env},
+            stdout=subprocess.PIPE,
+            stderr=sink,
+            text=True,
         )
     if proc.returncode != 0:
         tail = "\n".join(log.read_text(errors="replace").splitlines()[-25:])
@@ -263,8 +272,7 @@ def _build_kubernetes(component: v.Component, out: Path, report: Report) -> None
     _go(["mod", "tidy"], workdir, log)
     packages = [f"k8s.io/kubernetes/cmd/{binary}" for binary in binaries]
     report(f"  go build -p 2 {' '.join(binaries)}")
-    _go(["build", "-p", "2", "-ldflags", _version_ldflags(component.version), "-o", f"{out}/", *packages],
-        workdir, log)
+    _go(["build", "-p", "2", "-ldflags", _version_ldflags(component.version), "-o", f"{out}/", *packages], workdir, log)
 
 
 def _go_install(component: v.Component, package: str, out: Path, report: Report, ldflags: str = "-s -w") -> Path:
@@ -274,8 +282,7 @@ def _go_install(component: v.Component, package: str, out: Path, report: Report,
     workdir.mkdir(parents=True)
     log = workdir / "build.log"
     report(f"  go install {package}@{component.version} (log: {log})")
-    _go(["install", "-p", "2", "-ldflags", ldflags, f"{package}@{component.version}"], workdir, log,
-        GOBIN=str(out))
+    _go(["install", "-p", "2", "-ldflags", ldflags, f"{package}@{component.version}"], workdir, log, GOBIN=str(out))
     return workdir
 
 

@@ -129,9 +129,7 @@ class ControlPlane:
     def dead(self) -> list[str]:
         """Daemons that have exited on their own, with their last log lines (empty when all are running)."""
         return [
-            f"{p.name} exited with code {p.exit_code()}:\n{p.log_tail()}"
-            for p in self._processes
-            if not p.running()
+            f"{p.name} exited with code {p.exit_code()}:\n{p.log_tail()}" for p in self._processes if not p.running()
         ]
 
     def start(self) -> None:
@@ -166,70 +164,82 @@ class ControlPlane:
         pki = pkimod.generate(work / "pki")
         etcd_port, peer_port, api_port = _free_port(), _free_port(), _free_port()
         etcd_url = f"http://127.0.0.1:{etcd_port}"
-        self._launch("etcd", [
-            str(binaries["etcd"]),
-            f"--data-dir={work / 'etcd'}",
-            "--name=grpo-local",
-            f"--listen-client-urls={etcd_url}",
-            f"--advertise-client-urls={etcd_url}",
-            f"--listen-peer-urls=http://127.0.0.1:{peer_port}",
-            f"--initial-advertise-peer-urls=http://127.0.0.1:{peer_port}",
-            f"--initial-cluster=grpo-local=http://127.0.0.1:{peer_port}",
-            "--unsafe-no-fsync=true",
-            "--quota-backend-bytes=4294967296",
-            "--log-level=warn",
-        ])
+        self._launch(
+            "etcd",
+            [
+                str(binaries["etcd"]),
+                f"--data-dir={work / 'etcd'}",
+                "--name=grpo-local",
+                f"--listen-client-urls={etcd_url}",
+                f"--advertise-client-urls={etcd_url}",
+                f"--listen-peer-urls=http://127.0.0.1:{peer_port}",
+                f"--initial-advertise-peer-urls=http://127.0.0.1:{peer_port}",
+                f"--initial-cluster=grpo-local=http://127.0.0.1:{peer_port}",
+                "--unsafe-no-fsync=true",
+                "--quota-backend-bytes=4294967296",
+                "--log-level=warn",
+            ],
+        )
         self._wait("etcd", lambda: self._http_ok(f"{etcd_url}/health"))
 
         self.server = f"https://127.0.0.1:{api_port}"
-        self._launch("kube-apiserver", [
-            str(binaries["kube-apiserver"]),
-            "--advertise-address=127.0.0.1",
-            "--bind-address=127.0.0.1",
-            f"--secure-port={api_port}",
-            f"--cert-dir={work / 'pki'}",
-            f"--tls-cert-file={pki.serving_cert}",
-            f"--tls-private-key-file={pki.serving_key}",
-            f"--client-ca-file={pki.ca_cert}",
-            f"--service-account-issuer={self.server}",
-            f"--service-account-key-file={pki.sa_pub}",
-            f"--service-account-signing-key-file={pki.sa_key}",
-            f"--etcd-servers={etcd_url}",
-            "--authorization-mode=Node,RBAC",
-            f"--service-cluster-ip-range={SERVICE_CLUSTER_IP_RANGE}",
-            "--allow-privileged=true",
-            "--endpoint-reconciler-type=none",
-        ])
+        self._launch(
+            "kube-apiserver",
+            [
+                str(binaries["kube-apiserver"]),
+                "--advertise-address=127.0.0.1",
+                "--bind-address=127.0.0.1",
+                f"--secure-port={api_port}",
+                f"--cert-dir={work / 'pki'}",
+                f"--tls-cert-file={pki.serving_cert}",
+                f"--tls-private-key-file={pki.serving_key}",
+                f"--client-ca-file={pki.ca_cert}",
+                f"--service-account-issuer={self.server}",
+                f"--service-account-key-file={pki.sa_pub}",
+                f"--service-account-signing-key-file={pki.sa_key}",
+                f"--etcd-servers={etcd_url}",
+                "--authorization-mode=Node,RBAC",
+                f"--service-cluster-ip-range={SERVICE_CLUSTER_IP_RANGE}",
+                "--allow-privileged=true",
+                "--endpoint-reconciler-type=none",
+            ],
+        )
         self._ssl = ssl.create_default_context(cafile=str(pki.ca_cert))
         self._ssl.load_cert_chain(str(pki.admin_cert), str(pki.admin_key))
         self._wait("kube-apiserver /readyz", lambda: self._http_ok(f"{self.server}/readyz"))
 
         target = self._requested_kubeconfig or work / "admin.kubeconfig"
         self._kubeconfig = pkimod.write_kubeconfig(target, self.server, pki, pkimod.admin_user(pki))
-        self._launch("kube-controller-manager", [
-            str(binaries["kube-controller-manager"]),
-            f"--kubeconfig={self._kubeconfig}",
-            f"--authentication-kubeconfig={self._kubeconfig}",
-            f"--authorization-kubeconfig={self._kubeconfig}",
-            "--bind-address=127.0.0.1",
-            f"--secure-port={_free_port()}",
-            "--leader-elect=false",
-            "--controllers=*",
-            f"--service-account-private-key-file={pki.sa_key}",
-            f"--root-ca-file={pki.ca_cert}",
-            "--use-service-account-credentials=false",
-            f"--service-cluster-ip-range={SERVICE_CLUSTER_IP_RANGE}",
-        ])
-        if self._scheduler:
-            self._launch("kube-scheduler", [
-                str(binaries["kube-scheduler"]),
+        self._launch(
+            "kube-controller-manager",
+            [
+                str(binaries["kube-controller-manager"]),
                 f"--kubeconfig={self._kubeconfig}",
                 f"--authentication-kubeconfig={self._kubeconfig}",
                 f"--authorization-kubeconfig={self._kubeconfig}",
                 "--bind-address=127.0.0.1",
                 f"--secure-port={_free_port()}",
                 "--leader-elect=false",
-            ])
+                "--controllers=*",
+                f"--service-account-private-key-file={pki.sa_key}",
+                f"--root-ca-file={pki.ca_cert}",
+                "--use-service-account-credentials=false",
+                f"--service-cluster-ip-range={SERVICE_CLUSTER_IP_RANGE}",
+            ],
+        )
+        if self._scheduler:
+            self._launch(
+                "kube-scheduler",
+                [
+                    str(binaries["kube-scheduler"]),
+                    f"--kubeconfig={self._kubeconfig}",
+                    f"--authentication-kubeconfig={self._kubeconfig}",
+                    f"--authorization-kubeconfig={self._kubeconfig}",
+                    "--bind-address=127.0.0.1",
+                    f"--secure-port={_free_port()}",
+                    "--leader-elect=false",
+                ],
+            )
         # The ServiceAccount controller creating `default` shows kube-controller-manager is working.
         self._wait(
             "kube-controller-manager (ServiceAccount default/default)",
@@ -294,9 +304,7 @@ class ControlPlane:
 
     # --- using it ------------------------------------------------------------------------------------
 
-    def kubectl(
-        self, *args: str, input: str | None = None, check: bool = True
-    ) -> subprocess.CompletedProcess[str]:
+    def kubectl(self, *args: str, input: str | None = None, check: bool = True) -> subprocess.CompletedProcess[str]:
         """Run the real kubectl against this control plane as admin; raise on failure when `check`."""
         argv = [str(self._kubectl_bin or tool_path("kubectl")), f"--kubeconfig={self.kubeconfig}", *args]
         result = subprocess.run(argv, check=False, input=input, capture_output=True, text=True, timeout=300)
@@ -311,8 +319,14 @@ class ControlPlane:
         names: list[str] = []
         for path in files:
             out = self.kubectl(
-                "apply", "--server-side", "--force-conflicts", "--field-manager=grpo-localcluster",
-                "-o", "name", "-f", str(path),
+                "apply",
+                "--server-side",
+                "--force-conflicts",
+                "--field-manager=grpo-localcluster",
+                "-o",
+                "name",
+                "-f",
+                str(path),
             ).stdout
             names += [n.strip() for n in out.splitlines() if n.startswith("customresourcedefinition")]
         if names:

@@ -92,13 +92,16 @@ def start_kueue(plane: ControlPlane, report: Callable[[str], None] = lambda _: N
     health = _free_port()
     config = work / "config.yaml"
     config.write_text(json.dumps(configuration(health, _free_port(), str(certs))))  # JSON is YAML
-    plane._launch("kueue", [
-        str(directory / "kueue"),
-        f"--kubeconfig={plane.kubeconfig}",
-        f"--config={config}",
-        "--feature-gates=VisibilityOnDemand=false",
-        f"--visibility-server-port={_free_port()}",
-        "--zap-log-level=2",
-    ])  # fmt: skip
+    plane._launch(
+        "kueue",
+        [
+            str(directory / "kueue"),
+            f"--kubeconfig={plane.kubeconfig}",
+            f"--config={config}",
+            "--feature-gates=VisibilityOnDemand=false",
+            f"--visibility-server-port={_free_port()}",
+            "--zap-log-level=2",
+        ],
+    )
     plane._wait("Kueue's /readyz", lambda: plane._http_ok(f"http://127.0.0.1:{health}/readyz"))
     report(f"Kueue {v.KUEUE_VERSION}: manager ready (integration ray.io/raycluster, no webhooks registered)")

@@ -103,9 +103,15 @@ def _leaf(
         .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
         .add_extension(
             x509.KeyUsage(
-                digital_signature=True, key_encipherment=True, content_commitment=False,
-                data_encipherment=False, key_agreement=False, key_cert_sign=False, crl_sign=False,
-                encipher_only=False, decipher_only=False,
+                digital_signature=True,
+                key_encipherment=True,
+                content_commitment=False,
+                data_encipherment=False,
+                key_agreement=False,
+                key_cert_sign=False,
+                crl_sign=False,
+                encipher_only=False,
+                decipher_only=False,
             ),
             critical=True,
         )
@@ -134,9 +140,15 @@ def generate(directory: Path) -> Pki:
         .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
         .add_extension(
             x509.KeyUsage(
-                digital_signature=True, key_encipherment=False, content_commitment=False,
-                data_encipherment=False, key_agreement=False, key_cert_sign=True, crl_sign=True,
-                encipher_only=False, decipher_only=False,
+                digital_signature=True,
+                key_encipherment=False,
+                content_commitment=False,
+                data_encipherment=False,
+                key_agreement=False,
+                key_cert_sign=True,
+                crl_sign=True,
+                encipher_only=False,
+                decipher_only=False,
             ),
             critical=True,
         )
@@ -146,24 +158,23 @@ def generate(directory: Path) -> Pki:
     _write_private(pki.ca_key, _key_pem(ca_key))
 
     serving, serving_key = _leaf(
-        ca_key, ca_name, _name("localhost"), ExtendedKeyUsageOID.SERVER_AUTH,
+        ca_key,
+        ca_name,
+        _name("localhost"),
+        ExtendedKeyUsageOID.SERVER_AUTH,
         [x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))],
     )
     pki.serving_cert.write_bytes(serving.public_bytes(serialization.Encoding.PEM))
     _write_private(pki.serving_key, _key_pem(serving_key))
 
-    admin, admin_key = _leaf(
-        ca_key, ca_name, _name("admin", ("system:masters",)), ExtendedKeyUsageOID.CLIENT_AUTH, []
-    )
+    admin, admin_key = _leaf(ca_key, ca_name, _name("admin", ("system:masters",)), ExtendedKeyUsageOID.CLIENT_AUTH, [])
     pki.admin_cert.write_bytes(admin.public_bytes(serialization.Encoding.PEM))
     _write_private(pki.admin_key, _key_pem(admin_key))
 
     sa_key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
     _write_private(pki.sa_key, _key_pem(sa_key))
     pki.sa_pub.write_bytes(
-        sa_key.public_key().public_bytes(
-            serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
-        )
+        sa_key.public_key().public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
     )
     return pki
 
@@ -172,16 +183,12 @@ def _b64(path: Path) -> str:
     return base64.b64encode(path.read_bytes()).decode()
 
 
-def write_kubeconfig(
-    path: Path, server: str, pki: Pki, user: dict[str, str], name: str = "grpo-local"
-) -> Path:
+def write_kubeconfig(path: Path, server: str, pki: Pki, user: dict[str, str], name: str = "grpo-local") -> Path:
     """Write a one-cluster, one-user kubeconfig for `server` (trusting the CA) to `path` (mode 0600)."""
     config = {
         "apiVersion": "v1",
         "kind": "Config",
-        "clusters": [
-            {"name": name, "cluster": {"server": server, "certificate-authority-data": _b64(pki.ca_cert)}}
-        ],
+        "clusters": [{"name": name, "cluster": {"server": server, "certificate-authority-data": _b64(pki.ca_cert)}}],
         "users": [{"name": name, "user": user}],
         "contexts": [{"name": name, "context": {"cluster": name, "user": name}}],
         "current-context": name,

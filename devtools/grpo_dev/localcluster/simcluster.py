@@ -125,16 +125,26 @@ def node_manifest(
 def gpu_node(name: str, instance: InstanceType, **overrides: Any) -> dict[str, Any]:
     """A node of a built-in GPU instance type; `overrides` (gpus=, efa=, labels=) make a degraded one."""
     shape: dict[str, Any] = {
-        "instance_type": str(instance.name), "vcpus": instance.vcpus, "memory_gib": instance.memory_gib,
-        "max_pods": GPU_MAX_PODS, "gpus": instance.gpus, "efa": instance.efa,
+        "instance_type": str(instance.name),
+        "vcpus": instance.vcpus,
+        "memory_gib": instance.memory_gib,
+        "max_pods": GPU_MAX_PODS,
+        "gpus": instance.gpus,
+        "efa": instance.efa,
         "nodegroup": f"gpu-{instance.name.split('.')[0]}",
-    }  # fmt: skip
+    }
     return node_manifest(name, **(shape | overrides))
 
 
 def cpu_node(name: str, shape: CpuShape = CPU_POOL_SHAPE) -> dict[str, Any]:
-    return node_manifest(name, instance_type=shape.name, vcpus=shape.vcpus, memory_gib=shape.memory_gib,
-                         max_pods=shape.max_pods, nodegroup="cpu")  # fmt: skip
+    return node_manifest(
+        name,
+        instance_type=shape.name,
+        vcpus=shape.vcpus,
+        memory_gib=shape.memory_gib,
+        max_pods=shape.max_pods,
+        nodegroup="cpu",
+    )
 
 
 def default_nodes(
@@ -176,25 +186,31 @@ class SimulatedCluster(ControlPlane):
         kwok = tool_path("kwok", self._report)
         stages = kwok_stage_dir(self._report)
         operator = tool_path("ray-operator", self._report)
-        self._launch("kwok", [
-            str(kwok),
-            f"--kubeconfig={self.kubeconfig}",
-            "--manage-all-nodes=false",
-            "--manage-nodes-with-annotation-selector=" + ",".join(f"{k}={v}" for k, v in KWOK_ANNOTATION.items()),
-            "--node-lease-duration-seconds=40",
-            f"--cidr={POD_CIDR}",
-            *(f"--config={stages / name}" for name in v.KWOK_STAGES),
-        ])  # fmt: skip
+        self._launch(
+            "kwok",
+            [
+                str(kwok),
+                f"--kubeconfig={self.kubeconfig}",
+                "--manage-all-nodes=false",
+                "--manage-nodes-with-annotation-selector=" + ",".join(f"{k}={v}" for k, v in KWOK_ANNOTATION.items()),
+                "--node-lease-duration-seconds=40",
+                f"--cidr={POD_CIDR}",
+                *(f"--config={stages / name}" for name in v.KWOK_STAGES),
+            ],
+        )
         self.add_nodes(self._node_manifests)
         probe = _free_port()
-        self._launch("kuberay-operator", [
-            str(operator),
-            f"--kubeconfig={self.kubeconfig}",
-            "--metrics-addr=0",
-            f"--health-probe-bind-address=127.0.0.1:{probe}",
-            "--enable-leader-election=false",
-            "--log-stdout-encoder=json",
-        ])  # fmt: skip
+        self._launch(
+            "kuberay-operator",
+            [
+                str(operator),
+                f"--kubeconfig={self.kubeconfig}",
+                "--metrics-addr=0",
+                f"--health-probe-bind-address=127.0.0.1:{probe}",
+                "--enable-leader-election=false",
+                "--log-stdout-encoder=json",
+            ],
+        )
         self._wait("the KubeRay operator /readyz", lambda: self._http_ok(f"http://127.0.0.1:{probe}/readyz"))
         self._report(f"simulated cluster: {len(self.nodes)} kwok nodes, kube-scheduler, KubeRay {v.KUBERAY_VERSION}")
 
@@ -219,8 +235,11 @@ class SimulatedCluster(ControlPlane):
                 continue
             if not isinstance(entry, dict) or entry.get("level") != "error":
                 continue
-            if namespace is None or entry.get("RayCluster", {}).get("namespace") == namespace \
-                    or entry.get("namespace") == namespace:  # fmt: skip
+            if (
+                namespace is None
+                or entry.get("RayCluster", {}).get("namespace") == namespace
+                or entry.get("namespace") == namespace
+            ):
                 entries.append(entry)
         return entries
 
@@ -229,21 +248,35 @@ class SimulatedCluster(ControlPlane):
         mounted: no kubelet runs), as a run's prerequisites in the README ask for."""
         volume_name = f"{namespace}-{claim}"[:253]
         volume = {
-            "apiVersion": "v1", "kind": "PersistentVolume",
+            "apiVersion": "v1",
+            "kind": "PersistentVolume",
             "metadata": {"name": volume_name},
             "spec": {
-                "capacity": {"storage": size}, "accessModes": ["ReadWriteMany"], "storageClassName": "",
+                "capacity": {"storage": size},
+                "accessModes": ["ReadWriteMany"],
+                "storageClassName": "",
                 "persistentVolumeReclaimPolicy": "Retain",
-                "csi": {"driver": "fsx.csi.aws.com", "volumeHandle": "fs-0123456789abcdef0",
-                        "volumeAttributes": {"dnsname": "fs-0123456789abcdef0.fsx.us-west-2.amazonaws.com",
-                                             "mountname": "abcdefgh"}},
+                "csi": {
+                    "driver": "fsx.csi.aws.com",
+                    "volumeHandle": "fs-0123456789abcdef0",
+                    "volumeAttributes": {
+                        "dnsname": "fs-0123456789abcdef0.fsx.us-west-2.amazonaws.com",
+                        "mountname": "abcdefgh",
+                    },
+                },
                 "claimRef": {"namespace": namespace, "name": claim},
             },
-        }  # fmt: skip
+        }
         pvc = {
-            "apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": claim, "namespace": namespace},
-            "spec": {"accessModes": ["ReadWriteMany"], "storageClassName": "", "volumeName": volume_name,
-                     "resources": {"requests": {"storage": size}}},
-        }  # fmt: skip
+            "apiVersion": "v1",
+            "kind": "PersistentVolumeClaim",
+            "metadata": {"name": claim, "namespace": namespace},
+            "spec": {
+                "accessModes": ["ReadWriteMany"],
+                "storageClassName": "",
+                "volumeName": volume_name,
+                "resources": {"requests": {"storage": size}},
+            },
+        }
         self.kubectl("apply", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "List", "items": [volume, pvc]}))
         self.kubectl("wait", "-n", namespace, "--for=jsonpath={.status.phase}=Bound", "--timeout=120s", f"pvc/{claim}")

@@ -42,9 +42,22 @@ KWOK_STAGES = {
 
 # The CRDs Kueue's manager watches (config/components/crd/bases of the module), installed as they are: no
 # conversion webhook, so clients use the storage version kueue.x-k8s.io/v1beta2.
-KUEUE_CRDS = tuple(f"kueue.x-k8s.io_{kind}.yaml" for kind in (
-    "admissionchecks", "clusterqueues", "cohorts", "localqueues", "multikueueclusters", "multikueueconfigs",
-    "provisioningrequestconfigs", "resourceflavors", "topologies", "workloadpriorityclasses", "workloads"))
+KUEUE_CRDS = tuple(
+    f"kueue.x-k8s.io_{kind}.yaml"
+    for kind in (
+        "admissionchecks",
+        "clusterqueues",
+        "cohorts",
+        "localqueues",
+        "multikueueclusters",
+        "multikueueconfigs",
+        "provisioningrequestconfigs",
+        "resourceflavors",
+        "topologies",
+        "workloadpriorityclasses",
+        "workloads",
+    )
+)
 
 BIN_DIR_ENV = "GRPO_CONTROL_PLANE_BIN_DIR"
 KUBERAY_CRD_DIR_ENV = "GRPO_KUBERAY_CRD_DIR"

@@ -25,8 +25,8 @@ class ObjectMeta(ApiModel):
     """The part of metadata the operator reads; everything else is accepted and ignored."""
 
     model_config = ApiModel.model_config | {"extra": "ignore"}
-    name: Annotated[str, StringConstraints(pattern=r"^[a-z]([-a-z0-9]*[a-z0-9])?$", max_length=MAX_NAME_LENGTH)] = Field(
-        description="Run name: a DNS-1035 label of at most 40 characters."
+    name: Annotated[str, StringConstraints(pattern=r"^[a-z]([-a-z0-9]*[a-z0-9])?$", max_length=MAX_NAME_LENGTH)] = (
+        Field(description="Run name: a DNS-1035 label of at most 40 characters.")
     )
     namespace: Annotated[str, StringConstraints(max_length=63)] = "default"
     uid: str | None = None

@@ -30,8 +30,9 @@ _DNS_SUBDOMAIN = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?
 QualifiedName = Annotated[str, StringConstraints(pattern=rf"^({_DNS_SUBDOMAIN}/)?{_LABEL_NAME}$", max_length=317)]
 LabelValue = Annotated[str, StringConstraints(pattern=rf"^({_LABEL_NAME})?$", max_length=63)]
 ImageRef = Annotated[str, StringConstraints(pattern=r"^[^\x00-\x20\x7f]+$", min_length=1, max_length=512)]
-LabelMap = Annotated[dict[str, Annotated[str, StringConstraints(pattern=rf"^({_LABEL_NAME})?$", max_length=63)]],
-                    Field(max_length=32)]
+LabelMap = Annotated[
+    dict[str, Annotated[str, StringConstraints(pattern=rf"^({_LABEL_NAME})?$", max_length=63)]], Field(max_length=32)
+]
 
 
 def cel(rule: str, message: str, field_path: str | None = None, values: tuple[str, ...] = ()) -> dict[str, str]:
@@ -78,8 +79,12 @@ class GuardAction(StrEnum):
 
 
 class ModelSpec(ApiModel):
-    profile: ModelProfileName = Field(description="Built-in architecture; sets miles's model flags and the memory plan.")
-    hf_checkpoint: AbsPath = Field(description="HF checkpoint directory (miles --hf-checkpoint): tokenizer, config and SGLang weights.")
+    profile: ModelProfileName = Field(
+        description="Built-in architecture; sets miles's model flags and the memory plan."
+    )
+    hf_checkpoint: AbsPath = Field(
+        description="HF checkpoint directory (miles --hf-checkpoint): tokenizer, config and SGLang weights."
+    )
     torch_dist_checkpoint: AbsPath = Field(
         description="Megatron torch_dist checkpoint of the same model (miles --ref-load): reference and initial weights."
     )
@@ -106,7 +111,9 @@ class EvalSpec(ApiModel):
 class RolloutSpec(ApiModel):
     num_rollout: int = Field(ge=1, le=1000000, description="Number of rollouts (GRPO iterations) to run.")
     batch_size: int = Field(ge=1, le=1000000, description="Prompts per rollout (miles --rollout-batch-size).")
-    samples_per_prompt: int = Field(default=8, ge=1, le=1024, description="Responses sampled per prompt (GRPO group size).")
+    samples_per_prompt: int = Field(
+        default=8, ge=1, le=1024, description="Responses sampled per prompt (GRPO group size)."
+    )
     max_response_len: int = Field(default=8192, ge=1, le=262144, description="Maximum response tokens per sample.")
     temperature: float = Field(default=1.0, gt=0, le=2, description="Sampling temperature of the rollout.")
 
@@ -119,13 +126,17 @@ class TrainingSpec(ApiModel):
             ".epsClipHigh",
         ),
     )
-    global_batch_size: int = Field(ge=1, le=10000000, description="Samples per optimizer step (miles --global-batch-size).")
+    global_batch_size: int = Field(
+        ge=1, le=10000000, description="Samples per optimizer step (miles --global-batch-size)."
+    )
     steps_per_rollout: int = Field(default=1, ge=1, le=1024, description="Optimizer steps per rollout.")
     learning_rate: float = Field(default=1e-6, gt=0, le=1, description="Adam learning rate.")
     max_tokens_per_gpu: int = Field(
         default=8192, ge=256, le=1048576, description="Token budget of one micro-batch per GPU (dynamic batching)."
     )
-    kl_loss_coef: float = Field(default=0.0, ge=0, le=10, description="KL loss coefficient (low_var_kl against the reference).")
+    kl_loss_coef: float = Field(
+        default=0.0, ge=0, le=10, description="KL loss coefficient (low_var_kl against the reference)."
+    )
     eps_clip: float = Field(default=0.2, gt=0, le=1, description="Lower PPO clip range.")
     eps_clip_high: float = Field(default=0.28, gt=0, le=1, description="Upper PPO clip range (clip-higher).")
 
@@ -157,7 +168,9 @@ class RolloutTopology(ApiModel):
         description="GPUs for SGLang engines. Colocated: defaults to, and must equal, the actor's GPUs. "
         "Disaggregated: required, on GPUs of their own.",
     )
-    gpus_per_engine: int = Field(default=1, ge=1, le=8, description="GPUs per SGLang engine (its tensor-parallel size).")
+    gpus_per_engine: int = Field(
+        default=1, ge=1, le=8, description="GPUs per SGLang engine (its tensor-parallel size)."
+    )
     expert_parallel: int = Field(
         default=1,
         ge=1,
@@ -242,7 +255,9 @@ class TopologySpec(ApiModel):
     )
     actor: ActorSpec = Field(default_factory=ActorSpec, description="GPUs of the Megatron training actor.")
     rollout: RolloutTopology = Field(default_factory=RolloutTopology, description="GPUs of the SGLang rollout engines.")
-    parallelism: Parallelism = Field(default_factory=Parallelism, description="Megatron model parallelism of the actor.")
+    parallelism: Parallelism = Field(
+        default_factory=Parallelism, description="Megatron model parallelism of the actor."
+    )
     efa_per_node: int | None = Field(
         default=None,
         ge=0,
@@ -253,7 +268,9 @@ class TopologySpec(ApiModel):
 
 
 class RemoteRewardSpec(ApiModel):
-    backend: RewardBackend = Field(default=RewardBackend.MATH_VERIFY, description="Scoring backend of the reward service.")
+    backend: RewardBackend = Field(
+        default=RewardBackend.MATH_VERIFY, description="Scoring backend of the reward service."
+    )
     replicas: int = Field(default=2, ge=1, le=256, description="Reward service replicas (CPU pods).")
     timeout_seconds: float = Field(default=10.0, gt=0, le=600, description="Hard deadline for scoring one response.")
     image: ImageRef | None = Field(
@@ -293,7 +310,10 @@ class StorageSpec(ApiModel):
         default=None, description="TensorBoard directory; default: <mountPath>/grpo/<namespace>/<name>/tensorboard."
     )
     save_interval: int | None = Field(
-        default=None, ge=1, le=1000000, description="Save every this many rollouts; default: only at the end of the run."
+        default=None,
+        ge=1,
+        le=1000000,
+        description="Save every this many rollouts; default: only at the end of the run.",
     )
     checkpoint_on_suspend: bool = Field(
         default=True,
@@ -309,15 +329,25 @@ class Toleration(ApiModel):
     test compares both with the API server's verdict on a Pod."""
 
     model_config = rules(
-        cel("self.operator != 'Exists' || !has(self.value) || self.value == ''",
-            "value must be empty when `operator` is 'Exists'", ".value"),
-        cel("(has(self.key) && self.key != '') || self.operator == 'Exists'",
-            "operator must be Exists when `key` is empty, which means \"match all values and all keys\"",
-            ".operator"),
-        cel("!has(self.tolerationSeconds) || (has(self.effect) && self.effect == 'NoExecute')",
-            "effect must be 'NoExecute' when `tolerationSeconds` is set", ".effect"),
-    )  # fmt: skip
-    key: QualifiedName | None = Field(default=None, description="Taint key (a label name); empty with Exists matches every taint.")
+        cel(
+            "self.operator != 'Exists' || !has(self.value) || self.value == ''",
+            "value must be empty when `operator` is 'Exists'",
+            ".value",
+        ),
+        cel(
+            "(has(self.key) && self.key != '') || self.operator == 'Exists'",
+            'operator must be Exists when `key` is empty, which means "match all values and all keys"',
+            ".operator",
+        ),
+        cel(
+            "!has(self.tolerationSeconds) || (has(self.effect) && self.effect == 'NoExecute')",
+            "effect must be 'NoExecute' when `tolerationSeconds` is set",
+            ".effect",
+        ),
+    )
+    key: QualifiedName | None = Field(
+        default=None, description="Taint key (a label name); empty with Exists matches every taint."
+    )
     operator: Annotated[str, StringConstraints(pattern=r"^(Exists|Equal)$")] = Field(
         default="Equal", description="Exists or Equal."
     )
@@ -330,14 +360,23 @@ class Toleration(ApiModel):
     @model_validator(mode="after")
     def _kubernetes_rules(self) -> Toleration:
         if self.operator == "Exists" and self.value:
-            raise PydanticCustomError("toleration", "value {value} must be empty when `operator` is 'Exists'; "
-                                      "remove value, or use operator Equal", {"value": repr(self.value[:63])})  # fmt: skip
+            raise PydanticCustomError(
+                "toleration",
+                "value {value} must be empty when `operator` is 'Exists'; remove value, or use operator Equal",
+                {"value": repr(self.value[:63])},
+            )
         if not self.key and self.operator != "Exists":
-            raise PydanticCustomError("toleration", "operator must be Exists when `key` is empty, which means "
-                                      "\"match all values and all keys\"; set key, or operator Exists")  # fmt: skip
+            raise PydanticCustomError(
+                "toleration",
+                "operator must be Exists when `key` is empty, which means "
+                '"match all values and all keys"; set key, or operator Exists',
+            )
         if self.toleration_seconds is not None and self.effect != "NoExecute":
-            raise PydanticCustomError("toleration", "effect must be 'NoExecute' when `tolerationSeconds` is set; "
-                                      "set effect NoExecute, or remove tolerationSeconds")  # fmt: skip
+            raise PydanticCustomError(
+                "toleration",
+                "effect must be 'NoExecute' when `tolerationSeconds` is set; "
+                "set effect NoExecute, or remove tolerationSeconds",
+            )
         return self
 
 
@@ -360,29 +399,43 @@ class GangSpec(ApiModel):
     another cannot be placed)."""
 
     model_config = rules(
-        cel("self.scheduler != 'KAI' || has(self.queue)",
+        cel(
+            "self.scheduler != 'KAI' || has(self.queue)",
             "queue is required with scheduler KAI (KubeRay leaves the pods pending without the kai.scheduler/queue "
-            "label)", ".queue"),
-        cel("self.scheduler != 'SchedulerPlugins' || !has(self.queue)",
-            "queue must be unset with scheduler SchedulerPlugins (coscheduling has no queues)", ".queue"),
-    )  # fmt: skip
+            "label)",
+            ".queue",
+        ),
+        cel(
+            "self.scheduler != 'SchedulerPlugins' || !has(self.queue)",
+            "queue must be unset with scheduler SchedulerPlugins (coscheduling has no queues)",
+            ".queue",
+        ),
+    )
     scheduler: GangScheduler = Field(
         description="The gang scheduler the cluster's KubeRay operator is configured with (its batchScheduler): "
         "Volcano, KAI or SchedulerPlugins (coscheduling)."
     )
     queue: QueueName | None = Field(
-        default=None, description="Volcano queue (optional, Volcano's default queue otherwise) or KAI queue "
-        "(required); unset for SchedulerPlugins."
+        default=None,
+        description="Volcano queue (optional, Volcano's default queue otherwise) or KAI queue "
+        "(required); unset for SchedulerPlugins.",
     )
 
     @model_validator(mode="after")
     def _queue_rules(self) -> GangSpec:
         if self.scheduler is GangScheduler.KAI and self.queue is None:
-            raise PydanticCustomError("gang", "queue is required with scheduler KAI (KubeRay leaves the pods "
-                                      "pending without the kai.scheduler/queue label); set queue to a KAI queue")  # fmt: skip
+            raise PydanticCustomError(
+                "gang",
+                "queue is required with scheduler KAI (KubeRay leaves the pods "
+                "pending without the kai.scheduler/queue label); set queue to a KAI queue",
+            )
         if self.scheduler is GangScheduler.SCHEDULER_PLUGINS and self.queue is not None:
-            raise PydanticCustomError("gang", "queue {queue} must be unset with scheduler SchedulerPlugins "
-                                      "(coscheduling has no queues); remove queue", {"queue": repr(self.queue)})  # fmt: skip
+            raise PydanticCustomError(
+                "gang",
+                "queue {queue} must be unset with scheduler SchedulerPlugins "
+                "(coscheduling has no queues); remove queue",
+                {"queue": repr(self.queue)},
+            )
         return self
 
 
@@ -395,12 +448,14 @@ class SchedulingSpec(ApiModel):
     )
     gang: GangSpec | None = Field(default=None, description="Gang scheduling of the Ray pods (all or none).")
     gpu_node_selector: LabelMap = Field(default_factory=dict, description="Node selector of the GPU worker pods.")
-    head_node_selector: LabelMap = Field(default_factory=dict, description="Node selector of the Ray head (a CPU node).")
+    head_node_selector: LabelMap = Field(
+        default_factory=dict, description="Node selector of the Ray head (a CPU node)."
+    )
     tolerations: list[Toleration] = Field(
         default_factory=list, max_length=16, description="Extra tolerations of the worker pods."
     )
-    priority_class_name: Annotated[str, StringConstraints(pattern=rf"^{_DNS_SUBDOMAIN}$", max_length=253)] | None = Field(
-        default=None, description="PriorityClass of the Ray pods."
+    priority_class_name: Annotated[str, StringConstraints(pattern=rf"^{_DNS_SUBDOMAIN}$", max_length=253)] | None = (
+        Field(default=None, description="PriorityClass of the Ray pods.")
     )
 
 
@@ -423,15 +478,22 @@ class GuardsSpec(ApiModel):
         default=0.3, ge=0, le=1, description="rollout/repetition_frac above this is degenerate output."
     )
     consecutive_rollouts: int = Field(
-        default=2, ge=1, le=1000, description="Rollouts in a row the repetition must exceed the limit before the guard trips."
+        default=2,
+        ge=1,
+        le=1000,
+        description="Rollouts in a row the repetition must exceed the limit before the guard trips.",
     )
     min_reward: MinRewardGuard = Field(default_factory=MinRewardGuard, description="Reward floor after a warm-up.")
     stall_timeout_seconds: int = Field(
-        default=3600, ge=5, le=604800,
+        default=3600,
+        ge=5,
+        le=604800,
         description="No rollout progress for this long, while the trainer's metrics are available, is a stall.",
     )
     startup_grace_seconds: int = Field(
-        default=1800, ge=0, le=604800,
+        default=1800,
+        ge=0,
+        le=604800,
         description="After each (re)start of the job, time for model load before the stall clock starts.",
     )
     action: GuardAction = Field(default=GuardAction.STOP, description="Stop the job and fail the run, or only Warn.")
@@ -446,8 +508,12 @@ class GRPORunSpec(ApiModel):
             "GRPO batch identity: rollout.batchSize x samplesPerPrompt = %d x %d must equal "
             "training.globalBatchSize x stepsPerRollout = %d x %d",
             ".training.globalBatchSize",
-            ("self.rollout.batchSize", "self.rollout.samplesPerPrompt", "self.training.globalBatchSize",
-             "self.training.stepsPerRollout"),
+            (
+                "self.rollout.batchSize",
+                "self.rollout.samplesPerPrompt",
+                "self.training.globalBatchSize",
+                "self.training.stepsPerRollout",
+            ),
         ),
     )
     model: ModelSpec = Field(description="The model to train.")
@@ -473,7 +539,9 @@ class GRPORunSpec(ApiModel):
         description="Extra miles/Megatron/SGLang arguments appended last; flags the operator manages are refused.",
     )
     guards: GuardsSpec = Field(default_factory=GuardsSpec, description="Stop runs that degenerate or stall.")
-    suspend: bool = Field(default=False, description="Stop the job and free the GPUs; false resumes from the checkpoint.")
+    suspend: bool = Field(
+        default=False, description="Stop the job and free the GPUs; false resumes from the checkpoint."
+    )
 
 
 # Spec fields that may change after creation; every other field is immutable (a CEL transition rule).

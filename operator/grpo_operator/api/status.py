@@ -56,7 +56,9 @@ class RunProvenance(ApiModel):
     """What actually ran: the trainer image from the pods' status, the rest from the launcher's end-of-run summary."""
 
     image: str | None = Field(default=None, description="Trainer image reference of the worker pods.")
-    image_id: str | None = Field(default=None, description="Image digest the kubelet reports running (pod status imageID).")
+    image_id: str | None = Field(
+        default=None, description="Image digest the kubelet reports running (pod status imageID)."
+    )
     miles_commit: str | None = Field(default=None, description="miles checkout in the image (git HEAD).")
     megatron_commit: str | None = Field(default=None, description="Megatron-LM checkout in the image (git HEAD).")
     ray: str | None = Field(default=None, description="Ray version in the image.")
@@ -80,19 +82,28 @@ class ActorMemory(ApiModel):
     """The training estimate per GPU, by component (planning/memory.py says how each is made)."""
 
     weights_gib: float = Field(description="bf16 weights of the actor's shard.")
-    grads_gib: float = Field(description="fp32 gradient buffers of the shard (Megatron under --bf16; not sharded by DP).")
-    optimizer_gib: float = Field(description="fp32 main weights and Adam moments, sharded by DP (distributed optimizer).")
+    grads_gib: float = Field(
+        description="fp32 gradient buffers of the shard (Megatron under --bf16; not sharded by DP)."
+    )
+    optimizer_gib: float = Field(
+        description="fp32 main weights and Adam moments, sharded by DP (distributed optimizer)."
+    )
     activations_gib: float = Field(description="Peak of one micro-batch above the resident state: the larger phase.")
     checkpoints_gib: float = Field(description="Recompute checkpoints: 2 x hidden bytes per token per layer.")
     layer_working_set_gib: float = Field(description="One layer's recompute and backward.")
-    logits_gib: float = Field(description="The fp32 log-prob phase: 12 bytes x tokens x vocabulary / TP (16 when temperature is not 1).")
-    step_transient_gib: float = Field(description="Optimizer step temporaries (taken instead of activations when larger).")
+    logits_gib: float = Field(
+        description="The fp32 log-prob phase: 12 bytes x tokens x vocabulary / TP (16 when temperature is not 1)."
+    )
+    step_transient_gib: float = Field(
+        description="Optimizer step temporaries (taken instead of activations when larger)."
+    )
     context_gib: float = Field(description="CUDA context, cuBLAS workspaces and NCCL.")
     allocator_margin_gib: float = Field(description="Explicit allowance for the caching allocator's unused reserve.")
     total_gib: float = Field(description="The per-GPU peak of training, margin included.")
     calibration: str = Field(description="What the estimate rests on, or 'not calibrated'.")
     calibration_error_percent: dict[str, float] = Field(
-        default_factory=dict, description="Largest error against the measurements, per component (empty: not calibrated)."
+        default_factory=dict,
+        description="Largest error against the measurements, per component (empty: not calibrated).",
     )
 
 
@@ -102,7 +113,9 @@ class RolloutMemory(ApiModel):
     kv_cache_gib: float = Field(description="What the static reservation leaves for the KV cache.")
     kv_cache_tokens: int = Field(description="Tokens the KV cache holds.")
     free_gib: float = Field(description="GPU memory outside the static reservation.")
-    needed_free_gib: float = Field(description="What must stay free: SGLang workspace, and the offloaded actor's residue when colocated.")
+    needed_free_gib: float = Field(
+        description="What must stay free: SGLang workspace, and the offloaded actor's residue when colocated."
+    )
 
 
 class RunPlan(ApiModel):
@@ -144,7 +157,9 @@ class RunPlan(ApiModel):
 class GRPORunStatus(ApiModel):
     """What the operator observed: phase, conditions, progress, metrics and the plan."""
 
-    phase: Phase | None = Field(default=None, description="Pending, Provisioning, Running, Succeeded, Failed or Suspended.")
+    phase: Phase | None = Field(
+        default=None, description="Pending, Provisioning, Running, Succeeded, Failed or Suspended."
+    )
     conditions: list[Condition] = Field(
         default_factory=list,
         max_length=32,
@@ -165,7 +180,9 @@ class GRPORunStatus(ApiModel):
     suspend_requested_rollout: int | None = Field(
         default=None, description="Rollout after which a checkpoint was asked for before suspending."
     )
-    suspend_requested_time: str | None = Field(default=None, description="When that checkpoint was asked for (RFC 3339).")
+    suspend_requested_time: str | None = Field(
+        default=None, description="When that checkpoint was asked for (RFC 3339)."
+    )
     attempt: int | None = Field(
         default=None, ge=0, description="Jobs this run has started: 1 for the first, one more after each resume."
     )

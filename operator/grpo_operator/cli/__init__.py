@@ -76,7 +76,9 @@ def _problem_json(problem: Problem) -> dict[str, str]:
 
 def cmd_validate(checked: list[Checked], output: str, out: TextIO) -> int:
     if output == "json":
-        rows = [{"name": c.doc.label, "valid": c.valid, "problems": [_problem_json(p) for p in c.problems]} for c in checked]
+        rows = [
+            {"name": c.doc.label, "valid": c.valid, "problems": [_problem_json(p) for p in c.problems]} for c in checked
+        ]
         print(json.dumps(rows, indent=2), file=out)
     else:
         _emit_problems(checked, out)
@@ -91,20 +93,29 @@ def plan_table(plan: RunPlan) -> str:
     rows = [
         ("placement", f"{plan.placement} on {plan.instance_type} ({plan.gpu_model}, {plan.gpu_gib} GiB per GPU)"),
         ("workers", f"{plan.worker_replicas} pod(s) x {plan.gpus_per_node} GPUs = {plan.total_gpus} GPUs"),
-        ("actor", f"{plan.actor_gpus} GPUs, data-parallel {plan.data_parallel}, distributed optimizer "
-                  "(always, as miles runs adam)"),
+        (
+            "actor",
+            f"{plan.actor_gpus} GPUs, data-parallel {plan.data_parallel}, distributed optimizer "
+            "(always, as miles runs adam)",
+        ),
         ("rollout", f"{plan.rollout_gpus} GPUs in {plan.rollout_engines} SGLang engine(s)"),
         ("EFA per worker", str(plan.efa_per_node)),
         ("/dev/shm", f"{plan.shm_gib} GiB"),
         ("model", f"{plan.params_billions} B parameters"),
         ("actor GiB/GPU", f"{plan.actor_gib_per_gpu} of {plan.gpu_gib}, by component below"),
-        ("rollout GiB/GPU", f"{plan.rollout_gib_per_gpu} static (weights {r.weights_gib}, KV cache {r.kv_cache_gib} = "
-                            f"{r.kv_cache_tokens} tokens); free {r.free_gib}, needs {r.needed_free_gib}"),
+        (
+            "rollout GiB/GPU",
+            f"{plan.rollout_gib_per_gpu} static (weights {r.weights_gib}, KV cache {r.kv_cache_gib} = "
+            f"{r.kv_cache_tokens} tokens); free {r.free_gib}, needs {r.needed_free_gib}",
+        ),
         ("host GiB/node", f"{plan.host_gib_per_node} of {plan.host_capacity_gib}"),
-        ("checkpoint", f"{plan.checkpoint_gib} GiB each, every {plan.save_interval} rollouts, in {plan.checkpoint_dir}"),
+        (
+            "checkpoint",
+            f"{plan.checkpoint_gib} GiB each, every {plan.save_interval} rollouts, in {plan.checkpoint_dir}",
+        ),
         ("tensorboard", plan.tensorboard_dir),
         ("fits", "yes" if plan.fits else "NO"),
-    ]  # fmt: skip
+    ]
     width = max(len(k) for k, _ in rows)
     return "\n".join([f"{k.ljust(width)}  {v}" for k, v in rows] + actor_memory_table(a))
 
@@ -143,12 +154,14 @@ def cmd_plan(checked: list[Checked], output: str, out: TextIO) -> int:
     for item in checked:
         plan = item.plan
         if output == "json":
-            rows.append({
-                "name": item.doc.label,
-                "valid": item.valid,
-                "plan": plan.model_dump(mode="json", by_alias=True) if plan else None,
-                "problems": [_problem_json(p) for p in item.problems],
-            })  # fmt: skip
+            rows.append(
+                {
+                    "name": item.doc.label,
+                    "valid": item.valid,
+                    "plan": plan.model_dump(mode="json", by_alias=True) if plan else None,
+                    "problems": [_problem_json(p) for p in item.problems],
+                }
+            )
             continue
         print(f"# {item.doc.label}", file=out)
         if plan is not None:
@@ -194,8 +207,11 @@ def _parser() -> argparse.ArgumentParser:
         cmd.add_argument("-o", "--output", choices=("text", "json", "yaml"), default="text")
         if name == "render":
             cmd.add_argument("--job", action="store_true", help="print the Ray job submission as JSON")
-            cmd.add_argument("--reward-image", default=os.environ.get("GRPO_REWARD_IMAGE"),
-                             help="default reward service image (env GRPO_REWARD_IMAGE)")  # fmt: skip
+            cmd.add_argument(
+                "--reward-image",
+                default=os.environ.get("GRPO_REWARD_IMAGE"),
+                help="default reward service image (env GRPO_REWARD_IMAGE)",
+            )
     return parser
 
 
@@ -210,8 +226,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"{args.filename}: cannot read: {exc.strerror}", file=sys.stderr)
         return 1
     except UnicodeDecodeError as exc:
-        print(f"{args.filename}: not a text file: byte {exc.start + 1} is not UTF-8; save the file as UTF-8",
-              file=sys.stderr)  # fmt: skip
+        print(
+            f"{args.filename}: not a text file: byte {exc.start + 1} is not UTF-8; save the file as UTF-8",
+            file=sys.stderr,
+        )
         return 1
     checked, file_problems = check_text(text)
     if file_problems:
@@ -219,8 +237,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"{args.filename}: {problem.message}", file=sys.stdout)
         return 1
     if args.command == "render":
-        return cmd_render(checked, args.output, sys.stdout, job=args.job,
-                          settings=RenderSettings(reward_image=args.reward_image))  # fmt: skip
+        return cmd_render(
+            checked, args.output, sys.stdout, job=args.job, settings=RenderSettings(reward_image=args.reward_image)
+        )
     return COMMANDS[args.command](checked, args.output, sys.stdout)
 
 
@@ -234,5 +253,3 @@ def entrypoint() -> None:
         os.dup2(devnull, sys.stdout.fileno())
         code = 0
     sys.exit(code)
-
-

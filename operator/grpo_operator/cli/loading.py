@@ -95,8 +95,13 @@ def problems_from_error(error: ValidationError) -> list[Problem]:
             continue
         value = echo(json.dumps(err.get("input"), default=str))
         if kind == "string_pattern_mismatch" and "\\x00-\\x1f" in str((err.get("ctx") or {}).get("pattern")):
-            problems.append(Problem(path, f"{value} contains a control character (NUL, tab, newline, ESC, ...), which "
-                                          "the process would receive as is; remove it"))  # fmt: skip
+            problems.append(
+                Problem(
+                    path,
+                    f"{value} contains a control character (NUL, tab, newline, ESC, ...), which "
+                    "the process would receive as is; remove it",
+                )
+            )
             continue
         fix = _TYPE_FIXES.get(kind)
         message = f"{value} is invalid: {err['msg']}" + (f"; {fix}" if fix else "")
@@ -111,7 +116,9 @@ def parse_run(doc: Any) -> tuple[GRPORun | None, list[Problem]]:
         return None, [Problem("(document)", f"expected a mapping (a GRPORun object), got a {kind}")]
     if doc.get("apiVersion") != API_VERSION or doc.get("kind") != KIND:
         found = f"apiVersion {echo(repr(doc.get('apiVersion')))}, kind {echo(repr(doc.get('kind')))}"
-        return None, [Problem("(document)", f"{found} is not a GRPORun: set apiVersion: {API_VERSION} and kind: {KIND}")]
+        return None, [
+            Problem("(document)", f"{found} is not a GRPORun: set apiVersion: {API_VERSION} and kind: {KIND}")
+        ]
     try:
         return GRPORun.model_validate_json(json.dumps(doc, default=str)), []
     except ValidationError as exc:

@@ -49,8 +49,12 @@ _SPECIAL_FLOAT |= {p + s: math.inf for p in ("", "+") for s in (".inf", ".Inf", 
 _SPECIAL_FLOAT |= {"-" + s: -math.inf for s in (".inf", ".Inf", ".INF")}
 _YAML_FLOAT = re.compile(r"[-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?")
 _DOT_FLOAT = re.compile(r"\.[0-9]+([eE][-+]?[0-9]+)?")
-_DIGITS = {2: re.compile(r"[01]+"), 8: re.compile(r"[0-7]+"), 10: re.compile(r"[0-9]+"),
-           16: re.compile(r"[0-9a-fA-F]+")}  # fmt: skip
+_DIGITS = {
+    2: re.compile(r"[01]+"),
+    8: re.compile(r"[0-7]+"),
+    10: re.compile(r"[0-9]+"),
+    16: re.compile(r"[0-9a-fA-F]+"),
+}
 _INT64 = (-(2**63), 2**63 - 1)
 _UINT64_MAX = 2**64 - 1
 
@@ -193,9 +197,16 @@ class _Budget:
         self.decodes += nodes
         if via_alias:
             self.aliased += nodes
-        if self.aliased > 100 and self.decodes > 1000 and self.aliased / self.decodes > _allowed_alias_ratio(self.decodes):
-            raise YamlError(_where(mark), "document contains excessive aliasing (as kubectl refuses it); "
-                            "write the repeated parts out or use fewer aliases")  # fmt: skip
+        if (
+            self.aliased > 100
+            and self.decodes > 1000
+            and self.aliased / self.decodes > _allowed_alias_ratio(self.decodes)
+        ):
+            raise YamlError(
+                _where(mark),
+                "document contains excessive aliasing (as kubectl refuses it); "
+                "write the repeated parts out or use fewer aliases",
+            )
 
 
 class _Builder:
@@ -250,9 +261,13 @@ class _Builder:
     def alias(self, event: yaml.AliasEvent) -> None:
         mark, name = event.start_mark, event.anchor
         if name in self.open_anchors:
-            raise YamlError(_where(mark), f"anchor {echo(name)!r} value contains itself; an alias cannot refer to its own parent")
+            raise YamlError(
+                _where(mark), f"anchor {echo(name)!r} value contains itself; an alias cannot refer to its own parent"
+            )
         if name not in self.anchors:
-            raise YamlError(_where(mark), f"unknown anchor {echo(name)!r} referenced; define it (&{echo(name)}) before the alias")
+            raise YamlError(
+                _where(mark), f"unknown anchor {echo(name)!r} referenced; define it (&{echo(name)}) before the alias"
+            )
         value, size = self.anchors[name]
         self.budget.spend(size, via_alias=True, mark=mark)
         self._add(value, size, mark)
@@ -302,7 +317,10 @@ def _events(text: str) -> Any:
 def decode_all(text: str) -> list[Any]:
     """Every document in `text`, decoded as kubectl decodes it; raises `YamlError` with the position."""
     if len(text) > MAX_BYTES or len(text.encode("utf-8", "surrogatepass")) > MAX_BYTES:
-        raise YamlError("whole file", f"larger than {MAX_BYTES // (1024 * 1024)} MiB, the most the Kubernetes API server accepts in one request")
+        raise YamlError(
+            "whole file",
+            f"larger than {MAX_BYTES // (1024 * 1024)} MiB, the most the Kubernetes API server accepts in one request",
+        )
     documents: list[Any] = []
     builder: _Builder | None = None
     try:

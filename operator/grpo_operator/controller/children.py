@@ -42,12 +42,16 @@ def owner_body(child: Mapping[str, Any]) -> dict[str, Any] | None:
     run = (meta.get("labels") or {}).get(names.RUN_LABEL)
     if not run:
         return None
-    ref = next((r for r in meta.get("ownerReferences") or []
-                if r.get("kind") == "GRPORun" and r.get("name") == run), None)  # fmt: skip
+    ref = next(
+        (r for r in meta.get("ownerReferences") or [] if r.get("kind") == "GRPORun" and r.get("name") == run), None
+    )
     if ref is None:
         return None
-    return {"apiVersion": f"{GROUP}/{VERSION}", "kind": "GRPORun",
-            "metadata": {"name": run, "namespace": meta.get("namespace"), "uid": ref.get("uid")}}  # fmt: skip
+    return {
+        "apiVersion": f"{GROUP}/{VERSION}",
+        "kind": "GRPORun",
+        "metadata": {"name": run, "namespace": meta.get("namespace"), "uid": ref.get("uid")},
+    }
 
 
 @dataclass

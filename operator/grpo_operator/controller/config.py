@@ -32,9 +32,13 @@ class OperatorSettings(BaseModel):
     reward_error_ratio_max: float = Field(default=0.1, gt=0, le=1)
     http_timeout_seconds: float = Field(default=5.0, gt=0, le=120)
     metrics_port: int = Field(default=8081, ge=0, le=65535, description="Operator /metrics port; 0 disables it.")
-    workers: int = Field(default=16, ge=1, le=256, description="Threads for reconciles (kopf's executor for sync handlers).")
+    workers: int = Field(
+        default=16, ge=1, le=256, description="Threads for reconciles (kopf's executor for sync handlers)."
+    )
     peering_lifetime_seconds: int = Field(
-        default=30, ge=5, le=600,
+        default=30,
+        ge=5,
+        le=600,
         description="With peering (two replicas): how long a silent replica counts as alive, the failover bound.",
     )
 
@@ -66,8 +70,12 @@ _ENV: dict[str, tuple[str, str]] = {
     "GRPO_PROMETHEUS_POD_LABELS": ("render", "prometheus_pod_labels"),
     "GRPO_EGRESS_CIDRS": ("render", "egress_cidrs"),
 }
-_JSON = {"GRPO_OPERATOR_POD_LABELS": "an object of label: value", "GRPO_PROMETHEUS_NAMESPACE_LABELS": "an object",
-         "GRPO_PROMETHEUS_POD_LABELS": "an object", "GRPO_EGRESS_CIDRS": "a list of CIDRs, e.g. [\"10.0.0.0/8\"]"}
+_JSON = {
+    "GRPO_OPERATOR_POD_LABELS": "an object of label: value",
+    "GRPO_PROMETHEUS_NAMESPACE_LABELS": "an object",
+    "GRPO_PROMETHEUS_POD_LABELS": "an object",
+    "GRPO_EGRESS_CIDRS": 'a list of CIDRs, e.g. ["10.0.0.0/8"]',
+}
 
 
 def _value(name: str, raw: str) -> object:
@@ -77,7 +85,7 @@ def _value(name: str, raw: str) -> object:
         except json.JSONDecodeError as exc:
             raise SettingsError(f"{name}={raw!r}: not JSON ({exc.msg}); write a JSON list of strings") from None
         if not isinstance(parsed, list) or not all(isinstance(x, str) for x in parsed):
-            raise SettingsError(f"{name}={raw!r}: must be a JSON list of strings, e.g. [\"python3\", \"fake.py\"]")
+            raise SettingsError(f'{name}={raw!r}: must be a JSON list of strings, e.g. ["python3", "fake.py"]')
         return tuple(parsed)
     if name in _JSON:
         try:

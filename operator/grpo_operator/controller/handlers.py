@@ -41,9 +41,11 @@ except SettingsError as _exc:
 try:  # bound before kopf starts: a port that cannot be bound stops the process with one line
     opmetrics.serve(SETTINGS.metrics_port)
 except OSError as _exc:
-    print(f"grpo-operator: GRPO_METRICS_PORT={SETTINGS.metrics_port}: cannot listen for /metrics "
-          f"({_exc.strerror or _exc}); free the port, or set GRPO_METRICS_PORT to another (0 disables it)",
-          file=sys.stderr)  # fmt: skip
+    print(
+        f"grpo-operator: GRPO_METRICS_PORT={SETTINGS.metrics_port}: cannot listen for /metrics "
+        f"({_exc.strerror or _exc}); free the port, or set GRPO_METRICS_PORT to another (0 disables it)",
+        file=sys.stderr,
+    )
     raise SystemExit(2) from None
 
 _reconciler: Reconciler | None = None
@@ -66,8 +68,11 @@ def reconciler() -> Reconciler:
         # executor on a small node, and a full pool drops a connection after each request (a new TLS handshake).
         configuration = client.Configuration.get_default_copy()
         configuration.connection_pool_maxsize = max(configuration.connection_pool_maxsize or 0, SETTINGS.workers)
-        kube = CachingKube(client.ApiClient(configuration), resync_seconds=REAPPLY_RESYNCS * resync_seconds(SETTINGS),
-                           token_seconds=REAPPLY_RESYNCS * resync_seconds(SETTINGS))  # fmt: skip
+        kube = CachingKube(
+            client.ApiClient(configuration),
+            resync_seconds=REAPPLY_RESYNCS * resync_seconds(SETTINGS),
+            token_seconds=REAPPLY_RESYNCS * resync_seconds(SETTINGS),
+        )
         _pacing = Pacing(SETTINGS, kube, RAY_BACKOFF)
         _reconciler = Reconciler(kube=kube, settings=SETTINGS, ray_for=backoff.ray_for(RAY_BACKOFF))
     return _reconciler
@@ -104,8 +109,12 @@ def _report(outcome: Outcome, body: kopf.Body) -> None:
     status = outcome.status
     if outcome.transitioned and status.phase is not None:
         kind = "Warning" if status.phase is Phase.FAILED else "Normal"
-        kopf.event(body, type=kind, reason=status.reason or status.phase.value,
-                   message=f"{status.phase.value}: {status.message or ''}"[:1024])  # fmt: skip
+        kopf.event(
+            body,
+            type=kind,
+            reason=status.reason or status.phase.value,
+            message=f"{status.phase.value}: {status.message or ''}"[:1024],
+        )
     for warning in outcome.warnings:
         if not outcome.transitioned:
             kopf.warn(body, reason="Guard", message=warning[:1024])
@@ -142,8 +151,12 @@ def reward_deployments(body: kopf.Body, **_: Any) -> dict[Any, Any]:
 def _watched(kwargs: dict[str, Any]) -> None:
     kube = reconciler().kube
     if isinstance(kube, CachingKube) and kube.view is None:
-        kube.view = WatchView(runs=kwargs["grpo_runs"], clusters=kwargs["ray_clusters"], pods=kwargs["run_pods"],
-                              deployments=kwargs["reward_deployments"])  # fmt: skip
+        kube.view = WatchView(
+            runs=kwargs["grpo_runs"],
+            clusters=kwargs["ray_clusters"],
+            pods=kwargs["run_pods"],
+            deployments=kwargs["reward_deployments"],
+        )
 
 
 def _reconcile(body: kopf.Body, kwargs: dict[str, Any]) -> None:
@@ -169,8 +182,14 @@ def on_change(body: kopf.Body, **kwargs: Any) -> None:
 
 
 # The first tick one interval after a run appears: its create (or resume) handler has reconciled it just then.
-@kopf.timer(GROUP, VERSION, PLURAL, interval=SETTINGS.reconcile_interval_seconds, sharp=False,
-            initial_delay=SETTINGS.reconcile_interval_seconds)
+@kopf.timer(
+    GROUP,
+    VERSION,
+    PLURAL,
+    interval=SETTINGS.reconcile_interval_seconds,
+    sharp=False,
+    initial_delay=SETTINGS.reconcile_interval_seconds,
+)
 def on_timer(body: kopf.Body, **kwargs: Any) -> None:
     if pacing().due(body):  # children are watched: a tick polls Ray and the metrics (controller/children.py)
         _reconcile(body, kwargs)

@@ -167,8 +167,9 @@ class Reconciler:
         Deployment waits for the admission (render/queueing.apply_steps)."""
         cluster = self.kube.ray_cluster(run.metadata.namespace, run.metadata.name) if queueing.queued(run) else None
         admitted = cluster is not None and childstate.admission_queue(cluster) is None
-        for how, child in queueing.apply_steps(run, rendered.children, cluster_exists=cluster is not None,
-                                               admitted=admitted):  # fmt: skip
+        for how, child in queueing.apply_steps(
+            run, rendered.children, cluster_exists=cluster is not None, admitted=admitted
+        ):
             if how == "create":
                 self.kube.create(child)
             else:
@@ -185,8 +186,17 @@ class Reconciler:
         # deterministic: the attempt count moves only with the status write after a submission.
         return f"{first}-a{prev.attempt + 1}" if prev is not None and prev.attempt else first
 
-    def _observe(self, run: GRPORun, ray: RayJobs, submission_id: str, *, plan: RunPlan,
-                 prev: GRPORunStatus | None, now: datetime, generation: int) -> Observation:  # fmt: skip
+    def _observe(
+        self,
+        run: GRPORun,
+        ray: RayJobs,
+        submission_id: str,
+        *,
+        plan: RunPlan,
+        prev: GRPORunStatus | None,
+        now: datetime,
+        generation: int,
+    ) -> Observation:
         ns, name = run.metadata.namespace, run.metadata.name
         cluster_obj = self.kube.ray_cluster(ns, name)
         pods = self.kube.run_pods(ns, name) if cluster_obj is not None else []
@@ -212,10 +222,21 @@ class Reconciler:
                 checkpoint_job = found.state if found else None
             except RayUnavailable as exc:
                 log.info("%s/%s: %s", ns, name, exc)
-        return Observation(now=now, generation=generation, plan=plan, suspend=run.spec.suspend, cluster=cluster,
-                           reward=reward, reward_required=remote, job=job, checkpoint_job=checkpoint_job,
-                           metrics=metrics, metrics_error=metrics_error, trainer_image=image,
-                           trainer_image_id=image_id)  # fmt: skip
+        return Observation(
+            now=now,
+            generation=generation,
+            plan=plan,
+            suspend=run.spec.suspend,
+            cluster=cluster,
+            reward=reward,
+            reward_required=remote,
+            job=job,
+            checkpoint_job=checkpoint_job,
+            metrics=metrics,
+            metrics_error=metrics_error,
+            trainer_image=image,
+            trainer_image_id=image_id,
+        )
 
     def _ended(self, run: GRPORun, ray: RayJobs, obs: Observation) -> Observation:
         """Once the job has ended: keep its log tail (before anything deletes the RayCluster) and read the
@@ -280,15 +301,21 @@ class Reconciler:
             # A new attempt only for a job this status does not know: when a Ray API hiccup hid the current job,
             # the submit finds that job again, and its guard state (e.g. the repetition streak) must stay.
             known = observed.submission_id == status.job_submission_id
-            status = (status.model_copy(update={"job_status": observed.state.value}) if known
-                      else new_attempt(status, observed.submission_id, observed.state)).model_copy(update={
-                "ray_cluster_name": names.ray_cluster(name),
-                "message": f"submitted Ray job {observed.submission_id}",
-            })  # fmt: skip
+            status = (
+                status.model_copy(update={"job_status": observed.state.value})
+                if known
+                else new_attempt(status, observed.submission_id, observed.state)
+            ).model_copy(
+                update={
+                    "ray_cluster_name": names.ray_cluster(name),
+                    "message": f"submitted Ray job {observed.submission_id}",
+                }
+            )
         return dataclasses.replace(decision, status=status)
 
-    def _finish(self, namespace: str, name: str, body: Mapping[str, Any], prev: GRPORunStatus | None,
-                decision: Decision) -> Outcome:  # fmt: skip
+    def _finish(
+        self, namespace: str, name: str, body: Mapping[str, Any], prev: GRPORunStatus | None, decision: Decision
+    ) -> Outcome:
         patch = status_patch(body.get("status"), decision.status)
         if patch is not None:
             self.kube.patch_status(namespace, name, patch, resource_version=body["metadata"].get("resourceVersion"))
@@ -296,11 +323,17 @@ class Reconciler:
         notes = []
         logs = decision.status.logs
         if logs is not None and (prev is None or prev.logs != logs):
-            notes.append(("LogsKept", f"the log tail of Ray job {logs.submission_id} ({logs.bytes} bytes"
-                                      f"{', truncated' if logs.truncated else ''}) is kept in ConfigMap "
-                                      f"{logs.config_map}, key {logs.key}"))  # fmt: skip
-        return Outcome(previous=prev.phase if prev else None, status=decision.status, warnings=decision.warnings,
-                       notes=notes)  # fmt: skip
+            notes.append(
+                (
+                    "LogsKept",
+                    f"the log tail of Ray job {logs.submission_id} ({logs.bytes} bytes"
+                    f"{', truncated' if logs.truncated else ''}) is kept in ConfigMap "
+                    f"{logs.config_map}, key {logs.key}",
+                )
+            )
+        return Outcome(
+            previous=prev.phase if prev else None, status=decision.status, warnings=decision.warnings, notes=notes
+        )
 
     def _wind_down(self, run: GRPORun, ray: RayJobs, prev: GRPORunStatus) -> RunLogs | None:
         """A finished run keeps its status and gives its GPUs back: stop the job if it still runs, keep its log

@@ -48,8 +48,10 @@ class Backoff:
             if state is None or state.until <= now:
                 return None
             # The same words for the whole wait, so a status carrying them is not rewritten at every reconcile.
-            return (f"not retried within a {state.delay:g}s backoff after {state.failures} failed "
-                    f"attempt{'s' if state.failures > 1 else ''}: {state.error}")  # fmt: skip
+            return (
+                f"not retried within a {state.delay:g}s backoff after {state.failures} failed "
+                f"attempt{'s' if state.failures > 1 else ''}: {state.error}"
+            )
 
     def failed(self, key: str, error: str) -> None:
         with self._guard:

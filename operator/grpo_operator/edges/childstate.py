@@ -13,9 +13,14 @@ from grpo_operator.status.observation import ClusterObservation, RewardObservati
 
 PREFLIGHT_FAILED = "preflight failed: "
 WAITING_PROBLEMS = {
-    "ErrImagePull", "ImagePullBackOff", "InvalidImageName", "CrashLoopBackOff", "CreateContainerConfigError",
-    "CreateContainerError", "RunContainerError",
-}  # fmt: skip
+    "ErrImagePull",
+    "ImagePullBackOff",
+    "InvalidImageName",
+    "CrashLoopBackOff",
+    "CreateContainerConfigError",
+    "CreateContainerError",
+    "RunContainerError",
+}
 
 
 def _condition(status: dict[str, Any], type_: str) -> dict[str, Any] | None:
@@ -49,7 +54,7 @@ def preflight_failure(container: client.V1ContainerStatus) -> str | None:
         ended = state.terminated if state else None
         if ended is not None and ended.exit_code and ended.message and PREFLIGHT_FAILED in ended.message:
             line = [x for x in ended.message.splitlines() if PREFLIGHT_FAILED in x][-1]
-            return line[line.index(PREFLIGHT_FAILED):].strip()
+            return line[line.index(PREFLIGHT_FAILED) :].strip()
     return None
 
 
@@ -86,13 +91,16 @@ def admission_queue(cluster: dict[str, Any]) -> str | None:
     return queue if queue and (cluster.get("spec") or {}).get("suspend") is True else None
 
 
-def cluster_observation(cluster: dict[str, Any] | None, workers: int, pods: list[client.V1Pod]) -> ClusterObservation | None:
+def cluster_observation(
+    cluster: dict[str, Any] | None, workers: int, pods: list[client.V1Pod]
+) -> ClusterObservation | None:
     if cluster is None:
         return None
     queue = admission_queue(cluster)
     if queue is not None:
-        return ClusterObservation(ready=False, message=f"waiting for Kueue to admit the RayCluster in LocalQueue "
-                                  f"{queue}", queue=queue)  # fmt: skip
+        return ClusterObservation(
+            ready=False, message=f"waiting for Kueue to admit the RayCluster in LocalQueue {queue}", queue=queue
+        )
     ready, message = cluster_ready(cluster, workers)
     problems = pod_problems(pods)
     if problems:
@@ -110,7 +118,9 @@ def trainer_image(pods: list[client.V1Pod]) -> tuple[str | None, str | None]:
     return None, None
 
 
-def reward_observation(deployment: client.V1Deployment | None, error_ratio: float | None, max_ratio: float) -> RewardObservation | None:
+def reward_observation(
+    deployment: client.V1Deployment | None, error_ratio: float | None, max_ratio: float
+) -> RewardObservation | None:
     if deployment is None:
         return None
     status = deployment.status
@@ -118,6 +128,7 @@ def reward_observation(deployment: client.V1Deployment | None, error_ratio: floa
     if ready < 1:
         return RewardObservation(False, "NotReady", "no reward service replica is ready")
     if error_ratio is not None and error_ratio > max_ratio:
-        return RewardObservation(False, "ScoringErrors",
-                                 f"service error ratio {error_ratio:g} above {max_ratio:g}: scoring is failing")  # fmt: skip
+        return RewardObservation(
+            False, "ScoringErrors", f"service error ratio {error_ratio:g} above {max_ratio:g}: scoring is failing"
+        )
     return RewardObservation(True, "Ready", f"{ready} replica(s) ready")

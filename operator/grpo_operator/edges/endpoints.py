@@ -25,5 +25,6 @@ def trainer_metrics_url(driver_ip: str, settings: OperatorSettings) -> str:
 def reward_metrics_url(namespace: str, run: str, settings: OperatorSettings) -> str:
     service = names.reward_service(run)
     template = settings.reward_metrics_url or "http://{service}.{namespace}.svc.{domain}:{port}/metrics"
-    return template.format(service=service, namespace=namespace, port=settings.render.reward_port,
-                           domain=settings.render.cluster_domain)  # fmt: skip
+    return template.format(
+        service=service, namespace=namespace, port=settings.render.reward_port, domain=settings.render.cluster_domain
+    )

@@ -41,7 +41,9 @@ def pod_templates(children: list[dict[str, Any]]) -> list[tuple[str, dict[str, A
         spec = child.get("spec") or {}
         if child["kind"] == "RayCluster":
             found.append((f"{label} head group", spec["headGroupSpec"]["template"]))
-            found += [(f"{label} worker group {g['groupName']}", g["template"]) for g in spec.get("workerGroupSpecs", [])]
+            found += [
+                (f"{label} worker group {g['groupName']}", g["template"]) for g in spec.get("workerGroupSpecs", [])
+            ]
         elif isinstance(spec.get("template"), dict) and "spec" in spec["template"]:
             found.append((label, spec["template"]))
     return found
@@ -77,17 +79,24 @@ class Kube:
     def apply(self, manifest: dict[str, Any]) -> None:
         resource = self.dynamic.resources.get(api_version=manifest["apiVersion"], kind=manifest["kind"])
         self.dynamic.server_side_apply(  # type: ignore[no-untyped-call]
-            resource, body=manifest, namespace=manifest["metadata"].get("namespace"),
-            field_manager=FIELD_MANAGER, force_conflicts=True,
-        )  # fmt: skip
+            resource,
+            body=manifest,
+            namespace=manifest["metadata"].get("namespace"),
+            field_manager=FIELD_MANAGER,
+            force_conflicts=True,
+        )
 
     def create(self, manifest: dict[str, Any]) -> bool:
         """Create `manifest` as it is (a suspended RayCluster under a Kueue queue, render/queueing.py); False when
         it exists already. Fields set here are not owned by the server-side apply of later reconciles."""
         resource = self.dynamic.resources.get(api_version=manifest["apiVersion"], kind=manifest["kind"])
         try:
-            self.dynamic.create(resource, body=manifest, namespace=manifest["metadata"].get("namespace"),  # type: ignore[no-untyped-call]
-                                field_manager=FIELD_MANAGER)  # fmt: skip
+            self.dynamic.create(
+                resource,
+                body=manifest,
+                namespace=manifest["metadata"].get("namespace"),  # type: ignore[no-untyped-call]
+                field_manager=FIELD_MANAGER,
+            )
         except ApiException as exc:
             if exc.status == 409:
                 return False
@@ -112,8 +121,12 @@ class Kube:
         return problems
 
     def _dry_run_template(self, namespace: str, where: str, template: dict[str, Any]) -> str | None:
-        body: Any = {"apiVersion": "v1", "kind": "PodTemplate", "template": template,
-                     "metadata": {"name": "grpo-template-check", "namespace": namespace}}  # fmt: skip
+        body: Any = {
+            "apiVersion": "v1",
+            "kind": "PodTemplate",
+            "template": template,
+            "metadata": {"name": "grpo-template-check", "namespace": namespace},
+        }
         try:
             self.core.create_namespaced_pod_template(namespace, body, dry_run="All", field_manager=FIELD_MANAGER)
         except ApiException as exc:
@@ -127,9 +140,12 @@ class Kube:
 
     def ray_cluster(self, namespace: str, run: str) -> dict[str, Any] | None:
         try:
-            found = cast(dict[str, Any], self.custom.get_namespaced_custom_object(
-                "ray.io", "v1", namespace, "rayclusters", names.ray_cluster(run)
-            ))
+            found = cast(
+                dict[str, Any],
+                self.custom.get_namespaced_custom_object(
+                    "ray.io", "v1", namespace, "rayclusters", names.ray_cluster(run)
+                ),
+            )
         except ApiException as exc:
             if exc.status == 404:
                 return None
@@ -179,7 +195,9 @@ class Kube:
                 secret = self.core.read_namespaced_secret(name, namespace)
         raw = (secret.data or {}).get(names.AUTH_TOKEN_KEY)
         if not raw:
-            raise RuntimeError(f"Secret {namespace}/{name} has no key {names.AUTH_TOKEN_KEY!r}: delete it to get a new one")
+            raise RuntimeError(
+                f"Secret {namespace}/{name} has no key {names.AUTH_TOKEN_KEY!r}: delete it to get a new one"
+            )
         return base64.b64decode(raw).decode()
 
     def get_run(self, namespace: str, run: str) -> dict[str, Any] | None:
@@ -189,14 +207,18 @@ class Kube:
     def get_run_fresh(self, namespace: str, run: str) -> dict[str, Any] | None:
         """The GRPORun by a GET, whatever a subclass serves `get_run` from."""
         try:
-            found = cast(dict[str, Any], self.custom.get_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, run))
+            found = cast(
+                dict[str, Any], self.custom.get_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, run)
+            )
         except ApiException as exc:
             if exc.status == 404:
                 return None
             raise
         return found
 
-    def patch_status(self, namespace: str, run: str, status: dict[str, Any], resource_version: str | None = None) -> str | None:
+    def patch_status(
+        self, namespace: str, run: str, status: dict[str, Any], resource_version: str | None = None
+    ) -> str | None:
         """Merge-patch the status; with `resource_version`, only onto that version of the object (optimistic
         concurrency: the API server answers 409 when it changed meanwhile, raised as StatusConflict). Returns the
         object's new resourceVersion (None once it is gone)."""
@@ -204,10 +226,14 @@ class Kube:
         if resource_version:
             body["metadata"] = {"resourceVersion": resource_version}
         try:
-            written: object = self.custom.patch_namespaced_custom_object_status(GROUP, VERSION, namespace, PLURAL, run, body)
+            written: object = self.custom.patch_namespaced_custom_object_status(
+                GROUP, VERSION, namespace, PLURAL, run, body
+            )
         except ApiException as exc:
             if exc.status == 409:
-                raise StatusConflict(f"{namespace}/{run}: the GRPORun changed since resourceVersion {resource_version}") from None
+                raise StatusConflict(
+                    f"{namespace}/{run}: the GRPORun changed since resourceVersion {resource_version}"
+                ) from None
             if exc.status != 404:  # deleted meanwhile: nothing to report on
                 raise
             return None
@@ -220,13 +246,22 @@ class StatusConflict(RuntimeError):
 
 
 def _auth_secret(namespace: str, run: str, uid: str | None) -> dict[str, Any]:
-    meta: dict[str, Any] = {"name": names.ray_auth_secret(run), "namespace": namespace,
-                            "labels": names.labels(run, "ray-auth")}  # fmt: skip
+    meta: dict[str, Any] = {
+        "name": names.ray_auth_secret(run),
+        "namespace": namespace,
+        "labels": names.labels(run, "ray-auth"),
+    }
     if uid:
         meta["ownerReferences"] = [names.owner_reference(run, uid)]
     token = secrets.token_urlsafe(32)  # 256 bits
-    return {"apiVersion": "v1", "kind": "Secret", "metadata": meta, "type": "Opaque", "immutable": True,
-            "stringData": {names.AUTH_TOKEN_KEY: token}}  # fmt: skip
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": meta,
+        "type": "Opaque",
+        "immutable": True,
+        "stringData": {names.AUTH_TOKEN_KEY: token},
+    }
 
 
 __all__ = ["FIELD_MANAGER", "Kube", "StatusConflict"]

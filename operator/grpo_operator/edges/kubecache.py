@@ -37,8 +37,13 @@ _UNKNOWN, _GONE = "<no version known>", "<gone>"  # never a resourceVersion
 
 
 class CachingKube(Kube):
-    def __init__(self, api_client: client.ApiClient, resync_seconds: float, token_seconds: float | None = None,
-                 clock: Callable[[], float] = time.monotonic) -> None:  # fmt: skip
+    def __init__(
+        self,
+        api_client: client.ApiClient,
+        resync_seconds: float,
+        token_seconds: float | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         super().__init__(api_client)
         self.resync_seconds = resync_seconds
         self.token_seconds = resync_seconds if token_seconds is None else token_seconds
@@ -71,7 +76,9 @@ class CachingKube(Kube):
             self._versions[(namespace, run)] = _GONE if found is None else found["metadata"].get("resourceVersion")
         return found
 
-    def patch_status(self, namespace: str, run: str, status: dict[str, Any], resource_version: str | None = None) -> str | None:
+    def patch_status(
+        self, namespace: str, run: str, status: dict[str, Any], resource_version: str | None = None
+    ) -> str | None:
         version = super().patch_status(namespace, run, status, resource_version)
         with self._guard:
             self._versions[(namespace, run)] = version

@@ -42,17 +42,30 @@ class _RunCollector(Collector):
             runs = dict(self._runs)
         by_phase = GaugeMetricFamily("grpo_runs", "GRPORuns by phase", labels=["phase"])
         counts = {phase: 0 for phase in Phase}
-        phase = GaugeMetricFamily("grpo_run_phase", "1 for the run's current phase", labels=["namespace", "name", "phase"])
+        phase = GaugeMetricFamily(
+            "grpo_run_phase", "1 for the run's current phase", labels=["namespace", "name", "phase"]
+        )
         reward = GaugeMetricFamily("grpo_run_reward", "Last rollout/raw_reward", labels=["namespace", "name"])
-        repetition = GaugeMetricFamily("grpo_run_repetition_frac", "Last rollout/repetition_frac",
-                                       labels=["namespace", "name"])  # fmt: skip
+        repetition = GaugeMetricFamily(
+            "grpo_run_repetition_frac", "Last rollout/repetition_frac", labels=["namespace", "name"]
+        )
         rollout = GaugeMetricFamily("grpo_run_rollout", "Last rollout step seen", labels=["namespace", "name"])
-        healthy = GaugeMetricFamily("grpo_run_healthy", "1 healthy, 0 degenerate or stalled", labels=["namespace", "name"])
-        reason = GaugeMetricFamily("grpo_run_status", "1, labelled with the run's phase and its reason",
-                                   labels=["namespace", "name", "phase", "reason"])  # fmt: skip
-        condition = GaugeMetricFamily("grpo_run_condition", "1 for each condition, labelled with its status and reason",
-                                      labels=["namespace", "name", "type", "status", "reason"])  # fmt: skip
-        attempt = GaugeMetricFamily("grpo_run_attempt", "Jobs the run has started (1 + resumes)", labels=["namespace", "name"])
+        healthy = GaugeMetricFamily(
+            "grpo_run_healthy", "1 healthy, 0 degenerate or stalled", labels=["namespace", "name"]
+        )
+        reason = GaugeMetricFamily(
+            "grpo_run_status",
+            "1, labelled with the run's phase and its reason",
+            labels=["namespace", "name", "phase", "reason"],
+        )
+        condition = GaugeMetricFamily(
+            "grpo_run_condition",
+            "1 for each condition, labelled with its status and reason",
+            labels=["namespace", "name", "type", "status", "reason"],
+        )
+        attempt = GaugeMetricFamily(
+            "grpo_run_attempt", "Jobs the run has started (1 + resumes)", labels=["namespace", "name"]
+        )
         for (namespace, name), status in runs.items():
             if status.phase is not None:
                 counts[status.phase] += 1

@@ -35,6 +35,7 @@ from grpo_operator.render import names
 
 Index = Mapping[Any, Collection[Any]]
 
+
 @functools.cache
 def _deserializer() -> client.ApiClient:
     return client.ApiClient()  # only its model mapping is used; made on the first watched pod, not at import
@@ -53,30 +54,62 @@ def trimmed(body: Mapping[str, Any]) -> dict[str, Any]:
 
 def _meta(body: Mapping[str, Any]) -> dict[str, Any]:
     meta = body.get("metadata") or {}
-    return {k: meta[k] for k in ("name", "namespace", "uid", "labels", "annotations", "ownerReferences",
-                                 "resourceVersion", "generation", "deletionTimestamp") if k in meta}  # fmt: skip
+    return {
+        k: meta[k]
+        for k in (
+            "name",
+            "namespace",
+            "uid",
+            "labels",
+            "annotations",
+            "ownerReferences",
+            "resourceVersion",
+            "generation",
+            "deletionTimestamp",
+        )
+        if k in meta
+    }
 
 
 def slim_cluster(body: Mapping[str, Any]) -> dict[str, Any]:
     """A RayCluster as the reconcile reads it: its labels, `spec.suspend` (childstate.admission_queue) and the
     status KubeRay writes (childstate.cluster_ready)."""
-    return {"apiVersion": body.get("apiVersion"), "kind": body.get("kind"), "metadata": _meta(body),
-            "spec": {"suspend": (body.get("spec") or {}).get("suspend")}, "status": body.get("status") or {}}  # fmt: skip
+    return {
+        "apiVersion": body.get("apiVersion"),
+        "kind": body.get("kind"),
+        "metadata": _meta(body),
+        "spec": {"suspend": (body.get("spec") or {}).get("suspend")},
+        "status": body.get("status") or {},
+    }
 
 
 def slim_pod(body: Mapping[str, Any]) -> Any:
     """A pod as childstate.pod_problems and trainer_image read it: its name, node and status."""
     spec = body.get("spec") or {}
-    return as_model({"apiVersion": "v1", "kind": "Pod", "metadata": _meta(body),
-                     "spec": {"nodeName": spec.get("nodeName"), "containers": []},  # the model requires the list
-                     "status": body.get("status") or {}}, "V1Pod")  # fmt: skip
+    return as_model(
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": _meta(body),
+            "spec": {"nodeName": spec.get("nodeName"), "containers": []},  # the model requires the list
+            "status": body.get("status") or {},
+        },
+        "V1Pod",
+    )
 
 
 def slim_deployment(body: Mapping[str, Any]) -> Any:
     """A Deployment as childstate.reward_observation reads it: its name and status."""
-    return as_model({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": _meta(body),
-                     "spec": {"selector": {}, "template": {}},  # the model requires both, nothing reads them
-                     "status": body.get("status") or {}}, "V1Deployment")  # fmt: skip
+    return as_model(
+        {
+            "apiVersion": "apps/v1",
+            "kind": "Deployment",
+            "metadata": _meta(body),
+            "spec": {"selector": {}, "template": {}},  # the model requires both, nothing reads them
+            "status": body.get("status") or {},
+        },
+        "V1Deployment",
+    )
 
 
 def run_key(body: Mapping[str, Any]) -> tuple[str, str] | None:

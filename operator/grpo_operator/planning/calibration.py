@@ -33,21 +33,62 @@ class Calibration:
 CALIBRATIONS: dict[ModelProfileName, Calibration] = {
     ModelProfileName.QWEN3_4B: Calibration(
         "the whole model, 36 layers",
-        {"weights": 0.7, "grads": 0.0, "optimizer": 0.08, "stepTransient": 0.01, "logits": 0.84, "layerWorkingSet": 0.1, "checkpoints": 0.26, "logitsPhase": 0.78, "trunkBackward": 0.15, "total": 0.13},
+        {
+            "weights": 0.7,
+            "grads": 0.0,
+            "optimizer": 0.08,
+            "stepTransient": 0.01,
+            "logits": 0.84,
+            "layerWorkingSet": 0.1,
+            "checkpoints": 0.26,
+            "logitsPhase": 0.78,
+            "trunkBackward": 0.15,
+            "total": 0.13,
+        },
     ),
     ModelProfileName.QWEN3_8B: Calibration(
         "cut to 4 of 36 layers",
-        {"weights": 0.05, "grads": 0.0, "optimizer": 0.0, "stepTransient": 0.01, "logits": 0.0, "checkpoints": 1.04, "logitsPhase": 0.03, "trunkBackward": 0.2, "layerWorkingSet": 0.03, "total": 0.16},
+        {
+            "weights": 0.05,
+            "grads": 0.0,
+            "optimizer": 0.0,
+            "stepTransient": 0.01,
+            "logits": 0.0,
+            "checkpoints": 1.04,
+            "logitsPhase": 0.03,
+            "trunkBackward": 0.2,
+            "layerWorkingSet": 0.03,
+            "total": 0.16,
+        },
     ),
     ModelProfileName.QWEN3_30B_A3B: Calibration(
         "cut to 4 of 48 layers, experts as SequentialMLP",
-        {"weights": 0.02, "grads": 0.0, "optimizer": 0.01, "stepTransient": 0.0, "logits": 0.0, "layerWorkingSet": 1.4, "total": 0.16},
+        {
+            "weights": 0.02,
+            "grads": 0.0,
+            "optimizer": 0.01,
+            "stepTransient": 0.0,
+            "logits": 0.0,
+            "layerWorkingSet": 1.4,
+            "total": 0.16,
+        },
     ),
     ModelProfileName.QWEN25_72B: Calibration(
         "cut to 2 of 80 layers",
-        {"weights": 0.0, "grads": 0.0, "optimizer": 0.0, "stepTransient": 0.0, "logits": 0.84, "checkpoints": 0.78, "logitsPhase": 0.83, "trunkBackward": 0.11, "layerWorkingSet": 0.03, "total": 0.09},
+        {
+            "weights": 0.0,
+            "grads": 0.0,
+            "optimizer": 0.0,
+            "stepTransient": 0.0,
+            "logits": 0.84,
+            "checkpoints": 0.78,
+            "logitsPhase": 0.83,
+            "trunkBackward": 0.11,
+            "layerWorkingSet": 0.03,
+            "total": 0.09,
+        },
     ),
-}  # fmt: skip
+}
 
 
 def calibration_of(profile: ModelProfileName) -> Calibration | None:

@@ -11,18 +11,40 @@ from __future__ import annotations
 # miles never overrides it. Not for MLA models ("need to comment this when using model with MLA"); no profile
 # here is MLA.
 RECIPE_ARGS: tuple[str, ...] = (
-    "--attention-dropout", "0.0", "--hidden-dropout", "0.0",
-    "--accumulate-allreduce-grads-in-fp32", "--attention-softmax-in-fp32", "--attention-backend", "flash",
-)  # fmt: skip
+    "--attention-dropout",
+    "0.0",
+    "--hidden-dropout",
+    "0.0",
+    "--accumulate-allreduce-grads-in-fp32",
+    "--attention-softmax-in-fp32",
+    "--attention-backend",
+    "flash",
+)
 RECIPE_REASON = "miles's recipe for these models, scripts/run_qwen3_4b.py:221-228"
 
 _BY_FIELD: dict[str, tuple[str, ...]] = {
     "spec.model.profile": (
-        "--swiglu", "--num-layers", "--hidden-size", "--ffn-hidden-size", "--num-attention-heads",
-        "--group-query-attention", "--num-query-groups", "--kv-channels", "--use-rotary-position-embeddings",
-        "--disable-bias-linear", "--normalization", "--norm-epsilon", "--rotary-base", "--vocab-size",
-        "--add-qkv-bias", "--qk-layernorm", "--untie-embeddings-and-output-weights", "--num-experts",
-        "--moe-ffn-hidden-size", "--moe-router-topk", "--spec",
+        "--swiglu",
+        "--num-layers",
+        "--hidden-size",
+        "--ffn-hidden-size",
+        "--num-attention-heads",
+        "--group-query-attention",
+        "--num-query-groups",
+        "--kv-channels",
+        "--use-rotary-position-embeddings",
+        "--disable-bias-linear",
+        "--normalization",
+        "--norm-epsilon",
+        "--rotary-base",
+        "--vocab-size",
+        "--add-qkv-bias",
+        "--qk-layernorm",
+        "--untie-embeddings-and-output-weights",
+        "--num-experts",
+        "--moe-ffn-hidden-size",
+        "--moe-router-topk",
+        "--spec",
     ),
     "spec.model.hfCheckpoint": ("--hf-checkpoint",),
     "spec.model.torchDistCheckpoint": ("--ref-load",),
@@ -35,7 +57,10 @@ _BY_FIELD: dict[str, tuple[str, ...]] = {
     "spec.data.applyChatTemplate": ("--apply-chat-template",),
     "spec.data.shuffle": ("--rollout-shuffle",),
     "spec.eval": (
-        "--eval-interval", "--eval-prompt-data", "--n-samples-per-eval-prompt", "--eval-max-response-len",
+        "--eval-interval",
+        "--eval-prompt-data",
+        "--n-samples-per-eval-prompt",
+        "--eval-max-response-len",
     ),
     "spec.reward.type": ("--rm-type", "--rm-url", "--custom-rm-path"),
     "spec.rollout.numRollout": ("--num-rollout", "--num-epoch"),
@@ -67,7 +92,7 @@ _BY_FIELD: dict[str, tuple[str, ...]] = {
         "--use-distributed-optimizer",
     ),
     RECIPE_REASON: tuple(a for a in RECIPE_ARGS if a.startswith("--")),
-}  # fmt: skip
+}
 
 MANAGED_FLAGS: dict[str, str] = {flag: field for field, flags in _BY_FIELD.items() for flag in flags}
 

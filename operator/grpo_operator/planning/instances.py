@@ -55,23 +55,47 @@ class InstanceType:
 INSTANCES: dict[InstanceTypeName, InstanceType] = {
     # AWS p5.48xlarge: 8x H100 80 GB (81559 MiB in nvidia-smi), 32 EFA, 192 vCPU, 2 TiB.
     InstanceTypeName.P5: InstanceType(
-        name=InstanceTypeName.P5, gpu_model="H100", gpus=8, gpu_gib=79.6, efa=32, vcpus=192,
-        memory_gib=2048, nvlink_gbps=450,
+        name=InstanceTypeName.P5,
+        gpu_model="H100",
+        gpus=8,
+        gpu_gib=79.6,
+        efa=32,
+        vcpus=192,
+        memory_gib=2048,
+        nvlink_gbps=450,
     ),
     # AWS p5en.48xlarge: 8x H200 141 GB (143771 MiB in nvidia-smi); the seed verified 15 allocatable
     # vpc.amazonaws.com/efa per node (16 physical, one held back by the device plugin).
     InstanceTypeName.P5EN: InstanceType(
-        name=InstanceTypeName.P5EN, gpu_model="H200", gpus=8, gpu_gib=140.4, efa=15, vcpus=192,
-        memory_gib=2048, nvlink_gbps=450,
+        name=InstanceTypeName.P5EN,
+        gpu_model="H200",
+        gpus=8,
+        gpu_gib=140.4,
+        efa=15,
+        vcpus=192,
+        memory_gib=2048,
+        nvlink_gbps=450,
     ),
     # AWS p6-b200.48xlarge: 8x B200 (183359 MiB in nvidia-smi), 8 EFA (8x400 Gbps), 192 vCPU, 2 TiB.
     InstanceTypeName.P6_B200: InstanceType(
-        name=InstanceTypeName.P6_B200, gpu_model="B200", gpus=8, gpu_gib=179.1, efa=8, vcpus=192,
-        memory_gib=2048, nvlink_gbps=900,
+        name=InstanceTypeName.P6_B200,
+        gpu_model="B200",
+        gpus=8,
+        gpu_gib=179.1,
+        efa=8,
+        vcpus=192,
+        memory_gib=2048,
+        nvlink_gbps=900,
     ),
     # AWS p6-b300.48xlarge: 8x B300 288 GB HBM3e; the seed review saw 16 allocatable EFA per node.
     InstanceTypeName.P6_B300: InstanceType(
-        name=InstanceTypeName.P6_B300, gpu_model="B300", gpus=8, gpu_gib=268.2, efa=16, vcpus=192,
-        memory_gib=4096, nvlink_gbps=900,
+        name=InstanceTypeName.P6_B300,
+        gpu_model="B300",
+        gpus=8,
+        gpu_gib=268.2,
+        efa=16,
+        vcpus=192,
+        memory_gib=4096,
+        nvlink_gbps=900,
     ),
-}  # fmt: skip
+}

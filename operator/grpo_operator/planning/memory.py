@@ -228,7 +228,9 @@ def actor_estimate(
     )
 
 
-def rollout_estimate(profile: ModelProfile, gpus_per_engine: int, mem_fraction: float, gpu_gib: float, colocated: bool) -> RolloutEstimate:
+def rollout_estimate(
+    profile: ModelProfile, gpus_per_engine: int, mem_fraction: float, gpu_gib: float, colocated: bool
+) -> RolloutEstimate:
     static = mem_fraction * gpu_gib
     weights = profile.total_params * WEIGHT_BYTES / gpus_per_engine / GIB
     kv_gib = max(0.0, static - weights)

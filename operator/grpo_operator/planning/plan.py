@@ -187,5 +187,11 @@ def plan_run(run: GRPORun) -> Planned:
         ),
         fits=fits,
     )
-    return Planned(plan=plan, actor=actor, rollout=rollout, actor_budget_gib=budget,
-                   host_gib_per_node=host, host_capacity_gib=host_capacity)  # fmt: skip
+    return Planned(
+        plan=plan,
+        actor=actor,
+        rollout=rollout,
+        actor_budget_gib=budget,
+        host_gib_per_node=host,
+        host_capacity_gib=host_capacity,
+    )

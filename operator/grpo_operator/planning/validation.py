@@ -61,51 +61,90 @@ def api_server_rules(spec: GRPORunSpec) -> list[Problem]:
     agpus, rgpus = actor_gpus(spec), rollout_gpus(spec)
     p = t.parallelism
     if t.placement is Placement.COLOCATED and t.rollout.gpus is not None and t.rollout.gpus != agpus:
-        out.append(Problem("spec.topology.rollout.gpus",
-            f"{t.rollout.gpus} must equal actor GPUs ({t.actor.nodes} nodes x {t.actor.gpus_per_node} = {agpus}) "
-            "when placement is Colocated; remove rollout.gpus or set it to that number"))  # fmt: skip
+        out.append(
+            Problem(
+                "spec.topology.rollout.gpus",
+                f"{t.rollout.gpus} must equal actor GPUs ({t.actor.nodes} nodes x {t.actor.gpus_per_node} = {agpus}) "
+                "when placement is Colocated; remove rollout.gpus or set it to that number",
+            )
+        )
     if t.placement is Placement.DISAGGREGATED and t.rollout.gpus is None:
-        out.append(Problem("spec.topology.rollout.gpus",
-            "is required when placement is Disaggregated: set the GPUs the SGLang engines get of their own"))  # fmt: skip
+        out.append(
+            Problem(
+                "spec.topology.rollout.gpus",
+                "is required when placement is Disaggregated: set the GPUs the SGLang engines get of their own",
+            )
+        )
     if rgpus % t.rollout.gpus_per_engine:
-        out.append(Problem("spec.topology.rollout.gpusPerEngine",
-            f"rollout GPUs {rgpus} are not a multiple of gpusPerEngine {t.rollout.gpus_per_engine}: "
-            "the left-over GPUs would sit idle; make rollout GPUs a multiple of it"))  # fmt: skip
+        out.append(
+            Problem(
+                "spec.topology.rollout.gpusPerEngine",
+                f"rollout GPUs {rgpus} are not a multiple of gpusPerEngine {t.rollout.gpus_per_engine}: "
+                "the left-over GPUs would sit idle; make rollout GPUs a multiple of it",
+            )
+        )
     if t.actor.gpus_per_node % t.rollout.gpus_per_engine:
-        out.append(Problem("spec.topology.rollout.gpusPerEngine",
-            f"{t.rollout.gpus_per_engine} does not divide actor.gpusPerNode {t.actor.gpus_per_node}: "
-            "an engine cannot span nodes; use a divisor of it"))  # fmt: skip
+        out.append(
+            Problem(
+                "spec.topology.rollout.gpusPerEngine",
+                f"{t.rollout.gpus_per_engine} does not divide actor.gpusPerNode {t.actor.gpus_per_node}: "
+                "an engine cannot span nodes; use a divisor of it",
+            )
+        )
     model_parallel = p.tensor * p.pipeline * p.context
     if agpus % model_parallel:
-        out.append(Problem("spec.topology.parallelism",
-            f"tensor x pipeline x context = {p.tensor} x {p.pipeline} x {p.context} = {model_parallel} does not "
-            f"divide actor GPUs {agpus}; choose sizes whose product divides it"))  # fmt: skip
+        out.append(
+            Problem(
+                "spec.topology.parallelism",
+                f"tensor x pipeline x context = {p.tensor} x {p.pipeline} x {p.context} = {model_parallel} does not "
+                f"divide actor GPUs {agpus}; choose sizes whose product divides it",
+            )
+        )
     expert_parallel = p.expert * p.expert_tensor * p.pipeline
     if agpus % expert_parallel:
-        out.append(Problem("spec.topology.parallelism.expert",
-            f"expert x expertTensor x pipeline = {expert_parallel} does not divide actor GPUs {agpus}"))  # fmt: skip
+        out.append(
+            Problem(
+                "spec.topology.parallelism.expert",
+                f"expert x expertTensor x pipeline = {expert_parallel} does not divide actor GPUs {agpus}",
+            )
+        )
     if p.tensor > t.actor.gpus_per_node:
-        out.append(Problem("spec.topology.parallelism.tensor",
-            f"{p.tensor} exceeds actor.gpusPerNode {t.actor.gpus_per_node}: tensor parallelism stays inside a node"))  # fmt: skip
+        out.append(
+            Problem(
+                "spec.topology.parallelism.tensor",
+                f"{p.tensor} exceeds actor.gpusPerNode {t.actor.gpus_per_node}: tensor parallelism stays inside a node",
+            )
+        )
     if t.rollout.gpus_per_engine % t.rollout.expert_parallel:
-        out.append(Problem("spec.topology.rollout.expertParallel",
-            f"{t.rollout.expert_parallel} does not divide rollout.gpusPerEngine {t.rollout.gpus_per_engine}: SGLang "
-            "expert parallelism runs inside one engine"))  # fmt: skip
+        out.append(
+            Problem(
+                "spec.topology.rollout.expertParallel",
+                f"{t.rollout.expert_parallel} does not divide rollout.gpusPerEngine {t.rollout.gpus_per_engine}: SGLang "
+                "expert parallelism runs inside one engine",
+            )
+        )
     r, tr = spec.rollout, spec.training
     if r.batch_size * r.samples_per_prompt != tr.global_batch_size * tr.steps_per_rollout:
-        out.append(Problem("spec.training.globalBatchSize",
-            f"GRPO batch identity: rollout.batchSize x samplesPerPrompt = {r.batch_size} x {r.samples_per_prompt} = "
-            f"{r.batch_size * r.samples_per_prompt} but training.globalBatchSize x stepsPerRollout = "
-            f"{tr.global_batch_size} x {tr.steps_per_rollout} = {tr.global_batch_size * tr.steps_per_rollout}; "
-            f"set globalBatchSize to {r.batch_size * r.samples_per_prompt // tr.steps_per_rollout or 1} or adjust the rollout"))  # fmt: skip
+        out.append(
+            Problem(
+                "spec.training.globalBatchSize",
+                f"GRPO batch identity: rollout.batchSize x samplesPerPrompt = {r.batch_size} x {r.samples_per_prompt} = "
+                f"{r.batch_size * r.samples_per_prompt} but training.globalBatchSize x stepsPerRollout = "
+                f"{tr.global_batch_size} x {tr.steps_per_rollout} = {tr.global_batch_size * tr.steps_per_rollout}; "
+                f"set globalBatchSize to {r.batch_size * r.samples_per_prompt // tr.steps_per_rollout or 1} or adjust the rollout",
+            )
+        )
     if tr.eps_clip_high < tr.eps_clip:
-        out.append(Problem("spec.training.epsClipHigh",
-            f"{tr.eps_clip_high} must be at least epsClip {tr.eps_clip}"))  # fmt: skip
+        out.append(Problem("spec.training.epsClipHigh", f"{tr.eps_clip_high} must be at least epsClip {tr.eps_clip}"))
     if spec.reward.type is RewardType.REMOTE and spec.reward.remote is None:
         out.append(Problem("spec.reward.remote", "is required when reward.type is remote: add reward.remote"))
     if spec.reward.type is not RewardType.REMOTE and spec.reward.remote is not None:
-        out.append(Problem("spec.reward.remote",
-            f"is only used when reward.type is remote (type is {spec.reward.type.value}); remove it or set type: remote"))  # fmt: skip
+        out.append(
+            Problem(
+                "spec.reward.remote",
+                f"is only used when reward.type is remote (type is {spec.reward.type.value}); remove it or set type: remote",
+            )
+        )
     return out
 
 
@@ -114,44 +153,87 @@ def _profile_rules(spec: GRPORunSpec) -> list[Problem]:
     p, t, out = spec.topology.parallelism, spec.topology, []
     name = profile.display
     if t.actor.gpus_per_node > instance.gpus:
-        out.append(Problem("spec.topology.actor.gpusPerNode",
-            f"{t.actor.gpus_per_node} exceeds the {instance.gpus} GPUs of a {instance.name.value} node"))  # fmt: skip
+        out.append(
+            Problem(
+                "spec.topology.actor.gpusPerNode",
+                f"{t.actor.gpus_per_node} exceeds the {instance.gpus} GPUs of a {instance.name.value} node",
+            )
+        )
     if profile.num_attention_heads % p.tensor or profile.num_query_groups % p.tensor:
-        out.append(Problem("spec.topology.parallelism.tensor",
-            f"{p.tensor} must divide {name}'s {profile.num_attention_heads} attention heads and "
-            f"{profile.num_query_groups} query groups"))  # fmt: skip
+        out.append(
+            Problem(
+                "spec.topology.parallelism.tensor",
+                f"{p.tensor} must divide {name}'s {profile.num_attention_heads} attention heads and "
+                f"{profile.num_query_groups} query groups",
+            )
+        )
     if profile.num_layers % p.pipeline:
-        out.append(Problem("spec.topology.parallelism.pipeline",
-            f"{p.pipeline} must divide {name}'s {profile.num_layers} layers"))  # fmt: skip
+        out.append(
+            Problem(
+                "spec.topology.parallelism.pipeline", f"{p.pipeline} must divide {name}'s {profile.num_layers} layers"
+            )
+        )
     if profile.num_attention_heads % t.rollout.gpus_per_engine:
-        out.append(Problem("spec.topology.rollout.gpusPerEngine",
-            f"{t.rollout.gpus_per_engine} must divide {name}'s {profile.num_attention_heads} attention heads "
-            "(it is the SGLang tensor-parallel size)"))  # fmt: skip
+        out.append(
+            Problem(
+                "spec.topology.rollout.gpusPerEngine",
+                f"{t.rollout.gpus_per_engine} must divide {name}'s {profile.num_attention_heads} attention heads "
+                "(it is the SGLang tensor-parallel size)",
+            )
+        )
     if profile.moe is None and (p.expert > 1 or p.expert_tensor > 1):
-        out.append(Problem("spec.topology.parallelism.expert",
-            f"expert {p.expert} / expertTensor {p.expert_tensor}: {name} is a dense model; set both to 1"))  # fmt: skip
+        out.append(
+            Problem(
+                "spec.topology.parallelism.expert",
+                f"expert {p.expert} / expertTensor {p.expert_tensor}: {name} is a dense model; set both to 1",
+            )
+        )
     if profile.moe is None and t.rollout.expert_parallel > 1:
-        out.append(Problem("spec.topology.rollout.expertParallel",
-            f"{t.rollout.expert_parallel}: {name} is a dense model; set it to 1"))  # fmt: skip
+        out.append(
+            Problem(
+                "spec.topology.rollout.expertParallel",
+                f"{t.rollout.expert_parallel}: {name} is a dense model; set it to 1",
+            )
+        )
     if profile.moe is not None and profile.moe.num_experts % t.rollout.expert_parallel:
-        out.append(Problem("spec.topology.rollout.expertParallel",
-            f"{t.rollout.expert_parallel} must divide {name}'s {profile.moe.num_experts} experts"))  # fmt: skip
+        out.append(
+            Problem(
+                "spec.topology.rollout.expertParallel",
+                f"{t.rollout.expert_parallel} must divide {name}'s {profile.moe.num_experts} experts",
+            )
+        )
     if profile.moe is not None and profile.moe.num_experts % p.expert:
-        out.append(Problem("spec.topology.parallelism.expert",
-            f"{p.expert} must divide {name}'s {profile.moe.num_experts} experts"))  # fmt: skip
+        out.append(
+            Problem(
+                "spec.topology.parallelism.expert", f"{p.expert} must divide {name}'s {profile.moe.num_experts} experts"
+            )
+        )
     dp = sharding(spec).data_parallel
     if spec.training.global_batch_size % dp:
-        out.append(Problem("spec.training.globalBatchSize",
-            f"{spec.training.global_batch_size} is not divisible by the data-parallel size {dp} "
-            "(actor GPUs / (tensor x pipeline x context))"))  # fmt: skip
+        out.append(
+            Problem(
+                "spec.training.globalBatchSize",
+                f"{spec.training.global_batch_size} is not divisible by the data-parallel size {dp} "
+                "(actor GPUs / (tensor x pipeline x context))",
+            )
+        )
     if t.efa_per_node is not None and t.efa_per_node > instance.efa:
-        out.append(Problem("spec.topology.efaPerNode",
-            f"{t.efa_per_node} exceeds the {instance.efa} EFA devices of a {instance.name.value} node: pods would "
-            "never schedule; remove the override"))  # fmt: skip
+        out.append(
+            Problem(
+                "spec.topology.efaPerNode",
+                f"{t.efa_per_node} exceeds the {instance.efa} EFA devices of a {instance.name.value} node: pods would "
+                "never schedule; remove the override",
+            )
+        )
     elif t.efa_per_node is not None and t.efa_per_node < instance.efa:
-        out.append(Problem("spec.topology.efaPerNode",
-            f"{t.efa_per_node} is fewer than the {instance.efa} EFA devices of a {instance.name.value} node: a "
-            "partial request passes all-reduce but breaks point-to-point NCCL traffic", Severity.WARNING))  # fmt: skip
+        out.append(
+            Problem(
+                "spec.topology.efaPerNode",
+                f"{t.efa_per_node} is fewer than the {instance.efa} EFA devices of a {instance.name.value} node: a "
+                "partial request passes all-reduce but breaks point-to-point NCCL traffic",
+                Severity.WARNING,
+            )
+        )
     return out
 
 
@@ -161,35 +243,53 @@ def _memory_rules(spec: GRPORunSpec, planned: Planned) -> list[Problem]:
     p, out = spec.topology.parallelism, []
     budget = planned.actor_budget_gib
     if actor.total_gib > budget:
-        fixes = [f"raise parallelism.tensor/pipeline (now {p.tensor}/{p.pipeline}) or actor.nodes (the optimizer "
-                 f"state is sharded over data parallelism, now {planned.plan.data_parallel})",
-                 f"lower training.maxTokensPerGpu (now {spec.training.max_tokens_per_gpu})"]  # fmt: skip
+        fixes = [
+            f"raise parallelism.tensor/pipeline (now {p.tensor}/{p.pipeline}) or actor.nodes (the optimizer "
+            f"state is sharded over data parallelism, now {planned.plan.data_parallel})",
+            f"lower training.maxTokensPerGpu (now {spec.training.max_tokens_per_gpu})",
+        ]
         acts = actor.activations
-        out.append(Problem("spec.topology",
-            f"training needs about {actor.total_gib:.1f} GiB per GPU (weights {actor.weights_gib:.1f}, fp32 grads "
-            f"{actor.grads_gib:.1f}, optimizer {actor.optimizer_gib:.1f}, activations {actor.activations_gib:.1f} "
-            f"[logits {acts.logits / GIB:.1f}, checkpoints {acts.checkpoints / GIB:.1f}], context "
-            f"{actor.context_gib:.1f}, allocator margin {actor.allocator_margin_gib:.1f}) but a {instance.gpu_model} "
-            f"gives {budget:.1f} GiB: " + "; or ".join(fixes)))  # fmt: skip
+        out.append(
+            Problem(
+                "spec.topology",
+                f"training needs about {actor.total_gib:.1f} GiB per GPU (weights {actor.weights_gib:.1f}, fp32 grads "
+                f"{actor.grads_gib:.1f}, optimizer {actor.optimizer_gib:.1f}, activations {actor.activations_gib:.1f} "
+                f"[logits {acts.logits / GIB:.1f}, checkpoints {acts.checkpoints / GIB:.1f}], context "
+                f"{actor.context_gib:.1f}, allocator margin {actor.allocator_margin_gib:.1f}) but a {instance.gpu_model} "
+                f"gives {budget:.1f} GiB: " + "; or ".join(fixes),
+            )
+        )
     if rollout.free_gib < rollout.needed_free_gib:
         highest = max(0.1, (instance.gpu_gib - rollout.needed_free_gib) / instance.gpu_gib)
-        out.append(Problem("spec.topology.rollout.memFraction",
-            f"{spec.topology.rollout.mem_fraction} leaves {rollout.free_gib:.1f} GiB per GPU outside SGLang's "
-            f"static reservation but {rollout.needed_free_gib:.1f} GiB is needed (SGLang workspace"
-            + (" and the offloaded actor's residue" if spec.topology.placement is Placement.COLOCATED else "")
-            + f"); set it to at most {int(highest * 100) / 100}"))  # fmt: skip
+        out.append(
+            Problem(
+                "spec.topology.rollout.memFraction",
+                f"{spec.topology.rollout.mem_fraction} leaves {rollout.free_gib:.1f} GiB per GPU outside SGLang's "
+                f"static reservation but {rollout.needed_free_gib:.1f} GiB is needed (SGLang workspace"
+                + (" and the offloaded actor's residue" if spec.topology.placement is Placement.COLOCATED else "")
+                + f"); set it to at most {int(highest * 100) / 100}",
+            )
+        )
     colocated = spec.topology.placement is Placement.COLOCATED
     host, host_capacity = planned.host_gib_per_node, planned.host_capacity_gib
     if host > host_capacity:
-        out.append(Problem("spec.topology",
-            f"each node needs about {host:.0f} GiB of pinned host memory (reference weights"
-            + (", offloaded training state and engine weights" if colocated else "")
-            + f") but a {instance.name.value} pod gets {host_capacity:.0f} GiB: raise parallelism or actor.nodes"))  # fmt: skip
+        out.append(
+            Problem(
+                "spec.topology",
+                f"each node needs about {host:.0f} GiB of pinned host memory (reference weights"
+                + (", offloaded training state and engine weights" if colocated else "")
+                + f") but a {instance.name.value} pod gets {host_capacity:.0f} GiB: raise parallelism or actor.nodes",
+            )
+        )
     if rollout.free_gib >= rollout.needed_free_gib and rollout.kv_cache_tokens < spec.rollout.max_response_len:
-        out.append(Problem("spec.topology.rollout.gpusPerEngine",
-            f"an engine of {spec.topology.rollout.gpus_per_engine} GPU(s) holds {rollout.weights_gib:.1f} GiB of "
-            f"weights per GPU, leaving a KV cache of {rollout.kv_cache_tokens} tokens, fewer than one response "
-            f"({spec.rollout.max_response_len}); raise gpusPerEngine or memFraction"))  # fmt: skip
+        out.append(
+            Problem(
+                "spec.topology.rollout.gpusPerEngine",
+                f"an engine of {spec.topology.rollout.gpus_per_engine} GPU(s) holds {rollout.weights_gib:.1f} GiB of "
+                f"weights per GPU, leaving a KV cache of {rollout.kv_cache_tokens} tokens, fewer than one response "
+                f"({spec.rollout.max_response_len}); raise gpusPerEngine or memFraction",
+            )
+        )
     return out
 
 
@@ -197,45 +297,91 @@ def _field_rules(run: GRPORun) -> list[Problem]:
     spec, out = run.spec, []
     mount = spec.storage.mount_path.rstrip("/") + "/"
     checkpoint_dir, tensorboard_dir = run_dirs(run)
-    for path, value in (("spec.storage.checkpointDir", checkpoint_dir),
-                        ("spec.storage.tensorboardDir", tensorboard_dir)):  # fmt: skip
+    for path, value in (
+        ("spec.storage.checkpointDir", checkpoint_dir),
+        ("spec.storage.tensorboardDir", tensorboard_dir),
+    ):
         if not value.startswith(mount):
-            out.append(Problem(path, f"{value} is not under storage.mountPath {mount}: every rank must reach it; "
-                                     "put it on the shared volume"))  # fmt: skip
-    for path, value in (("spec.model.hfCheckpoint", spec.model.hf_checkpoint),
-                        ("spec.model.torchDistCheckpoint", spec.model.torch_dist_checkpoint),
-                        ("spec.data.promptData", spec.data.prompt_data)):  # fmt: skip
+            out.append(
+                Problem(
+                    path,
+                    f"{value} is not under storage.mountPath {mount}: every rank must reach it; "
+                    "put it on the shared volume",
+                )
+            )
+    for path, value in (
+        ("spec.model.hfCheckpoint", spec.model.hf_checkpoint),
+        ("spec.model.torchDistCheckpoint", spec.model.torch_dist_checkpoint),
+        ("spec.data.promptData", spec.data.prompt_data),
+    ):
         if not value.startswith(mount):
-            out.append(Problem(path, f"{value} is not under storage.mountPath {mount}; it must exist in the image",
-                               Severity.WARNING))  # fmt: skip
+            out.append(
+                Problem(
+                    path,
+                    f"{value} is not under storage.mountPath {mount}; it must exist in the image",
+                    Severity.WARNING,
+                )
+            )
     if "@sha256:" not in spec.image:
-        out.append(Problem("spec.image", f"{spec.image} is not pinned by digest: nodes may run different builds "
-                                         "under one tag; use name@sha256:<digest>", Severity.WARNING))  # fmt: skip
+        out.append(
+            Problem(
+                "spec.image",
+                f"{spec.image} is not pinned by digest: nodes may run different builds "
+                "under one tag; use name@sha256:<digest>",
+                Severity.WARNING,
+            )
+        )
     chosen = spec.scheduling.gpu_node_selector.get("node.kubernetes.io/instance-type")
     if chosen is not None and chosen != spec.topology.instance_type.value:
-        out.append(Problem("spec.scheduling.gpuNodeSelector",
-            f"node.kubernetes.io/instance-type: {chosen} contradicts topology.instanceType "
-            f"{spec.topology.instance_type.value} (the plan's GPU memory and EFA are that type's); set "
-            "topology.instanceType instead and drop the selector key"))  # fmt: skip
+        out.append(
+            Problem(
+                "spec.scheduling.gpuNodeSelector",
+                f"node.kubernetes.io/instance-type: {chosen} contradicts topology.instanceType "
+                f"{spec.topology.instance_type.value} (the plan's GPU memory and EFA are that type's); set "
+                "topology.instanceType instead and drop the selector key",
+            )
+        )
     for i, arg in enumerate(spec.extra_args):
         flag = flag_name(arg)
         if flag in MANAGED_FLAGS and MANAGED_FLAGS[flag].startswith("spec."):
-            out.append(Problem(f"spec.extraArgs[{i}]",
-                f"{arg} is managed by the operator; set {MANAGED_FLAGS[flag]} instead"))  # fmt: skip
+            out.append(
+                Problem(f"spec.extraArgs[{i}]", f"{arg} is managed by the operator; set {MANAGED_FLAGS[flag]} instead")
+            )
         elif flag in MANAGED_FLAGS:
-            out.append(Problem(f"spec.extraArgs[{i}]",
-                f"{arg} is fixed by the operator ({MANAGED_FLAGS[flag]}); remove it from extraArgs"))  # fmt: skip
+            out.append(
+                Problem(
+                    f"spec.extraArgs[{i}]",
+                    f"{arg} is fixed by the operator ({MANAGED_FLAGS[flag]}); remove it from extraArgs",
+                )
+            )
     if spec.eval is not None and spec.eval.interval > spec.rollout.num_rollout:
-        out.append(Problem("spec.eval.interval", f"{spec.eval.interval} exceeds rollout.numRollout "
-                           f"{spec.rollout.num_rollout}: evaluation runs only before training", Severity.WARNING))  # fmt: skip
+        out.append(
+            Problem(
+                "spec.eval.interval",
+                f"{spec.eval.interval} exceeds rollout.numRollout "
+                f"{spec.rollout.num_rollout}: evaluation runs only before training",
+                Severity.WARNING,
+            )
+        )
     if spec.guards.stall_timeout_seconds < 600:
-        out.append(Problem("spec.guards.stallTimeoutSeconds", f"{spec.guards.stall_timeout_seconds} s is shorter than "
-                           "miles's start-up and a checkpoint save (minutes each): the run may be stopped as stalled "
-                           "while healthy", Severity.WARNING))  # fmt: skip
+        out.append(
+            Problem(
+                "spec.guards.stallTimeoutSeconds",
+                f"{spec.guards.stall_timeout_seconds} s is shorter than "
+                "miles's start-up and a checkpoint save (minutes each): the run may be stopped as stalled "
+                "while healthy",
+                Severity.WARNING,
+            )
+        )
     if spec.guards.min_reward.after_rollouts > spec.rollout.num_rollout:
-        out.append(Problem("spec.guards.minReward.afterRollouts", f"{spec.guards.min_reward.after_rollouts} exceeds "
-                           f"rollout.numRollout {spec.rollout.num_rollout}: the reward guard never runs",
-                           Severity.WARNING))  # fmt: skip
+        out.append(
+            Problem(
+                "spec.guards.minReward.afterRollouts",
+                f"{spec.guards.min_reward.after_rollouts} exceeds "
+                f"rollout.numRollout {spec.rollout.num_rollout}: the reward guard never runs",
+                Severity.WARNING,
+            )
+        )
     return out
 
 

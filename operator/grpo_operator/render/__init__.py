@@ -30,8 +30,12 @@ class Rendered:
 def render(run: GRPORun, plan: RunPlan, settings: RenderSettings) -> Rendered:
     job = job_submission(run, plan, settings)
     # Policies before the pods they guard, so no Ray pod starts unguarded.
-    children = [config_map(run, plan, job, settings), *network_policies(run, settings), *reward_children(run, settings),
-                ray_cluster(run, plan, settings)]  # fmt: skip
+    children = [
+        config_map(run, plan, job, settings),
+        *network_policies(run, settings),
+        *reward_children(run, settings),
+        ray_cluster(run, plan, settings),
+    ]
     return Rendered(children=children, job=job, plan=plan)
 
 

@@ -67,9 +67,20 @@ def miles_argv(run: GRPORun, plan: RunPlan, settings: RenderSettings) -> list[st
     profile = PROFILES[s.model.profile]
     t, p = s.topology, s.topology.parallelism
     argv = [settings.python, settings.miles_train, *profile.megatron_args()]
-    argv += ["--hf-checkpoint", s.model.hf_checkpoint, "--ref-load", s.model.torch_dist_checkpoint,
-             "--load", plan.checkpoint_dir, "--save", plan.checkpoint_dir,
-             "--save-interval", str(plan.save_interval), "--save-trigger-sentinel", save_sentinel(plan)]  # fmt: skip
+    argv += [
+        "--hf-checkpoint",
+        s.model.hf_checkpoint,
+        "--ref-load",
+        s.model.torch_dist_checkpoint,
+        "--load",
+        plan.checkpoint_dir,
+        "--save",
+        plan.checkpoint_dir,
+        "--save-interval",
+        str(plan.save_interval),
+        "--save-trigger-sentinel",
+        save_sentinel(plan),
+    ]
     argv += ["--prompt-data", s.data.prompt_data, "--input-key", s.data.input_key, "--label-key", s.data.label_key]
     argv += ["--apply-chat-template"] if s.data.apply_chat_template else []
     argv += ["--rollout-shuffle"] if s.data.shuffle else []
@@ -80,42 +91,117 @@ def miles_argv(run: GRPORun, plan: RunPlan, settings: RenderSettings) -> list[st
     else:
         argv += ["--rm-type", s.reward.type.value]
     r, tr = s.rollout, s.training
-    argv += ["--num-rollout", str(r.num_rollout), "--rollout-batch-size", str(r.batch_size),
-             "--n-samples-per-prompt", str(r.samples_per_prompt), "--num-steps-per-rollout", str(tr.steps_per_rollout),
-             "--global-batch-size", str(tr.global_batch_size), "--rollout-max-response-len", str(r.max_response_len),
-             "--rollout-temperature", _num(r.temperature), "--balance-data"]  # fmt: skip
+    argv += [
+        "--num-rollout",
+        str(r.num_rollout),
+        "--rollout-batch-size",
+        str(r.batch_size),
+        "--n-samples-per-prompt",
+        str(r.samples_per_prompt),
+        "--num-steps-per-rollout",
+        str(tr.steps_per_rollout),
+        "--global-batch-size",
+        str(tr.global_batch_size),
+        "--rollout-max-response-len",
+        str(r.max_response_len),
+        "--rollout-temperature",
+        _num(r.temperature),
+        "--balance-data",
+    ]
     if s.eval is not None:
-        argv += ["--eval-interval", str(s.eval.interval), "--eval-prompt-data", s.eval.name, s.eval.prompt_data,
-                 "--n-samples-per-eval-prompt", str(s.eval.samples_per_prompt),
-                 "--eval-max-response-len", str(s.eval.max_response_len), "--eval-top-p", "1"]  # fmt: skip
-    argv += ["--tensor-model-parallel-size", str(p.tensor), "--pipeline-model-parallel-size", str(p.pipeline),
-             "--context-parallel-size", str(p.context), "--expert-model-parallel-size", str(p.expert),
-             "--expert-tensor-parallel-size", str(p.expert_tensor)]  # fmt: skip
+        argv += [
+            "--eval-interval",
+            str(s.eval.interval),
+            "--eval-prompt-data",
+            s.eval.name,
+            s.eval.prompt_data,
+            "--n-samples-per-eval-prompt",
+            str(s.eval.samples_per_prompt),
+            "--eval-max-response-len",
+            str(s.eval.max_response_len),
+            "--eval-top-p",
+            "1",
+        ]
+    argv += [
+        "--tensor-model-parallel-size",
+        str(p.tensor),
+        "--pipeline-model-parallel-size",
+        str(p.pipeline),
+        "--context-parallel-size",
+        str(p.context),
+        "--expert-model-parallel-size",
+        str(p.expert),
+        "--expert-tensor-parallel-size",
+        str(p.expert_tensor),
+    ]
     argv += ["--sequence-parallel"] if p.tensor > 1 else []
     argv += ["--recompute-granularity", "full", "--recompute-method", "uniform", "--recompute-num-layers", "1"]
     argv += RECIPE_ARGS
     argv += ["--use-dynamic-batch-size", "--max-tokens-per-gpu", str(tr.max_tokens_per_gpu)]
-    argv += ["--advantage-estimator", "grpo", "--use-kl-loss", "--kl-loss-coef", _num(tr.kl_loss_coef),
-             "--kl-loss-type", "low_var_kl", "--entropy-coef", "0.0",
-             "--eps-clip", _num(tr.eps_clip), "--eps-clip-high", _num(tr.eps_clip_high)]  # fmt: skip
-    argv += ["--optimizer", "adam", "--lr", _num(tr.learning_rate), "--lr-decay-style", "constant",
-             "--weight-decay", "0.1", "--adam-beta1", "0.9", "--adam-beta2", "0.98"]  # fmt: skip
+    argv += [
+        "--advantage-estimator",
+        "grpo",
+        "--use-kl-loss",
+        "--kl-loss-coef",
+        _num(tr.kl_loss_coef),
+        "--kl-loss-type",
+        "low_var_kl",
+        "--entropy-coef",
+        "0.0",
+        "--eps-clip",
+        _num(tr.eps_clip),
+        "--eps-clip-high",
+        _num(tr.eps_clip_high),
+    ]
+    argv += [
+        "--optimizer",
+        "adam",
+        "--lr",
+        _num(tr.learning_rate),
+        "--lr-decay-style",
+        "constant",
+        "--weight-decay",
+        "0.1",
+        "--adam-beta1",
+        "0.9",
+        "--adam-beta2",
+        "0.98",
+    ]
     argv += ["--use-distributed-optimizer"]  # what miles does for adam anyway (megatron_utils/arguments.py:15)
-    argv += ["--actor-num-nodes", str(t.actor.nodes), "--actor-num-gpus-per-node", str(t.actor.gpus_per_node),
-             "--rollout-num-gpus", str(plan.rollout_gpus),
-             "--rollout-num-gpus-per-engine", str(t.rollout.gpus_per_engine),
-             "--num-gpus-per-node", str(plan.gpus_per_node)]  # fmt: skip
+    argv += [
+        "--actor-num-nodes",
+        str(t.actor.nodes),
+        "--actor-num-gpus-per-node",
+        str(t.actor.gpus_per_node),
+        "--rollout-num-gpus",
+        str(plan.rollout_gpus),
+        "--rollout-num-gpus-per-engine",
+        str(t.rollout.gpus_per_engine),
+        "--num-gpus-per-node",
+        str(plan.gpus_per_node),
+    ]
     argv += ["--colocate"] if t.placement is Placement.COLOCATED else []
     argv += ["--sglang-mem-fraction-static", _num(t.rollout.mem_fraction), "--sglang-log-level", "warning"]
     if profile.moe is not None:
         # The default flashinfer MoE runner breaks the online weight update (seed §6): use triton.
-        argv += ["--sglang-moe-runner-backend", "triton", "--sglang-expert-parallel-size", str(t.rollout.expert_parallel)]
+        argv += [
+            "--sglang-moe-runner-backend",
+            "triton",
+            "--sglang-expert-parallel-size",
+            str(t.rollout.expert_parallel),
+        ]
         moe_tp = t.rollout.gpus_per_engine // t.rollout.expert_parallel
         if t.rollout.expert_parallel > 1 and moe_tp > 1:
             # SGLang's FlashInfer allreduce+RMSNorm fusion reduces over the moe-ep group only: degenerate text.
             argv.append("--sglang-enforce-disable-flashinfer-allreduce-fusion")
-    argv += ["--use-prometheus", "--prometheus-port", str(settings.prometheus_port),
-             "--prometheus-run-name", run.metadata.name, "--use-tensorboard"]  # fmt: skip
+    argv += [
+        "--use-prometheus",
+        "--prometheus-port",
+        str(settings.prometheus_port),
+        "--prometheus-run-name",
+        run.metadata.name,
+        "--use-tensorboard",
+    ]
     return argv + list(s.extra_args)
 
 
@@ -141,7 +227,15 @@ def config_path(settings: RenderSettings) -> str:
 
 def job_submission(run: GRPORun, plan: RunPlan, settings: RenderSettings) -> JobSubmission:
     miles = miles_argv(run, plan, settings)
-    launcher = settings.launcher or (settings.python, "-m", "grpo_launcher", "run", "--config", config_path(settings), "--")
+    launcher = settings.launcher or (
+        settings.python,
+        "-m",
+        "grpo_launcher",
+        "run",
+        "--config",
+        config_path(settings),
+        "--",
+    )
     entry = [*launcher, *miles]
     meta = run.metadata
     return JobSubmission(
@@ -150,15 +244,20 @@ def job_submission(run: GRPORun, plan: RunPlan, settings: RenderSettings) -> Job
         miles_argv=tuple(miles),
         runtime_env=runtime_env(run, plan, settings),
         entrypoint_resources=dict(ENTRYPOINT_RESOURCES),
-        metadata={"grpo.dev/run": meta.name, "grpo.dev/namespace": meta.namespace,
-                  "grpo.dev/generation": str(meta.generation or 1)},
+        metadata={
+            "grpo.dev/run": meta.name,
+            "grpo.dev/namespace": meta.namespace,
+            "grpo.dev/generation": str(meta.generation or 1),
+        },
     )
 
 
 def checkpoint_request(run: GRPORun, plan: RunPlan, settings: RenderSettings, submission_id: str) -> JobSubmission:
     """A one-line Ray job, run on a GPU worker (where the shared volume is mounted), that creates miles's
     save-trigger sentinel: miles saves at its next save point and deletes the file."""
-    script = "import pathlib, sys; p = pathlib.Path(sys.argv[1]); p.parent.mkdir(parents=True, exist_ok=True); p.touch()"
+    script = (
+        "import pathlib, sys; p = pathlib.Path(sys.argv[1]); p.parent.mkdir(parents=True, exist_ok=True); p.touch()"
+    )
     argv = (settings.python, "-c", script, save_sentinel(plan))
     return JobSubmission(
         submission_id=f"{submission_id}-save",
@@ -166,6 +265,9 @@ def checkpoint_request(run: GRPORun, plan: RunPlan, settings: RenderSettings, su
         miles_argv=(),
         runtime_env={"env_vars": {"PYTHONUNBUFFERED": "1"}},
         entrypoint_resources=dict(ENTRYPOINT_RESOURCES),
-        metadata={"grpo.dev/run": run.metadata.name, "grpo.dev/namespace": run.metadata.namespace,
-                  "grpo.dev/purpose": "checkpoint-before-suspend"},
+        metadata={
+            "grpo.dev/run": run.metadata.name,
+            "grpo.dev/namespace": run.metadata.namespace,
+            "grpo.dev/purpose": "checkpoint-before-suspend",
+        },
     )

@@ -29,14 +29,24 @@ def tail(text: str, limit: int = TAIL_BYTES) -> tuple[str, bool]:
     return cut.decode("utf-8", errors="ignore"), True
 
 
-def job_logs_config_map(namespace: str, run: str, uid: str | None, submission_id: str,
-                        text: str) -> tuple[dict[str, Any], RunLogs]:  # fmt: skip
+def job_logs_config_map(
+    namespace: str, run: str, uid: str | None, submission_id: str, text: str
+) -> tuple[dict[str, Any], RunLogs]:
     kept, truncated = tail(text)
-    meta: dict[str, Any] = {"name": names.job_logs(run), "namespace": namespace, "labels": names.labels(run, "job-logs"),
-                            "annotations": {"grpo.dev/submission-id": submission_id}}  # fmt: skip
+    meta: dict[str, Any] = {
+        "name": names.job_logs(run),
+        "namespace": namespace,
+        "labels": names.labels(run, "job-logs"),
+        "annotations": {"grpo.dev/submission-id": submission_id},
+    }
     if uid:
         meta["ownerReferences"] = [names.owner_reference(run, uid)]
     manifest = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta, "data": {KEY: kept}}
-    ref = RunLogs(config_map=names.job_logs(run), key=KEY, submission_id=submission_id,
-                  bytes=len(kept.encode("utf-8")), truncated=truncated)  # fmt: skip
+    ref = RunLogs(
+        config_map=names.job_logs(run),
+        key=KEY,
+        submission_id=submission_id,
+        bytes=len(kept.encode("utf-8")),
+        truncated=truncated,
+    )
     return manifest, ref

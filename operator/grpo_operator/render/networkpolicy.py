@@ -46,10 +46,14 @@ def run_pods(run: str) -> dict[str, Any]:
 
 
 def ray_pods(run: str) -> dict[str, Any]:
-    return {"podSelector": {
-        "matchLabels": {names.RUN_LABEL: run},
-        "matchExpressions": [{"key": names.COMPONENT_LABEL, "operator": "In", "values": ["ray-head", "ray-worker"]}],
-    }}  # fmt: skip
+    return {
+        "podSelector": {
+            "matchLabels": {names.RUN_LABEL: run},
+            "matchExpressions": [
+                {"key": names.COMPONENT_LABEL, "operator": "In", "values": ["ray-head", "ray-worker"]}
+            ],
+        }
+    }
 
 
 def operator_pods(settings: RenderSettings) -> dict[str, Any]:
@@ -71,8 +75,10 @@ def prometheus_pods(settings: RenderSettings) -> list[dict[str, Any]]:
 
 
 def _egress(run: str, settings: RenderSettings) -> list[dict[str, Any]]:
-    dns = {"to": [{"namespaceSelector": {}, "podSelector": {"matchLabels": {"k8s-app": "kube-dns"}}}],
-           "ports": [{"protocol": "UDP", "port": DNS_PORT}, {"protocol": "TCP", "port": DNS_PORT}]}  # fmt: skip
+    dns = {
+        "to": [{"namespaceSelector": {}, "podSelector": {"matchLabels": {"k8s-app": "kube-dns"}}}],
+        "ports": [{"protocol": "UDP", "port": DNS_PORT}, {"protocol": "TCP", "port": DNS_PORT}],
+    }
     rules: list[dict[str, Any]] = [{"to": [run_pods(run)]}, dns]
     if settings.egress_cidrs:
         rules.append({"to": [{"ipBlock": {"cidr": cidr}} for cidr in settings.egress_cidrs]})

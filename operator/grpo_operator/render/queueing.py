@@ -65,8 +65,9 @@ def cluster_labels(run: GRPORun) -> dict[str, str]:
     return labels
 
 
-def apply_steps(run: GRPORun, children: list[dict[str, Any]], *, cluster_exists: bool,
-                admitted: bool) -> list[tuple[Literal["create", "apply"], dict[str, Any]]]:  # fmt: skip
+def apply_steps(
+    run: GRPORun, children: list[dict[str, Any]], *, cluster_exists: bool, admitted: bool
+) -> list[tuple[Literal["create", "apply"], dict[str, Any]]]:
     """How the reconciler puts each child in place: `("apply", child)` (server-side apply) for all, except
     under a Kueue queue: the RayCluster is created as rendered (suspended) and never applied after that; the
     reward Deployment is left out until Kueue has admitted the cluster, so the scorers run with the GPUs or
@@ -91,8 +92,11 @@ def apply_steps(run: GRPORun, children: list[dict[str, Any]], *, cluster_exists:
             if not cluster_exists:
                 steps.append(("create", child))
             continue
-        if child["kind"] == "Deployment" and child["metadata"]["labels"].get(names.COMPONENT_LABEL) == "reward" \
-                and not admitted:  # fmt: skip
+        if (
+            child["kind"] == "Deployment"
+            and child["metadata"]["labels"].get(names.COMPONENT_LABEL) == "reward"
+            and not admitted
+        ):
             continue
         steps.append(("apply", child))
     return steps

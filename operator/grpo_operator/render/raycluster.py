@@ -58,9 +58,13 @@ def pod_env(run: GRPORun) -> list[dict[str, Any]]:
     # http_server_agent.py:20). The token itself only by reference (docs/SECURITY.md).
     env += [
         {"name": "RAY_AUTH_MODE", "value": "token"},
-        {"name": "RAY_AUTH_TOKEN", "valueFrom": {"secretKeyRef": {
-            "name": names.ray_auth_secret(run.metadata.name), "key": names.AUTH_TOKEN_KEY}}},
-    ]  # fmt: skip
+        {
+            "name": "RAY_AUTH_TOKEN",
+            "valueFrom": {
+                "secretKeyRef": {"name": names.ray_auth_secret(run.metadata.name), "key": names.AUTH_TOKEN_KEY}
+            },
+        },
+    ]
     secret = run.spec.hf_token_secret
     if secret is not None:
         env.append({"name": "HF_TOKEN", "valueFrom": {"secretKeyRef": {"name": secret.name, "key": secret.key}}})
@@ -98,32 +102,46 @@ def ray_resources_param(resources: dict[str, float]) -> str:
 # whole node (one per node, anti-affinity), so a head there leaves a worker Pending whenever GPU nodes are
 # untainted. A required node affinity, not a validation rule, so the default spec stays runnable: no node of a
 # GPU instance type (the well-known instance-type label), none labelled by NVIDIA's GPU feature discovery.
-HEAD_OFF_GPU_NODES: dict[str, Any] = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
-    "nodeSelectorTerms": [{"matchExpressions": [
-        {"key": INSTANCE_TYPE_LABEL, "operator": "NotIn", "values": sorted(str(n) for n in INSTANCES)},
-        {"key": "nvidia.com/gpu.present", "operator": "DoesNotExist"},
-    ]}],
-}}}  # fmt: skip
+HEAD_OFF_GPU_NODES: dict[str, Any] = {
+    "nodeAffinity": {
+        "requiredDuringSchedulingIgnoredDuringExecution": {
+            "nodeSelectorTerms": [
+                {
+                    "matchExpressions": [
+                        {"key": INSTANCE_TYPE_LABEL, "operator": "NotIn", "values": sorted(str(n) for n in INSTANCES)},
+                        {"key": "nvidia.com/gpu.present", "operator": "DoesNotExist"},
+                    ]
+                }
+            ],
+        }
+    }
+}
 
 
 def head_group(run: GRPORun, settings: RenderSettings) -> dict[str, Any]:
     spec = run.spec
     pod: dict[str, Any] = {
         "enableServiceLinks": False,
-        "containers": [{
-            "name": "ray-head",
-            "image": spec.image,
-            "ports": [{"containerPort": 6379, "name": "gcs"},
-                      {"containerPort": settings.dashboard_port, "name": "dashboard"},
-                      {"containerPort": 10001, "name": "client"}],
-            "env": pod_env(run),
-            "resources": {"requests": {"cpu": settings.head_cpu, "memory": settings.head_memory},
-                          "limits": {"memory": settings.head_memory}},
-            "volumeMounts": [_config_mount(settings)],
-            "securityContext": {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}},
-        }],
+        "containers": [
+            {
+                "name": "ray-head",
+                "image": spec.image,
+                "ports": [
+                    {"containerPort": 6379, "name": "gcs"},
+                    {"containerPort": settings.dashboard_port, "name": "dashboard"},
+                    {"containerPort": 10001, "name": "client"},
+                ],
+                "env": pod_env(run),
+                "resources": {
+                    "requests": {"cpu": settings.head_cpu, "memory": settings.head_memory},
+                    "limits": {"memory": settings.head_memory},
+                },
+                "volumeMounts": [_config_mount(settings)],
+                "securityContext": {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}},
+            }
+        ],
         "volumes": [_config_volume(run)],
-    }  # fmt: skip
+    }
     _place(pod, run, spec.scheduling.head_node_selector)
     if not spec.scheduling.head_node_selector:
         pod["affinity"] = HEAD_OFF_GPU_NODES
@@ -159,44 +177,62 @@ def worker_group(run: GRPORun, plan: RunPlan, settings: RenderSettings) -> dict[
     pod: dict[str, Any] = {
         "enableServiceLinks": False,
         "terminationGracePeriodSeconds": 300,
-        "affinity": {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [{
-            "labelSelector": {"matchLabels": names.selector(run.metadata.name, "ray-worker")},
-            "topologyKey": "kubernetes.io/hostname",
-        }]}},
+        "affinity": {
+            "podAntiAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": [
+                    {
+                        "labelSelector": {"matchLabels": names.selector(run.metadata.name, "ray-worker")},
+                        "topologyKey": "kubernetes.io/hostname",
+                    }
+                ]
+            }
+        },
         "tolerations": tolerations,
         # The launcher's preflight on EVERY worker before Ray starts there (the in-job one sees only the driver's
         # node): this node's GPUs, EFA devices, shm, libcuda and the intra-node all-reduce against the instance
         # type's floor (run config). Same resources as the Ray container, so the pod asks for nothing more. On a
         # failure the kubelet keeps the log tail as the termination message, whose `preflight failed: ...` line
         # edges/childstate.py puts into the GRPORun's status.
-        "initContainers": [{
-            "name": names.PREFLIGHT_CONTAINER,
-            "image": spec.image,
-            "command": [settings.python, "-m", "grpo_launcher", "preflight",
-                        "--config", f"{settings.config_dir}/{names.CONFIG_FILE}"],
-            "env": env,
-            "resources": {"requests": requests, "limits": limits},
-            "volumeMounts": volume_mounts,
-            "securityContext": security,
-            "terminationMessagePolicy": "FallbackToLogsOnError",
-        }],
-        "containers": [{
-            "name": "ray-worker",
-            "image": spec.image,
-            # The job driver runs here: miles's Prometheus collector and the launcher's provenance metric.
-            "ports": [{"containerPort": settings.prometheus_port, "name": "trainer-metrics"},
-                      {"containerPort": settings.launcher_metrics_port, "name": "launcher-metric"}],
-            "env": env,
-            "resources": {"requests": requests, "limits": limits},
-            "volumeMounts": volume_mounts,
-            "securityContext": security,
-        }],
+        "initContainers": [
+            {
+                "name": names.PREFLIGHT_CONTAINER,
+                "image": spec.image,
+                "command": [
+                    settings.python,
+                    "-m",
+                    "grpo_launcher",
+                    "preflight",
+                    "--config",
+                    f"{settings.config_dir}/{names.CONFIG_FILE}",
+                ],
+                "env": env,
+                "resources": {"requests": requests, "limits": limits},
+                "volumeMounts": volume_mounts,
+                "securityContext": security,
+                "terminationMessagePolicy": "FallbackToLogsOnError",
+            }
+        ],
+        "containers": [
+            {
+                "name": "ray-worker",
+                "image": spec.image,
+                # The job driver runs here: miles's Prometheus collector and the launcher's provenance metric.
+                "ports": [
+                    {"containerPort": settings.prometheus_port, "name": "trainer-metrics"},
+                    {"containerPort": settings.launcher_metrics_port, "name": "launcher-metric"},
+                ],
+                "env": env,
+                "resources": {"requests": requests, "limits": limits},
+                "volumeMounts": volume_mounts,
+                "securityContext": security,
+            }
+        ],
         "volumes": [
             {"name": "shared", "persistentVolumeClaim": {"claimName": spec.storage.claim_name}},
             {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": f"{plan.shm_gib}Gi"}},
             _config_volume(run),
         ],
-    }  # fmt: skip
+    }
     # Workers land only on nodes of the planned instance type (the well-known label every cloud sets): the plan's
     # GPU memory, EFA count and all-reduce floor are that type's, and without it the scheduler picks whichever GPU
     # node scores best (tests/operator/test_simulated_cluster.py saw a p5en run's worker on a p6-b300 node).

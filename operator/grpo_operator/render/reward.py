@@ -39,30 +39,41 @@ def deployment(run: GRPORun, remote: RemoteRewardSpec, settings: RenderSettings)
     pod: dict[str, Any] = {
         "enableServiceLinks": False,
         "securityContext": {"runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}},
-        "containers": [{
-            "name": "reward",
-            "image": reward_image(remote, settings),
-            "command": ["python", "-m", "reward_service", "--host", "0.0.0.0", "--port", str(port)],
-            "ports": [{"name": "http", "containerPort": port}],
-            "env": [
-                {"name": "REWARD_BACKEND", "value": remote.backend.value},
-                {"name": "REWARD_DEADLINE_S", "value": repr(remote.timeout_seconds)},
-                # One scoring process per requested CPU (without it, one per CPU of the node).
-                {"name": "REWARD_WORKERS", "value": settings.reward_cpu},
-            ],
-            "volumeMounts": [{"name": "tmp", "mountPath": "/tmp"}],
-            "resources": {"requests": {"cpu": settings.reward_cpu, "memory": settings.reward_memory},
-                          "limits": {"memory": settings.reward_memory}},
-            "startupProbe": {**probe, "failureThreshold": 30},
-            "readinessProbe": {**probe, "failureThreshold": 3},
-            "livenessProbe": {"httpGet": {"path": "/healthz", "port": "http"}, "periodSeconds": 10,
-                              "timeoutSeconds": 5, "failureThreshold": 6},
-            "securityContext": {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True,
-                                "capabilities": {"drop": ["ALL"]}},
-        }],
+        "containers": [
+            {
+                "name": "reward",
+                "image": reward_image(remote, settings),
+                "command": ["python", "-m", "reward_service", "--host", "0.0.0.0", "--port", str(port)],
+                "ports": [{"name": "http", "containerPort": port}],
+                "env": [
+                    {"name": "REWARD_BACKEND", "value": remote.backend.value},
+                    {"name": "REWARD_DEADLINE_S", "value": repr(remote.timeout_seconds)},
+                    # One scoring process per requested CPU (without it, one per CPU of the node).
+                    {"name": "REWARD_WORKERS", "value": settings.reward_cpu},
+                ],
+                "volumeMounts": [{"name": "tmp", "mountPath": "/tmp"}],
+                "resources": {
+                    "requests": {"cpu": settings.reward_cpu, "memory": settings.reward_memory},
+                    "limits": {"memory": settings.reward_memory},
+                },
+                "startupProbe": {**probe, "failureThreshold": 30},
+                "readinessProbe": {**probe, "failureThreshold": 3},
+                "livenessProbe": {
+                    "httpGet": {"path": "/healthz", "port": "http"},
+                    "periodSeconds": 10,
+                    "timeoutSeconds": 5,
+                    "failureThreshold": 6,
+                },
+                "securityContext": {
+                    "allowPrivilegeEscalation": False,
+                    "readOnlyRootFilesystem": True,
+                    "capabilities": {"drop": ["ALL"]},
+                },
+            }
+        ],
         # The root filesystem is read-only; the worker pool's forkserver needs a writable /tmp for its socket.
         "volumes": [{"name": "tmp", "emptyDir": {"sizeLimit": "256Mi"}}],
-    }  # fmt: skip
+    }
     if run.spec.scheduling.head_node_selector:
         pod["nodeSelector"] = dict(run.spec.scheduling.head_node_selector)
     return {

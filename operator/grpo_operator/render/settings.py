@@ -36,8 +36,9 @@ class RenderSettings(BaseModel):
     reward_cpu: str = "2"
     reward_memory: str = "4Gi"
     # NetworkPolicies of every run (render/networkpolicy.py).
-    network_policies: bool = Field(default=True, description="Render NetworkPolicies; off for clusters without a "
-                                   "policy engine.")  # fmt: skip
+    network_policies: bool = Field(
+        default=True, description="Render NetworkPolicies; off for clusters without a policy engine."
+    )
     operator_namespace: str | None = Field(default=None, description="The operator's namespace (None: the run's).")
     operator_pod_labels: dict[str, str] = Field(
         default_factory=lambda: {"app.kubernetes.io/name": "grpo-operator"},

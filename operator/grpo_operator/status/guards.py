@@ -54,20 +54,25 @@ def degenerate(state: GuardState, guards: GuardsSpec, metrics: TrainerMetrics | 
     if metrics is None:
         return None
     if state.streak >= guards.consecutive_rollouts and metrics.repetition_frac is not None:
-        return Trip(DEGENERATE,
-                    f"rollout/repetition_frac {metrics.repetition_frac:g} above guards.maxRepetitionFrac "
-                    f"{guards.max_repetition_frac:g} for {state.streak} consecutive rollouts")  # fmt: skip
+        return Trip(
+            DEGENERATE,
+            f"rollout/repetition_frac {metrics.repetition_frac:g} above guards.maxRepetitionFrac "
+            f"{guards.max_repetition_frac:g} for {state.streak} consecutive rollouts",
+        )
     done = metrics.rollout + 1 if metrics.rollout is not None else 0
     floor = guards.min_reward
     if done >= floor.after_rollouts and metrics.raw_reward is not None and metrics.raw_reward <= floor.value:
-        return Trip(DEGENERATE,
-                    f"rollout/raw_reward {metrics.raw_reward:g} at or below guards.minReward.value {floor.value:g} "
-                    f"after {done} rollouts")  # fmt: skip
+        return Trip(
+            DEGENERATE,
+            f"rollout/raw_reward {metrics.raw_reward:g} at or below guards.minReward.value {floor.value:g} "
+            f"after {done} rollouts",
+        )
     return None
 
 
-def stalled(state: GuardState, guards: GuardsSpec, attempt_since: datetime | None, now: datetime,
-            metrics_available: bool) -> Trip | None:  # fmt: skip
+def stalled(
+    state: GuardState, guards: GuardsSpec, attempt_since: datetime | None, now: datetime, metrics_available: bool
+) -> Trip | None:
     """No progress for `stallTimeoutSeconds` since the last new rollout of this attempt, or since the attempt's
     start plus `startupGraceSeconds`; judged only while the trainer's metrics can be read."""
     if not metrics_available:
@@ -81,6 +86,9 @@ def stalled(state: GuardState, guards: GuardsSpec, attempt_since: datetime | Non
         return None
     idle = (now - since).total_seconds()
     if idle > guards.stall_timeout_seconds:
-        return Trip(STALLED, f"no rollout progress for {int(idle)} s since {what} "
-                             f"(guards.stallTimeoutSeconds {guards.stall_timeout_seconds})")  # fmt: skip
+        return Trip(
+            STALLED,
+            f"no rollout progress for {int(idle)} s since {what} "
+            f"(guards.stallTimeoutSeconds {guards.stall_timeout_seconds})",
+        )
     return None

@@ -33,8 +33,15 @@ from grpo_operator.status.observation import JobState, Observation, RunSummary, 
 
 PREFLIGHT_MARK = "preflight failed:"
 UNVERIFIED = "Unverified"
-CONDITION_ORDER = ("Validated", "ResourcesReady", "RewardServiceReady", "JobRunning", "MetricsAvailable", "Healthy",
-                   "Complete")
+CONDITION_ORDER = (
+    "Validated",
+    "ResourcesReady",
+    "RewardServiceReady",
+    "JobRunning",
+    "MetricsAvailable",
+    "Healthy",
+    "Complete",
+)
 
 # Phase reasons: what `status.reason` can be in each phase (a failure file's own reason is added to Failed).
 REASONS: dict[Phase, tuple[str, ...]] = {
@@ -43,21 +50,53 @@ REASONS: dict[Phase, tuple[str, ...]] = {
     Phase.RUNNING: ("Running", "Suspending", guards.DEGENERATE, guards.STALLED),
     Phase.SUSPENDED: ("Suspended", "Preempted"),
     Phase.SUCCEEDED: ("Succeeded",),
-    Phase.FAILED: ("InvalidSpec", guards.DEGENERATE, guards.STALLED, UNVERIFIED, "PreflightFailed", "JobFailed",
-                   "JobStopped"),
+    Phase.FAILED: (
+        "InvalidSpec",
+        guards.DEGENERATE,
+        guards.STALLED,
+        UNVERIFIED,
+        "PreflightFailed",
+        "JobFailed",
+        "JobStopped",
+    ),
 }
 # Condition types and the reasons each can carry.
 CONDITION_REASONS: dict[str, tuple[str, ...]] = {
     "Validated": ("Valid", "InvalidSpec"),
     "ResourcesReady": ("Ready", "Provisioning", "Suspended", "WaitingForAdmission"),
     "RewardServiceReady": ("NotRequired", "NotCreated", "NotReady", "ScoringErrors", "Ready"),
-    "JobRunning": ("NotSubmitted", "Pending", "Running", "Suspending", "Suspended", "Preempted", "Stopped", "Succeeded",
-                   "Failed"),
-    "MetricsAvailable": ("NotRunning", "NotScraped", "Scraped", "NoRolloutYet", "ScrapeFailed", "ScrapeOutage",
-                         "RunSummary", "NoRunSummary"),
+    "JobRunning": (
+        "NotSubmitted",
+        "Pending",
+        "Running",
+        "Suspending",
+        "Suspended",
+        "Preempted",
+        "Stopped",
+        "Succeeded",
+        "Failed",
+    ),
+    "MetricsAvailable": (
+        "NotRunning",
+        "NotScraped",
+        "Scraped",
+        "NoRolloutYet",
+        "ScrapeFailed",
+        "ScrapeOutage",
+        "RunSummary",
+        "NoRunSummary",
+    ),
     "Healthy": ("NoMetrics", "MetricsHealthy", guards.DEGENERATE, guards.STALLED),
-    "Complete": ("InProgress", "Succeeded", UNVERIFIED, guards.DEGENERATE, guards.STALLED, "PreflightFailed",
-                 "JobFailed", "JobStopped"),
+    "Complete": (
+        "InProgress",
+        "Succeeded",
+        UNVERIFIED,
+        guards.DEGENERATE,
+        guards.STALLED,
+        "PreflightFailed",
+        "JobFailed",
+        "JobStopped",
+    ),
 }
 
 
@@ -73,16 +112,23 @@ class Decision:
 
 
 def _run_metrics(scraped: TrainerMetrics, now: datetime, source: Literal["Scrape", "RunSummary"]) -> RunMetrics:
-    return RunMetrics(rollout=scraped.rollout, raw_reward=scraped.raw_reward, repetition_frac=scraped.repetition_frac,
-                      truncated_ratio=scraped.truncated_ratio, step_time_seconds=scraped.step_time_seconds,
-                      updated_at=rfc3339(now), source=source)  # fmt: skip
+    return RunMetrics(
+        rollout=scraped.rollout,
+        raw_reward=scraped.raw_reward,
+        repetition_frac=scraped.repetition_frac,
+        truncated_ratio=scraped.truncated_ratio,
+        step_time_seconds=scraped.step_time_seconds,
+        updated_at=rfc3339(now),
+        source=source,
+    )
 
 
 def _as_trainer(metrics: RunMetrics | None) -> TrainerMetrics | None:
     if metrics is None:
         return None
-    return TrainerMetrics(metrics.rollout, metrics.raw_reward, metrics.repetition_frac, metrics.truncated_ratio,
-                          metrics.step_time_seconds)  # fmt: skip
+    return TrainerMetrics(
+        metrics.rollout, metrics.raw_reward, metrics.repetition_frac, metrics.truncated_ratio, metrics.step_time_seconds
+    )
 
 
 class _Conditions:
@@ -101,8 +147,14 @@ class _Conditions:
         text: Literal["True", "False", "Unknown"] = "Unknown" if status is None else ("True" if status else "False")
         old = self._old.get(type_)
         since = old.last_transition_time if old is not None and old.status == text else rfc3339(self._now)
-        self._new[type_] = Condition(type=type_, status=text, reason=reason, message=message[:32000],
-                                     last_transition_time=since, observed_generation=self._generation)  # fmt: skip
+        self._new[type_] = Condition(
+            type=type_,
+            status=text,
+            reason=reason,
+            message=message[:32000],
+            last_transition_time=since,
+            observed_generation=self._generation,
+        )
 
     def all(self) -> list[Condition]:
         rank = {t: i for i, t in enumerate(CONDITION_ORDER)}
@@ -116,8 +168,12 @@ def _last_line(message: str) -> str:
     """The last line of the job's output that says something: not the launcher's own bookkeeping."""
     for line in reversed(message.splitlines()):
         text = " ".join(line.split())
-        if text and "GRPO_RUN_SUMMARY" not in text and "last available logs" not in text \
-                and not text.startswith("[info] miles exited"):  # fmt: skip
+        if (
+            text
+            and "GRPO_RUN_SUMMARY" not in text
+            and "last available logs" not in text
+            and not text.startswith("[info] miles exited")
+        ):
             return text[:500]
     return ""
 
@@ -130,17 +186,21 @@ def job_failure(message: str, summary: RunSummary | None, logs: RunLogs | None) 
         return summary.failure.reason, f"{summary.failure.message}{where}"
     for line in reversed(message.splitlines()):
         if PREFLIGHT_MARK in line:
-            return "PreflightFailed", line[line.index(PREFLIGHT_MARK):].strip()
+            return "PreflightFailed", line[line.index(PREFLIGHT_MARK) :].strip()
     found = _EXIT.search(message)
-    code = summary.exit_code if summary is not None and summary.exit_code is not None else (
-        int(found.group(1)) if found else None)  # fmt: skip
+    code = (
+        summary.exit_code
+        if summary is not None and summary.exit_code is not None
+        else (int(found.group(1)) if found else None)
+    )
     head = f"the Ray job failed with exit code {code}" if code is not None else "the Ray job failed"
     last = _last_line(message)
     return "JobFailed", f"{head}: {last}{where}" if last else f"{head}{where}"
 
 
-def _checkpoint_before_suspend(prev: GRPORunStatus | None, obs: Observation, spec: GRPORunSpec,
-                               state: guards.GuardState, now: datetime) -> tuple[int | None, str, bool] | None:  # fmt: skip
+def _checkpoint_before_suspend(
+    prev: GRPORunStatus | None, obs: Observation, spec: GRPORunSpec, state: guards.GuardState, now: datetime
+) -> tuple[int | None, str, bool] | None:
     """While a suspended run waits for its checkpoint: (rollout when the sentinel existed, when it was asked for,
     whether to ask now); None when the job should stop now.
 
@@ -183,15 +243,30 @@ def _provenance(prev: GRPORunStatus | None, obs: Observation) -> RunProvenance |
 
 def new_attempt(status: GRPORunStatus, submission_id: str, state: JobState) -> GRPORunStatus:
     """The status once a new job (attempt) of the run exists: fresh guard state and stall clock."""
-    return status.model_copy(update={
-        "job_submission_id": submission_id, "job_status": state.value, "attempt": (status.attempt or 0) + 1,
-        "attempt_start_time": None, "guard_rollout": None, "repetition_streak": 0, "last_progress_time": None,
-        "suspend_requested_rollout": None, "suspend_requested_time": None,
-    })  # fmt: skip
+    return status.model_copy(
+        update={
+            "job_submission_id": submission_id,
+            "job_status": state.value,
+            "attempt": (status.attempt or 0) + 1,
+            "attempt_start_time": None,
+            "guard_rollout": None,
+            "repetition_streak": 0,
+            "last_progress_time": None,
+            "suspend_requested_rollout": None,
+            "suspend_requested_time": None,
+        }
+    )
 
 
-def _waiting_for_admission(prev: GRPORunStatus | None, obs: Observation, queue: str, *, conds: _Conditions,
-                           status: Callable[..., GRPORunStatus], tracked: Mapping[str, object]) -> Decision:
+def _waiting_for_admission(
+    prev: GRPORunStatus | None,
+    obs: Observation,
+    queue: str,
+    *,
+    conds: _Conditions,
+    status: Callable[..., GRPORunStatus],
+    tracked: Mapping[str, object],
+) -> Decision:
     """The RayCluster is suspended under a Kueue queue: not admitted yet (`Pending/Queued`), or suspended again
     by a preemption after its job ran (`Suspended/Preempted`). KubeRay v1.5.0 deletes every pod of a suspended
     cluster at once (ray-operator/controllers/ray/raycluster_controller.go:552-567), so a preempted job cannot
@@ -201,20 +276,31 @@ def _waiting_for_admission(prev: GRPORunStatus | None, obs: Observation, queue: 
     conds.set("ResourcesReady", False, "WaitingForAdmission", f"waiting for Kueue to admit the RayCluster in {where}")
     conds.set("MetricsAvailable", None, "NotRunning", "the trainer is not running")
     if obs.reward_required:
-        conds.set("RewardServiceReady", False, "NotCreated", "the reward service is created once Kueue admits the "
-                  "RayCluster")  # fmt: skip
+        conds.set(
+            "RewardServiceReady", False, "NotCreated", "the reward service is created once Kueue admits the RayCluster"
+        )
     conds.set("Complete", False, "InProgress", "")
     ran = prev is not None and prev.job_submission_id is not None and prev.phase in (Phase.RUNNING, Phase.PROVISIONING)
     preempted = ran or (prev is not None and prev.phase is Phase.SUSPENDED and prev.reason == "Preempted")
     if preempted:
-        message = (f"preempted by Kueue ({where}): KubeRay deleted the Ray pods; the run resumes from its last "
-                   "checkpoint once Kueue admits it again")  # fmt: skip
+        message = (
+            f"preempted by Kueue ({where}): KubeRay deleted the Ray pods; the run resumes from its last "
+            "checkpoint once Kueue admits it again"
+        )
         conds.set("JobRunning", False, "Preempted", message)
-        return Decision(status=status(Phase.SUSPENDED, "Preempted", message, **tracked),
-                        stop_job=obs.job is not None and obs.job.state.active)
+        return Decision(
+            status=status(Phase.SUSPENDED, "Preempted", message, **tracked),
+            stop_job=obs.job is not None and obs.job.state.active,
+        )
     conds.set("JobRunning", False, "NotSubmitted", "waiting for admission")
-    return Decision(status=status(Phase.PENDING, "Queued", f"waiting for Kueue to admit the RayCluster (all of its "
-                                  f"pods at once) in {where}", **tracked))  # fmt: skip
+    return Decision(
+        status=status(
+            Phase.PENDING,
+            "Queued",
+            f"waiting for Kueue to admit the RayCluster (all of its pods at once) in {where}",
+            **tracked,
+        )
+    )
 
 
 def decide(prev: GRPORunStatus | None, obs: Observation, spec: GRPORunSpec | None) -> Decision:
@@ -244,8 +330,9 @@ def decide(prev: GRPORunStatus | None, obs: Observation, spec: GRPORunSpec | Non
     }
     fresh = job is not None and job.submission_id != base["job_submission_id"]
     if fresh and job is not None:  # a job this status has not seen yet: a new attempt (resume, or a lost write)
-        base.update(job_submission_id=job.submission_id, attempt=(prev.attempt or 0) + 1 if prev else 1,
-                    attempt_start_time=None)  # fmt: skip
+        base.update(
+            job_submission_id=job.submission_id, attempt=(prev.attempt or 0) + 1 if prev else 1, attempt_start_time=None
+        )
     if job is not None:
         base["job_status"] = job.state.value
     same_attempt = carried is not None and not fresh
@@ -299,8 +386,12 @@ def decide(prev: GRPORunStatus | None, obs: Observation, spec: GRPORunSpec | Non
         if obs.metrics is not None:
             available = True
             if obs.metrics.rollout is None:
-                conds.set("MetricsAvailable", True, "NoRolloutYet",
-                          "the trainer's metrics endpoint answers; miles serves gauges only after its first rollout")
+                conds.set(
+                    "MetricsAvailable",
+                    True,
+                    "NoRolloutYet",
+                    "the trainer's metrics endpoint answers; miles serves gauges only after its first rollout",
+                )
             else:
                 conds.set("MetricsAvailable", True, "Scraped", f"rollout {obs.metrics.rollout} scraped")
         elif obs.metrics_error is not None:
@@ -308,8 +399,10 @@ def decide(prev: GRPORunStatus | None, obs: Observation, spec: GRPORunSpec | Non
             since = parse_rfc3339(old.last_transition_time) if old is not None and old.status == "False" else now
             outage = (now - (since or now)).total_seconds()
             if outage > spec.guards.stall_timeout_seconds:
-                text = (f"the trainer's metrics could not be read for {int(outage)} s: {obs.metrics_error}; "
-                        "progress and the stall guard are blind until they come back")  # fmt: skip
+                text = (
+                    f"the trainer's metrics could not be read for {int(outage)} s: {obs.metrics_error}; "
+                    "progress and the stall guard are blind until they come back"
+                )
                 if old is None or old.reason != "ScrapeOutage":
                     warnings.append(text)
                 conds.set("MetricsAvailable", False, "ScrapeOutage", text)
@@ -319,8 +412,12 @@ def decide(prev: GRPORunStatus | None, obs: Observation, spec: GRPORunSpec | Non
             conds.set("MetricsAvailable", None, "NotScraped", "waiting for the driver's node address")
     elif summary is not None:
         available = True
-        conds.set("MetricsAvailable", True, "RunSummary",
-                  f"end-of-run summary read from the job log: last rollout {summary.last_rollout}")
+        conds.set(
+            "MetricsAvailable",
+            True,
+            "RunSummary",
+            f"end-of-run summary read from the job log: last rollout {summary.last_rollout}",
+        )
     else:
         conds.set("MetricsAvailable", False, "NoRunSummary", "the job ended without an end-of-run summary in its log")
 
@@ -329,17 +426,32 @@ def decide(prev: GRPORunStatus | None, obs: Observation, spec: GRPORunSpec | Non
         if waiting is not None:
             requested_rollout, requested_time, request = waiting
             conds.set("JobRunning", True, "Suspending", "waiting for the checkpoint before stopping")
-            message = ("suspending: asking miles for a checkpoint" if requested_rollout is None else
-                       f"suspending: miles saves a checkpoint after rollout {requested_rollout + 1}; the job stops then")  # fmt: skip
-            return Decision(status=status(Phase.RUNNING, "Suspending", message, suspend_requested_rollout=requested_rollout,
-                                          suspend_requested_time=requested_time, **tracked),
-                            request_checkpoint=request)
+            message = (
+                "suspending: asking miles for a checkpoint"
+                if requested_rollout is None
+                else f"suspending: miles saves a checkpoint after rollout {requested_rollout + 1}; the job stops then"
+            )
+            return Decision(
+                status=status(
+                    Phase.RUNNING,
+                    "Suspending",
+                    message,
+                    suspend_requested_rollout=requested_rollout,
+                    suspend_requested_time=requested_time,
+                    **tracked,
+                ),
+                request_checkpoint=request,
+            )
         conds.set("ResourcesReady", None, "Suspended", "the RayCluster is deleted while suspended")
         conds.set("JobRunning", False, "Suspended", "stopped by spec.suspend")
         conds.set("MetricsAvailable", None, "NotRunning", "the trainer is not running")
-        return Decision(status=status(Phase.SUSPENDED, "Suspended", "stopped by spec.suspend; set it to false to resume",
-                                      **tracked),
-                        stop_job=job is not None and job.state.active, delete_cluster=True)
+        return Decision(
+            status=status(
+                Phase.SUSPENDED, "Suspended", "stopped by spec.suspend; set it to false to resume", **tracked
+            ),
+            stop_job=job is not None and job.state.active,
+            delete_cluster=True,
+        )
 
     if obs.cluster is not None and obs.cluster.queue is not None:
         return _waiting_for_admission(prev, obs, obs.cluster.queue, conds=conds, status=status, tracked=tracked)
@@ -369,12 +481,19 @@ def decide(prev: GRPORunStatus | None, obs: Observation, spec: GRPORunSpec | Non
         conds.set("Complete", False, "InProgress", "")
         if not (cluster_ok and reward_ok):
             phase = Phase.PENDING if obs.cluster is None else Phase.PROVISIONING
-            message = "creating the RayCluster" if obs.cluster is None else (obs.cluster.message or "waiting for the RayCluster")
+            message = (
+                "creating the RayCluster"
+                if obs.cluster is None
+                else (obs.cluster.message or "waiting for the RayCluster")
+            )
             if not reward_ok:
                 message = f"{message}; reward service: {obs.reward.message if obs.reward else 'not created yet'}"
             return Decision(status=status(phase, "Provisioning", message, **tracked), apply_children=True)
-        return Decision(status=status(Phase.PROVISIONING, "Submitting", "submitting the Ray job", **tracked),
-                        apply_children=True, submit_job=True)  # fmt: skip
+        return Decision(
+            status=status(Phase.PROVISIONING, "Submitting", "submitting the Ray job", **tracked),
+            apply_children=True,
+            submit_job=True,
+        )
 
     # A job exists.
     if job.state is JobState.RUNNING:
@@ -403,17 +522,28 @@ def decide(prev: GRPORunStatus | None, obs: Observation, spec: GRPORunSpec | Non
         if trip is not None and spec.guards.action is GuardAction.STOP:
             conds.set("JobRunning", False, "Stopped", f"stopped by the operator: {trip.message}")
             conds.set("Complete", True, trip.reason, trip.message)
-            return Decision(status=status(Phase.FAILED, trip.reason, trip.message, **tracked), stop_job=True,
-                            warnings=[*warnings, trip.message])  # fmt: skip
+            return Decision(
+                status=status(Phase.FAILED, trip.reason, trip.message, **tracked),
+                stop_job=True,
+                warnings=[*warnings, trip.message],
+            )
         if trip is not None:
             warnings.append(trip.message)
         if obs.cluster is not None and not obs.cluster.ready:
             # A lost worker: KubeRay v1.5.0 keeps `state: ready` and RayClusterProvisioned=True and only lowers
             # readyWorkerReplicas (edges/childstate.cluster_ready counts it); the job runs short of its GPUs.
-            return Decision(status=status(Phase.PROVISIONING, "Provisioning", obs.cluster.message, **tracked),
-                            warnings=warnings)
-        return Decision(status=status(Phase.RUNNING, trip.reason if trip else "Running",
-                                      trip.message if trip else f"rollout {progress}", **tracked), warnings=warnings)  # fmt: skip
+            return Decision(
+                status=status(Phase.PROVISIONING, "Provisioning", obs.cluster.message, **tracked), warnings=warnings
+            )
+        return Decision(
+            status=status(
+                Phase.RUNNING,
+                trip.reason if trip else "Running",
+                trip.message if trip else f"rollout {progress}",
+                **tracked,
+            ),
+            warnings=warnings,
+        )
     conds.set("JobRunning", False, job.state.value.capitalize(), _last_line(job.message))
     if job.state is JobState.SUCCEEDED:
         if trip is not None:
@@ -422,14 +552,19 @@ def decide(prev: GRPORunStatus | None, obs: Observation, spec: GRPORunSpec | Non
             return Decision(status=status(Phase.FAILED, trip.reason, message, **tracked), warnings=[*warnings, message])
         final = metrics is not None and metrics.rollout == total - 1
         if not final:
-            last = f"the last rollout observed is {progress}" if metrics is not None else "no rollout metrics were observed"
+            last = (
+                f"the last rollout observed is {progress}"
+                if metrics is not None
+                else "no rollout metrics were observed"
+            )
             how = "" if summary is not None else " and its log has no end-of-run summary"
             message = f"the Ray job succeeded but the end cannot be verified: {last}{how}"
             conds.set("Complete", True, UNVERIFIED, message)
             return Decision(status=status(Phase.FAILED, UNVERIFIED, message, **tracked), warnings=[*warnings, message])
         conds.set("Complete", True, "Succeeded", f"{progress} rollouts")
-        return Decision(status=status(Phase.SUCCEEDED, "Succeeded", f"completed {progress} rollouts", **tracked),
-                        warnings=warnings)  # fmt: skip
+        return Decision(
+            status=status(Phase.SUCCEEDED, "Succeeded", f"completed {progress} rollouts", **tracked), warnings=warnings
+        )
     if job.state is JobState.STOPPED:
         reason, message = "JobStopped", "the Ray job was stopped outside the operator"
     else:

@@ -61,17 +61,24 @@ def parse(text: str) -> RunSummary | None:
         if at < 0:
             continue
         try:
-            data = json.loads(line[at + len(MARK):])
+            data = json.loads(line[at + len(MARK) :])
         except ValueError:
             continue
         if not isinstance(data, dict) or data.get("version") != 1:
             continue
         rollouts = tuple(r for r in (_rollout(i) for i in data.get("rollouts") or []) if r is not None)
         last = data.get("last_rollout")
-        provenance = {str(k): str(v)[:256] for k, v in (data.get("provenance") or {}).items()} \
-            if isinstance(data.get("provenance"), dict) else {}  # fmt: skip
+        provenance = (
+            {str(k): str(v)[:256] for k, v in (data.get("provenance") or {}).items()}
+            if isinstance(data.get("provenance"), dict)
+            else {}
+        )
         code = data.get("exit_code")
-        return RunSummary(exit_code=code if isinstance(code, int) else None,
-                          last_rollout=last if isinstance(last, int) else None, rollouts=rollouts[-MAX_ROLLOUTS:],
-                          provenance=provenance, failure=_failure(data.get("failure")))  # fmt: skip
+        return RunSummary(
+            exit_code=code if isinstance(code, int) else None,
+            last_rollout=last if isinstance(last, int) else None,
+            rollouts=rollouts[-MAX_ROLLOUTS:],
+            provenance=provenance,
+            failure=_failure(data.get("failure")),
+        )
     return None

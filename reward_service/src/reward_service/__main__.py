@@ -37,9 +37,11 @@ def temp_dir_problem(directory: str | None = None) -> str | None:
         os.rmdir(tempfile.mkdtemp(prefix="reward-service-check-", dir=directory))
     except OSError as error:
         where = directory or os.environ.get("TMPDIR") or "/tmp"
-        return (f"no writable temporary directory ({where}: {error.strerror or error}); the worker pool's "
-                "forkserver needs one for its socket: mount a writable volume (an emptyDir) at /tmp, or "
-                "set TMPDIR to a writable directory")
+        return (
+            f"no writable temporary directory ({where}: {error.strerror or error}); the worker pool's "
+            "forkserver needs one for its socket: mount a writable volume (an emptyDir) at /tmp, or "
+            "set TMPDIR to a writable directory"
+        )
     return None
 
 
@@ -65,12 +67,13 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{PROG}: cannot start: {problem}", file=sys.stderr)
         return 2
 
-    logging.basicConfig(level=settings.log_level.value.upper(),
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=settings.log_level.value.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
     for name in unknown_variables(os.environ):
         logging.getLogger("reward_service").warning(
-            "ignoring %s: not a setting of this service (a typo, or a Kubernetes service-link variable)",
-            name)
+            "ignoring %s: not a setting of this service (a typo, or a Kubernetes service-link variable)", name
+        )
 
     uvicorn.run(
         create_app(settings),

@@ -51,11 +51,13 @@ class ScoreRequest(BaseModel):
 
     model_config = ConfigDict(extra="ignore")
 
-    prompt: JsonValue = Field(default=None, description="The prompt (a string or chat messages); "
-                              "used by the reward_model backend only")
+    prompt: JsonValue = Field(
+        default=None, description="The prompt (a string or chat messages); used by the reward_model backend only"
+    )
     response: StrictStr = Field(description="The generated text to score")
     label: StrictStr | StrictInt | StrictFloat | None = Field(
-        default=None, description="The gold answer; required by the math_verify backend")
+        default=None, description="The gold answer; required by the math_verify backend"
+    )
 
 
 class ErrorBody(BaseModel):
@@ -100,8 +102,7 @@ class RewardService:
             workers=settings.workers,
             deadline_s=settings.hard_deadline_s,
         )
-        self.health = HealthWindow(settings.ready_window_s, settings.ready_min_requests,
-                                   settings.ready_max_error_ratio)
+        self.health = HealthWindow(settings.ready_window_s, settings.ready_min_requests, settings.ready_max_error_ratio)
         self.metrics = ServiceMetrics(self.live_values)
         self.in_flight = 0
 
@@ -121,8 +122,10 @@ class RewardService:
             return "no scoring worker is alive"
         if self.health.failing():
             items, errors = self.health.counts()
-            return (f"scoring is failing: {errors} service errors in the last {items} items "
-                    f"(over REWARD_READY_MAX_ERROR_RATIO={self.settings.ready_max_error_ratio:g})")
+            return (
+                f"scoring is failing: {errors} service errors in the last {items} items "
+                f"(over REWARD_READY_MAX_ERROR_RATIO={self.settings.ready_max_error_ratio:g})"
+            )
         return None
 
     def _account(self, outcome: Outcome, items: int = 1) -> None:
@@ -147,18 +150,24 @@ class RewardService:
         limit = self.settings.max_queue
         if count > limit:
             self._account(Outcome.OVERLOADED, count)
-            raise Rejected(413, f"a batch of {count} items is larger than REWARD_MAX_QUEUE={limit}: "
-                           "split it into smaller batches", Outcome.OVERLOADED)
+            raise Rejected(
+                413,
+                f"a batch of {count} items is larger than REWARD_MAX_QUEUE={limit}: split it into smaller batches",
+                Outcome.OVERLOADED,
+            )
         if self.in_flight + count > limit:
             self._account(Outcome.OVERLOADED, count)
-            raise Rejected(503, f"the scoring queue is full ({self.in_flight} of {limit} items in flight); "
-                           "retry after the Retry-After delay", Outcome.OVERLOADED,
-                           self.settings.retry_after_s)
+            raise Rejected(
+                503,
+                f"the scoring queue is full ({self.in_flight} of {limit} items in flight); "
+                "retry after the Retry-After delay",
+                Outcome.OVERLOADED,
+                self.settings.retry_after_s,
+            )
 
     async def _score_one(self, label: str | None, item: ScoreRequest) -> worker.ItemResult:
         if label is not None and self.settings.inline_max_chars:
-            quick = worker.quick_verdict(label, item.response, self.settings.extraction,
-                                         self.settings.inline_max_chars)
+            quick = worker.quick_verdict(label, item.response, self.settings.extraction, self.settings.inline_max_chars)
             if quick is not None:
                 return quick
         return await self.pool.score(label, item.response, item.prompt)
@@ -185,20 +194,30 @@ class RewardService:
                 log.error("service error while scoring (%s): %s", _digest(item.response), result)
                 if not isinstance(result, PoolError):
                     log.error("unexpected error type %s", type(result).__name__)
-                failure = Rejected(503, f"{where}the service failed to score this item ({result}); "
-                                   "no reward was computed", outcome, self.settings.retry_after_s)
+                failure = Rejected(
+                    503,
+                    f"{where}the service failed to score this item ({result}); no reward was computed",
+                    outcome,
+                    self.settings.retry_after_s,
+                )
                 continue
             assert isinstance(result, worker.ItemResult)
             if outcome is Outcome.BAD_LABEL:
                 failure = failure or Rejected(
-                    422, f"{where}{result.detail}: send the gold answer as LaTeX or a number math_verify "
-                    "can parse", outcome)
+                    422,
+                    f"{where}{result.detail}: send the gold answer as LaTeX or a number math_verify can parse",
+                    outcome,
+                )
             elif outcome is Outcome.TIMEOUT:
                 log.warning("timeout while scoring (%s): %s", _digest(item.response), result.detail)
                 if self.settings.on_timeout is TimeoutPolicy.UNAVAILABLE:
                     failure = failure or Rejected(
-                        503, f"{where}scoring this response overran its deadline ({result.detail}) and "
-                        "REWARD_ON_TIMEOUT=unavailable", outcome, self.settings.retry_after_s)
+                        503,
+                        f"{where}scoring this response overran its deadline ({result.detail}) and "
+                        "REWARD_ON_TIMEOUT=unavailable",
+                        outcome,
+                        self.settings.retry_after_s,
+                    )
             rewards.append(result.reward)
         if failure is not None:
             raise failure
@@ -224,13 +243,18 @@ def _validation_message(error: RequestValidationError) -> str:
         shown = repr(problem.get("input"))
         shown = shown if len(shown) <= 80 else shown[:77] + "..."
         problems.setdefault(location, f"{location} {rule} (got {shown})")
-    return ("; ".join(problems.values()) + ". Send a JSON object {\"prompt\": ..., \"response\": \"<text>\", "
-            "\"label\": <string, integer, float or null>} (a list of them for /score/batch)")
+    return (
+        "; ".join(problems.values()) + '. Send a JSON object {"prompt": ..., "response": "<text>", '
+        '"label": <string, integer, float or null>} (a list of them for /score/batch)'
+    )
 
 
 _ERRORS: dict[int | str, dict[str, Any]] = {
     400: {"model": ErrorBody, "description": "The body is not JSON"},
-    413: {"model": ErrorBody, "description": "The batch is larger than the queue, or the body than REWARD_MAX_BODY_BYTES"},
+    413: {
+        "model": ErrorBody,
+        "description": "The batch is larger than the queue, or the body than REWARD_MAX_BODY_BYTES",
+    },
     422: {"model": ErrorBody, "description": "The body or the gold label cannot be used"},
     503: {"model": ErrorBody, "description": "Queue full or service failure (Retry-After is set)"},
 }
@@ -265,19 +289,22 @@ def create_app(settings: RewardSettings) -> FastAPI:
         service.metrics.count(Outcome.BAD_REQUEST)
         return JSONResponse({"detail": _validation_message(error), "outcome": Outcome.BAD_REQUEST.value}, 422)
 
-    app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes,
-                       on_refused=lambda: service.metrics.count(Outcome.BAD_REQUEST))
+    app.add_middleware(
+        BodyLimit, max_bytes=settings.max_body_bytes, on_refused=lambda: service.metrics.count(Outcome.BAD_REQUEST)
+    )
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(request: Request, error: StarletteHTTPException) -> Response:
         if isinstance(error, BodyTooLarge):
-            return JSONResponse({"detail": error.detail, "outcome": Outcome.BAD_REQUEST.value}, 413,
-                                headers={"Connection": "close"})
+            return JSONResponse(
+                {"detail": error.detail, "outcome": Outcome.BAD_REQUEST.value}, 413, headers={"Connection": "close"}
+            )
         if error.status_code != 400:
             return await http_exception_handler(request, error)
         service.metrics.count(Outcome.BAD_REQUEST)
-        detail = (f"the body could not be read as JSON ({error.detail}); send UTF-8 JSON with "
-                  "Content-Type: application/json")
+        detail = (
+            f"the body could not be read as JSON ({error.detail}); send UTF-8 JSON with Content-Type: application/json"
+        )
         return JSONResponse({"detail": detail, "outcome": Outcome.BAD_REQUEST.value}, 400)
 
     async def timed(endpoint: str, items: Sequence[ScoreRequest], batch: bool) -> Response:

@@ -28,8 +28,11 @@ class BodyTooLarge(HTTPException):
     """A body over the limit; `detail` says how large it was, the limit, and what to do."""
 
     def __init__(self, size: str, max_bytes: int) -> None:
-        super().__init__(413, f"the request body ({size}) is larger than {SETTING}={max_bytes}: "
-                              "send smaller batches, or raise the setting")  # fmt: skip
+        super().__init__(
+            413,
+            f"the request body ({size}) is larger than {SETTING}={max_bytes}: "
+            "send smaller batches, or raise the setting",
+        )
 
 
 class BodyLimit:
@@ -67,7 +70,15 @@ class BodyLimit:
 
 async def _reply(send: Send, error: BodyTooLarge) -> None:
     body = json.dumps({"detail": error.detail, "outcome": "bad_request"}).encode()
-    await send({"type": "http.response.start", "status": 413,
-                "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
-                            (b"connection", b"close")]})  # fmt: skip
+    await send(
+        {
+            "type": "http.response.start",
+            "status": 413,
+            "headers": [
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(body)).encode()),
+                (b"connection", b"close"),
+            ],
+        }
+    )
     await send({"type": "http.response.body", "body": body})

@@ -158,8 +158,7 @@ def extract_final_answer(response: str, mode: Extraction) -> str | None:
 def label_text(label: str | int | float | None) -> str:
     """The gold label as answer text: integers and floats are accepted, null and empty are not."""
     if label is None:
-        raise LabelError(
-            "label is null: the math_verify backend needs the gold answer; send it as a string or number")
+        raise LabelError("label is null: the math_verify backend needs the gold answer; send it as a string or number")
     if isinstance(label, bool):
         raise LabelError(f"label {label!r} is a boolean: send the gold answer as a string or number")
     if isinstance(label, int):
@@ -172,7 +171,7 @@ def label_text(label: str | int | float | None) -> str:
         return format(Decimal(repr(label)), "f")
     text = label.strip()
     if not text:
-        raise LabelError("label is empty: send the gold answer, e.g. \"42\" or \"\\\\frac{1}{2}\"")
+        raise LabelError('label is empty: send the gold answer, e.g. "42" or "\\\\frac{1}{2}"')
     return text
 
 

@@ -126,8 +126,10 @@ class ScoringPool:
             if not generation.pool.active:
                 reason = "the worker pool broke (all workers lost)"
             elif generation.stalled_for() > self.stall_s:
-                reason = (f"the worker pool stalled: {len(generation.pending)} items pending and none "
-                          f"finished in {self.stall_s:g} s")
+                reason = (
+                    f"the worker pool stalled: {len(generation.pending)} items pending and none "
+                    f"finished in {self.stall_s:g} s"
+                )
             if reason is not None:
                 log.error("%s; replacing it with a new pool", reason)
                 self.rebuilds += 1
@@ -175,8 +177,7 @@ class ScoringPool:
     async def score(self, label: str | None, response: str, prompt: Any = None) -> worker.ItemResult:
         generation = self._current()
         try:
-            future = generation.pool.schedule(worker.score, args=(label, response, prompt),
-                                              timeout=self.deadline_s)
+            future = generation.pool.schedule(worker.score, args=(label, response, prompt), timeout=self.deadline_s)
         except RuntimeError as error:  # the pool broke between the check and the call
             raise PoolError(f"the worker pool is not accepting work: {error}") from error
         generation.track(future)

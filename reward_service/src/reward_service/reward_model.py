@@ -36,7 +36,8 @@ class RewardModel:
         self._max_length = max_length
         self._tokenizer = transformers.AutoTokenizer.from_pretrained(model_name)
         self._model = transformers.AutoModelForSequenceClassification.from_pretrained(
-            model_name, torch_dtype=torch.float32)
+            model_name, torch_dtype=torch.float32
+        )
         self._model.eval()
 
     def score(self, prompt: Any, response: str) -> float:

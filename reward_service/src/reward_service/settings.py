@@ -96,8 +96,12 @@ class RewardSettings(BaseSettings):
     inline_max_chars: int = Field(default=16384, ge=0, le=65_536)  # 0: every item goes to a worker
     cache_mib: int = Field(default=64, ge=0, le=4096)  # per worker, parses and verdicts together
     max_body_bytes: int = Field(default=16 * 1024 * 1024, ge=1024, le=1024 * 1024 * 1024)  # larger: 413
-    model_name: str = Field(default="OpenAssistant/reward-model-deberta-v3-large-v2", min_length=1,
-                            max_length=256, pattern=r"^[A-Za-z0-9._/-]+$")
+    model_name: str = Field(
+        default="OpenAssistant/reward-model-deberta-v3-large-v2",
+        min_length=1,
+        max_length=256,
+        pattern=r"^[A-Za-z0-9._/-]+$",
+    )
     max_length: int = Field(default=2048, ge=8, le=131_072)
     torch_threads: int = Field(default=1, ge=1, le=256)
     log_level: LogLevel = LogLevel.INFO
@@ -193,5 +197,4 @@ def check_backend_available(settings: RewardSettings) -> None:
 def unknown_variables(environ: Mapping[str, str]) -> list[str]:
     """`REWARD_*` variables that are not settings (a typo, or a Kubernetes service link variable)."""
     known = {(ENV_PREFIX + name).upper() for name in RewardSettings.model_fields}
-    return sorted(name for name in environ
-                  if name.upper().startswith(ENV_PREFIX) and name.upper() not in known)
+    return sorted(name for name in environ if name.upper().startswith(ENV_PREFIX) and name.upper() not in known)

@@ -114,8 +114,14 @@ def initialize(config: WorkerConfig) -> None:
 
 
 _WARM_UP_PAIRS = (
-    ("\\frac{1}{2}", "0.5"), ("\\sqrt{8}", "2\\sqrt{2}"), ("3", "x=3"), ("(x+1)^2", "x^2+2x+1"),
-    ("\\frac{\\pi}{4}", "0.785398"), ("\\{1,2\\}", "(1, 2)"), ("10", "\\binom{5}{2}"), ("42", "42^\\circ"),
+    ("\\frac{1}{2}", "0.5"),
+    ("\\sqrt{8}", "2\\sqrt{2}"),
+    ("3", "x=3"),
+    ("(x+1)^2", "x^2+2x+1"),
+    ("\\frac{\\pi}{4}", "0.785398"),
+    ("\\{1,2\\}", "(1, 2)"),
+    ("10", "\\binom{5}{2}"),
+    ("42", "42^\\circ"),
 )
 
 
@@ -127,8 +133,11 @@ def warm_up() -> None:
     """
     logging.getLogger("math_verify").setLevel(logging.CRITICAL)
     for gold, answer in _WARM_UP_PAIRS:
-        verify(parse("\\boxed{" + gold + "}", parsing_timeout=None),
-               parse("\\boxed{" + answer + "}", parsing_timeout=None), timeout_seconds=None)
+        verify(
+            parse("\\boxed{" + gold + "}", parsing_timeout=None),
+            parse("\\boxed{" + answer + "}", parsing_timeout=None),
+            timeout_seconds=None,
+        )
 
 
 def quick_verdict(label: str, response: str, extraction: Extraction, max_chars: int) -> ItemResult | None:

@@ -35,8 +35,10 @@ def echo(value: object, limit: int = ECHO_CHARS) -> str:
 def _small(value: object) -> bool:
     """Cheap to serialise for a message: scalars, and containers of a few items."""
     if isinstance(value, list | dict):
-        return len(value) <= 16 and all(isinstance(v, str | int | float | bool) or v is None
-                                         for v in (value.values() if isinstance(value, dict) else value))
+        return len(value) <= 16 and all(
+            isinstance(v, str | int | float | bool) or v is None
+            for v in (value.values() if isinstance(value, dict) else value)
+        )
     return True
 
 
@@ -47,15 +49,13 @@ class ConfigError(Exception):
 class _Strict(BaseModel):
     """camelCase on the wire, snake_case in Python, unknown keys refused."""
 
-    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid", frozen=True,
-                              strict=True)
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid", frozen=True, strict=True)
 
 
 class _Open(BaseModel):
     """camelCase on the wire, unknown keys kept (these sections evolve with the operator)."""
 
-    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="allow", frozen=True,
-                              strict=True)
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="allow", frozen=True, strict=True)
 
 
 class RunRef(_Open):
@@ -130,8 +130,10 @@ def format_validation_error(source: str, error: ValidationError) -> str:
 def parse_run_config(text: str, source: str = "<string>") -> RunConfig:
     """Parse the JSON text of a run config, raising ConfigError with a user-facing message."""
     if len(text) > MAX_CONFIG_BYTES:
-        raise ConfigError(f"run config {source} is {len(text)} characters, more than a ConfigMap holds "
-                          f"({MAX_CONFIG_BYTES} bytes); fix: re-render it")  # fmt: skip
+        raise ConfigError(
+            f"run config {source} is {len(text)} characters, more than a ConfigMap holds "
+            f"({MAX_CONFIG_BYTES} bytes); fix: re-render it"
+        )
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
@@ -140,8 +142,10 @@ def parse_run_config(text: str, source: str = "<string>") -> RunConfig:
             "fix: render it with json.dumps"
         ) from None
     except RecursionError:
-        raise ConfigError(f"run config {source} is nested too deeply to read; no run config field is nested "
-                          "more than a few levels: fix: re-render it") from None  # fmt: skip
+        raise ConfigError(
+            f"run config {source} is nested too deeply to read; no run config field is nested "
+            "more than a few levels: fix: re-render it"
+        ) from None
     if not isinstance(data, dict):
         raise ConfigError(f"run config {source}: top level is {type(data).__name__}, must be an object")
     try:
@@ -164,11 +168,13 @@ def load_run_config(path: Path) -> RunConfig:
     except OSError as exc:
         raise ConfigError(f"run config {path} cannot be read: {exc.strerror}") from None
     if len(data) > MAX_CONFIG_BYTES:
-        raise ConfigError(f"run config {path} is larger than a ConfigMap holds ({MAX_CONFIG_BYTES} bytes); "
-                          "fix: re-render it")  # fmt: skip
+        raise ConfigError(
+            f"run config {path} is larger than a ConfigMap holds ({MAX_CONFIG_BYTES} bytes); fix: re-render it"
+        )
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise ConfigError(f"run config {path} is not UTF-8 text (byte {exc.start + 1}); "
-                          "fix: re-render it as JSON") from None  # fmt: skip
+        raise ConfigError(
+            f"run config {path} is not UTF-8 text (byte {exc.start + 1}); fix: re-render it as JSON"
+        ) from None
     return parse_run_config(text, str(path))

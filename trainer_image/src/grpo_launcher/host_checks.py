@@ -287,5 +287,6 @@ def check_checkpoint_dir(paths: HostPaths, directory: Path, checkpoint_gib: floa
             **data,
         )
     pending = "" if where == directory else f" (not created yet: miles creates it under {where})"
-    return passed(name, f"{directory} writable{pending}, {free:.1f} GiB free (>= {need:g} GiB for two checkpoints)",
-                  **data)
+    return passed(
+        name, f"{directory} writable{pending}, {free:.1f} GiB free (>= {need:g} GiB for two checkpoints)", **data
+    )

@@ -39,9 +39,13 @@ def check_prometheus_client() -> CheckResult:
     try:
         Gauge(name, DOTTED_KEY, ["run_name"], registry=CollectorRegistry()).labels("probe").set(1.0)
     except ValueError as exc:
-        return failed("prometheus_client", f"prometheus_client {version} rejects the gauge miles makes for "
-                      f"{DOTTED_KEY!r} ({exc}): later metrics of that update are lost; install "
-                      f"prometheus_client>={MIN_PROMETHEUS_CLIENT}", version=version)  # fmt: skip
+        return failed(
+            "prometheus_client",
+            f"prometheus_client {version} rejects the gauge miles makes for "
+            f"{DOTTED_KEY!r} ({exc}): later metrics of that update are lost; install "
+            f"prometheus_client>={MIN_PROMETHEUS_CLIENT}",
+            version=version,
+        )
     return passed(
         "prometheus_client", f"prometheus_client {version} accepts miles's dotted gauge names", version=version
     )

@@ -151,8 +151,9 @@ def run(config: RunConfig, miles_argv: Sequence[str], options: RunOptions, out: 
     return code
 
 
-def _preflight_and_miles(config: RunConfig, miles_argv: Sequence[str], options: RunOptions, out: TextIO,
-                         record: tuple[RolloutLog, Path]) -> int:  # fmt: skip
+def _preflight_and_miles(
+    config: RunConfig, miles_argv: Sequence[str], options: RunOptions, out: TextIO, record: tuple[RolloutLog, Path]
+) -> int:
     rollouts, failure_file = record
     if not options.skip_preflight:
         report = run_preflight(config.preflight, options.preflight, out)

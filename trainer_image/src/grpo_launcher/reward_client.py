@@ -196,8 +196,10 @@ async def _post(url: str, body: Any, policy: Policy) -> Any:
         backoff = min(BACKOFF_MAX_S, BACKOFF_FIRST_S * 2 ** (attempt - 1)) * random.uniform(0.5, 1.0)  # noqa: S311 (jitter, not secrecy)
         delay = wait_hint if wait_hint is not None else backoff
         if elapsed + delay > policy.budget_s:
-            raise _fail(f"{url}: no reward after {attempt} attempts in {elapsed:.0f} s "
-                        f"({BUDGET_ENV}={policy.budget_s:g}); last: {why}")  # fmt: skip
+            raise _fail(
+                f"{url}: no reward after {attempt} attempts in {elapsed:.0f} s "
+                f"({BUDGET_ENV}={policy.budget_s:g}); last: {why}"
+            )
         STATS.retries += 1
         log.warning("reward service %s; retry %d in %.1f s", _one_line(why, 200), attempt, delay)
         await asyncio.sleep(delay)
@@ -215,8 +217,12 @@ def _payload(sample: Any) -> dict[str, Any]:
 
 def _unscorable(detail: str) -> float:
     STATS.unscorable += 1
-    log.warning("reward service cannot score a label (%s); it scores %s (%d so far)", detail,
-                UNSCORABLE_REWARD, STATS.unscorable)  # fmt: skip
+    log.warning(
+        "reward service cannot score a label (%s); it scores %s (%d so far)",
+        detail,
+        UNSCORABLE_REWARD,
+        STATS.unscorable,
+    )
     return UNSCORABLE_REWARD
 
 

@@ -68,8 +68,11 @@ def parse_metrics_line(line: str) -> tuple[int, dict[str, float]] | None:
         return None
     if not isinstance(data, dict):
         return None
-    kept = {KEYS[k]: float(v) for k, v in data.items()
-            if k in KEYS and isinstance(v, int | float) and not isinstance(v, bool)}  # fmt: skip
+    kept = {
+        KEYS[k]: float(v)
+        for k, v in data.items()
+        if k in KEYS and isinstance(v, int | float) and not isinstance(v, bool)
+    }
     return int(found.group(1)), kept
 
 
@@ -86,7 +89,7 @@ class RolloutLog:
     def feed(self, line: str) -> None:
         at = line.find(FAILURE_LINE_MARK)
         if at >= 0 and self.failure is None:
-            self.failure = _failure_object(line[at + len(FAILURE_LINE_MARK):])
+            self.failure = _failure_object(line[at + len(FAILURE_LINE_MARK) :])
             return
         parsed = parse_metrics_line(line)
         if parsed is None:
@@ -104,8 +107,12 @@ class RolloutLog:
     def snapshot(self) -> dict[str, Any]:
         with self._lock:
             rollouts = [{"rollout": r, **{f: v.get(f) for f in KEYS.values()}} for r, v in self._rollouts.items()]
-            return {"first_rollout": self._first, "last_rollout": rollouts[-1]["rollout"] if rollouts else None,
-                    "rollouts_logged": self._count, "rollouts": rollouts}  # fmt: skip
+            return {
+                "first_rollout": self._first,
+                "last_rollout": rollouts[-1]["rollout"] if rollouts else None,
+                "rollouts_logged": self._count,
+                "rollouts": rollouts,
+            }
 
 
 def _failure_object(text: str) -> dict[str, str] | None:
@@ -126,7 +133,14 @@ def read_failure(path: Path) -> dict[str, str] | None:
         return None
 
 
-def summary_line(exit_code: int, rollouts: RolloutLog, provenance: Mapping[str, str], failure: dict[str, str] | None) -> str:
-    payload = {"version": 1, "exit_code": exit_code, **rollouts.snapshot(), "provenance": dict(provenance),
-               "failure": failure}  # fmt: skip
+def summary_line(
+    exit_code: int, rollouts: RolloutLog, provenance: Mapping[str, str], failure: dict[str, str] | None
+) -> str:
+    payload = {
+        "version": 1,
+        "exit_code": exit_code,
+        **rollouts.snapshot(),
+        "provenance": dict(provenance),
+        "failure": failure,
+    }
     return f"{MARK} {json.dumps(payload, sort_keys=True)}"
