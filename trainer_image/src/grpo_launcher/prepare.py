@@ -41,7 +41,7 @@ def hf_download_argv(
 
 def model_args_argv(model_type: str, miles_dir: str = MILES_DIR) -> list[str]:
     """Prints a model's architecture flags on one line (miles after 2026-08-09; older images source
-    ``scripts/models/<type>.sh`` instead, see the README's version hazard)."""
+    ``scripts/models/<type>.sh`` instead)."""
     return ["python3", f"{miles_dir}/miles/utils/external_utils/model_args_utils.py", model_type]
 
 
