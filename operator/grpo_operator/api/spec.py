@@ -381,8 +381,9 @@ class Toleration(ApiModel):
 
 
 class GangScheduler(StrEnum):
-    """The gang schedulers KubeRay v1.5.0 integrates (docs/integrations/kuberay.md). The platform picks one for the whole KubeRay operator (its `batchScheduler`
-    setting); a run only adds the labels that scheduler reads from the RayCluster."""
+    """The gang schedulers KubeRay v1.5.0 integrates (docs/integrations/kuberay.md). The platform picks one for
+    the whole KubeRay operator (its `batchScheduler` setting); a run only adds the labels that scheduler reads
+    from the RayCluster."""
 
     VOLCANO = "Volcano"
     KAI = "KAI"

@@ -12,7 +12,8 @@ that path, so `grpo validate` and `kubectl apply` read the same file the same wa
 - alias expansion is budgeted exactly as go-yaml does (past 1000 decoded nodes, at most
   99% of them may come from aliases, falling to 10% at 4 million), and an anchor that contains itself is
   refused;
-- map keys that are integers or booleans become their decimal / `true` text, as sigs.k8s.io/yaml does; other non-string keys (null, floats, lists) are refused.
+- map keys that are integers or booleans become their decimal / `true` text, as sigs.k8s.io/yaml does;
+  other non-string keys (null, floats, lists) are refused.
 
 On top of that, bounds kubectl gets from the API server: a file larger than the API server's request
 limit (3 MiB, k8s.io/apiserver's `MaxRequestBodyBytes`) and nesting deeper than `MAX_DEPTH` are refused

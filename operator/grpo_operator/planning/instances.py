@@ -39,10 +39,10 @@ class InstanceType:
     def allreduce_floor_gbps(self, gpus: int) -> float:
         """The intra-node all-reduce bus bandwidth a healthy node reaches at least (preflight floor, GB/s).
 
-        A quarter of the per-GPU NVLink bandwidth: NCCL's all-reduce over NVSwitch reaches roughly 70-85% of it
-        at 1 GiB on a healthy node (2 x H200 measured 326-332 GB/s of 450, docs/BENCHMARKS.md), while a node whose NVLink or
-        NVSwitch is degraded falls back to PCIe (at most 64 GB/s per GPU on Gen5), far below the floor. One GPU
-        has no bus to measure: no floor."""
+        A quarter of the per-GPU NVLink bandwidth: NCCL's all-reduce over NVSwitch reaches roughly 70-85% of it at
+        1 GiB on a healthy node (2 x H200: 326-332 GB/s of 450, docs/BENCHMARKS.md), while a node whose NVLink or
+        NVSwitch is degraded falls back to PCIe (at most 64 GB/s per GPU on Gen5), far below the floor. One GPU has
+        no bus to measure: no floor."""
         return ALLREDUCE_FLOOR_FRACTION * self.nvlink_gbps if gpus > 1 else 0.0
 
     @property

@@ -17,7 +17,8 @@ Egress stays open (the shared volume, a model hub) unless `egress_cidrs` is set:
 run's pods, cluster DNS and those CIDRs only.
 
 Ports are numbers, never names, so a policy means the same whatever a container calls its ports. KubeRay's
-probes are `exec` (wget on localhost), so no policy stands in their way (docs/integrations/kuberay.md). Turned off with `network_policies=False` (clusters without a policy engine).
+probes are `exec` (wget on localhost), so no policy stands in their way (docs/integrations/kuberay.md).
+Turned off with `network_policies=False` (clusters without a policy engine).
 """
 
 from __future__ import annotations

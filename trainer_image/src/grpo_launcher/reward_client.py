@@ -1,7 +1,8 @@
 """The remote reward client miles calls through `--custom-rm-path grpo_launcher.reward_client.reward`.
 
 Why not miles's own `remote_rm`: it opens an aiohttp session per sample with the 300 s default timeout, has no
-retry, ignores `Retry-After`, and raises on any non-2xx; the default rollout path re-raises, so one honest 503 of the reward service (queue full, a worker being replaced) ends the whole Ray job.
+retry, ignores `Retry-After`, and raises on any non-2xx; the default rollout path re-raises, so one honest 503
+of the reward service (queue full, a worker being replaced) ends the whole Ray job.
 
 How miles calls it: `--custom-rm-path` names a function by module path; miles awaits it as
 `await fn(args, sample)` for one finished sample (the default) and as `await fn(args, samples)` for a list

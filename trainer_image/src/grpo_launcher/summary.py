@@ -25,10 +25,9 @@ How the launcher sees the metrics: it reads miles's own output (miles runs as it
 piped through the launcher, which writes every line on unchanged). miles logs each rollout as dict reprs:
 ``rollout <id>: {'rollout/raw_reward': ...}`` from the training actor, ``perf <id>: {'rollout/repetition_frac':
 ..., 'rollout/truncated_ratio': ...}`` from the rollout manager and ``perf <id>: {'perf/step_time': ...}``
-(docs/integrations/miles.md: log lines); Ray forwards the actors'
-lines to the driver's output with a ``(ActorName pid=...)`` prefix. The Prometheus gauges are no substitute:
-they live in a Ray actor that dies with the job, so the last
-rollouts would be lost between two scrapes.
+(docs/integrations/miles.md: log lines); Ray forwards the actors' lines to the driver's output with a
+``(ActorName pid=...)`` prefix. The Prometheus gauges are no substitute: they live in a Ray actor that dies
+with the job, so the last rollouts would be lost between two scrapes.
 """
 
 from __future__ import annotations
