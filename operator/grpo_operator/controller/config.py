@@ -73,17 +73,15 @@ def _check_labels(labels: dict[str, str] | None) -> dict[str, str] | None:
     return labels
 
 
-def _port(default: int, description: str) -> Any:
-    return Field(default=default, ge=1, le=65535, description=description)
-
-
 class OperatorSettings(BaseSettings):
     """Every setting; its environment variable is `GRPO_` + the field name in capitals."""
 
     model_config = SettingsConfigDict(env_prefix=PREFIX, frozen=True, extra="forbid")
 
     reward_image: str | None = Field(default=None, description="Default reward service image.")
-    prometheus_port: int = _port(_RENDER["prometheus_port"].default, "miles --prometheus-port on the driver's node.")
+    prometheus_port: int = Field(
+        default=_RENDER["prometheus_port"].default, ge=1, le=65535, description="miles --prometheus-port (driver node)."
+    )
     cluster_domain: str = Field(
         default=_RENDER["cluster_domain"].default,
         pattern=_DNS_SUBDOMAIN.pattern,
