@@ -16,7 +16,7 @@ import pytest
 import yaml
 from grpo_operator.controller.reconciler import previous_status
 from grpo_operator.edges import opmetrics
-from prometheus_client import REGISTRY, generate_latest
+from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 from reward_service.metrics import ServiceMetrics
 
@@ -32,13 +32,11 @@ def exported() -> dict[str, set[str]]:
     """Sample name -> label names, as a Prometheus server would store them after a scrape."""
     status = previous_status(yaml.safe_load((ARGOCD / "testdata" / "running.yaml").read_text()))  # as read from the API
     assert status is not None and status.metrics is not None
-    opmetrics.RUNS.update("ml-team", "chart-monitoring-sample", status)
-    opmetrics.SCRAPE_ERRORS.labels("reward").inc(0)
-    opmetrics.RECONCILES.labels("ok").inc(0)
-    try:
-        texts = [generate_latest(REGISTRY).decode()]
-    finally:
-        opmetrics.RUNS.forget("ml-team", "chart-monitoring-sample")
+    metrics = opmetrics.OperatorMetrics()  # as the operator makes it at start
+    metrics.runs.update("ml-team", "chart-monitoring-sample", status)
+    metrics.scrape_errors.labels("reward").inc(0)
+    metrics.reconciles.labels("ok").inc(0)
+    texts = [generate_latest(metrics.registry).decode()]
     live = collections.defaultdict(float, ready=1.0)
     texts.append(generate_latest(ServiceMetrics(lambda: live).registry).decode())
     names: dict[str, set[str]] = {}

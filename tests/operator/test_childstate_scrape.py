@@ -98,7 +98,7 @@ def test_garbage_is_a_scrape_error_not_a_crash() -> None:
     with pytest.raises(scrape.ScrapeError):
         scrape.trainer_metrics('miles_metric_rollout_step{run_name="x" 1\n', "x")
     with pytest.raises(scrape.ScrapeError):
-        scrape.fetch("file:///etc/passwd", 1)
+        scrape.Scraper().fetch("file:///etc/passwd", 1)
 
 
 def test_operator_settings_name_the_variable_and_rule() -> None:

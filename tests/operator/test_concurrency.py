@@ -16,7 +16,6 @@ import pytest
 from grpo_operator.controller.config import OperatorSettings
 from grpo_operator.controller.reconciler import Reconciler
 from grpo_operator.edges.kube import Kube
-from grpo_operator.render.settings import RenderSettings
 from kubernetes import config
 from prometheus_client import CollectorRegistry, Gauge, start_http_server
 from ray.job_submission import JobSubmissionClient
@@ -65,7 +64,8 @@ def test_concurrent_reconciles_of_one_run_submit_once_and_lose_no_guard_update(
     port = free_port()
     server, _ = start_http_server(port, addr="127.0.0.1", registry=registry)
     settings = OperatorSettings(
-        render=RenderSettings(prometheus_port=port, launcher=DRIVER),
+        prometheus_port=port,
+        entrypoint_prefix=DRIVER,
         ray_address=ray_head.dashboard_url,
         http_timeout_seconds=60,
     )

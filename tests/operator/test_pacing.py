@@ -21,7 +21,7 @@ class Clock:
 
 
 class Tokens:
-    """The part of CachingKube that Pacing reads."""
+    """The part of KubeCache that Pacing reads."""
 
     def known_token(self, namespace: str, run: str) -> str | None:
         return "tok"

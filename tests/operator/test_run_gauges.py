@@ -20,7 +20,7 @@ def _samples(registry: CollectorRegistry) -> list[tuple[str, dict[str, str], flo
 
 
 def test_a_runs_conditions_and_reason_are_gauges_and_all_its_series_go_when_it_is_forgotten() -> None:
-    collector = opmetrics._RunCollector()
+    collector = opmetrics.RunCollector()
     registry = CollectorRegistry()
     registry.register(collector)
     now = datetime(2026, 12, 1, tzinfo=UTC).strftime("%Y-%m-%dT%H:%M:%SZ")

@@ -1,8 +1,8 @@
 """A watched run costs the API server nothing to reconcile while nothing changes, and a reconcile never starts
 from a watch's copy older than the operator's own last status write.
 
-The reconciler runs in this process against the real API server, with the `CachingKube` the operator uses and
-a `WatchView` over dicts shaped like kopf's indices (key -> collection of values), fed here with what the
+The reconciler runs in this process against the real API server, with the `Kube` and `KubeCache` the operator uses
+and a `WatchView` over dicts shaped like kopf's indices (key -> collection of values), fed here with what the
 operator's watches would have delivered (controller/handlers.py feeds the real ones). Every request the
 client sends is recorded at `ApiClient.call_api`, the one method all of the client's calls go through.
 """
@@ -17,7 +17,7 @@ import pytest
 from grpo_operator.controller.config import OperatorSettings
 from grpo_operator.controller.reconciler import Reconciler
 from grpo_operator.edges.kube import Kube
-from grpo_operator.edges.kubecache import CachingKube
+from grpo_operator.edges.kubecache import KubeCache
 from grpo_operator.edges.watchcache import WatchView, slim_cluster, slim_deployment, slim_pod, trimmed
 from grpo_operator.render import names
 from kubernetes import config
@@ -69,12 +69,12 @@ def test_an_unchanged_watched_run_is_reconciled_without_one_request_and_never_fr
     def reconciler(kube: Kube) -> Reconciler:
         return Reconciler(kube=kube, settings=settings)
 
-    plain = CachingKube(
-        config.new_client_from_config(str(control_plane.kubeconfig)), resync_seconds=600, token_seconds=0
+    plain = Kube(
+        config.new_client_from_config(str(control_plane.kubeconfig)), KubeCache(resync_seconds=600, token_seconds=0)
     )
-    cached = CachingKube(config.new_client_from_config(str(control_plane.kubeconfig)), resync_seconds=600)
+    cached = Kube(config.new_client_from_config(str(control_plane.kubeconfig)), KubeCache(resync_seconds=600))
     indices: Indices = {"runs": {}, "clusters": {}, "pods": {}, "deployments": {}}
-    view = cached.view = WatchView(**indices)
+    view = cached.cache.view = WatchView(**indices)
     reconciler(cached).reconcile({"metadata": {"namespace": namespace, "name": RUN}})  # children made, status written
     first = get_run(kubectl, namespace, RUN)
     assert first["status"]["phase"] in ("Pending", "Provisioning"), first["status"]
@@ -112,8 +112,8 @@ def test_an_unchanged_watched_run_is_reconciled_without_one_request_and_never_fr
 
     # A process that has never read or written the run (a new run, or the first reconcile after a restart) takes
     # the watch's copy: nothing it wrote can be missing from it.
-    restarted = CachingKube(config.new_client_from_config(str(control_plane.kubeconfig)), resync_seconds=600)
-    restarted.view = view
+    restarted = Kube(config.new_client_from_config(str(control_plane.kubeconfig)), KubeCache(resync_seconds=600))
+    restarted.cache.view = view
     sent = recorded(restarted)
     assert restarted.get_run(namespace, RUN) is view.run(namespace, RUN)
     assert sent == []

@@ -25,7 +25,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from grpo_operator.planning.instances import INSTANCES, InstanceType, InstanceTypeName
+from grpo_operator.api.catalog import InstanceTypeName
+from grpo_operator.planning.instances import INSTANCES, InstanceType
 
 from grpo_dev.localcluster import versions as v
 from grpo_dev.localcluster.build import kwok_stage_dir, tool_path

@@ -15,8 +15,7 @@ from pydantic import ConfigDict, Field, JsonValue, StringConstraints, model_vali
 from pydantic_core import PydanticCustomError
 
 from grpo_operator.api.base import ApiModel
-from grpo_operator.planning.instances import InstanceTypeName
-from grpo_operator.planning.profiles import ModelProfileName
+from grpo_operator.api.catalog import InstanceTypeName, ModelProfileName
 
 # No C0 control character and no DEL: a NUL or a newline in an argv item or a path passes Kubernetes
 # (container args are free text) and only fails when the process is exec'd, after the GPUs were provisioned.

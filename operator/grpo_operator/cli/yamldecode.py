@@ -34,9 +34,10 @@ from typing import Any
 
 import yaml
 
+from grpo_operator.planning.documents import echo
+
 MAX_BYTES = 3 * 1024 * 1024
 MAX_DEPTH = 64
-ECHO_CHARS = 60
 
 _ALIAS_RATIO_LOW = 400_000
 _ALIAS_RATIO_HIGH = 4_000_000
@@ -66,13 +67,6 @@ class YamlError(ValueError):
     def __init__(self, where: str, reason: str) -> None:
         super().__init__(f"{where}: {reason}")
         self.where, self.reason = where, reason
-
-
-def echo(value: object, limit: int = ECHO_CHARS) -> str:
-    """A value as a message may quote it: repr-escaped (no control characters) and cut to `limit`."""
-    text = value if isinstance(value, str) else str(value)
-    shown = repr(text[: limit + 1])[1:-1]
-    return shown[:limit] + "..." if len(text) > limit or len(shown) > limit else shown
 
 
 def _where(mark: Any) -> str:

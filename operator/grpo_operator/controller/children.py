@@ -5,7 +5,7 @@ kopf watches RayClusters and Deployments carrying the run label (render/names.py
 owner through the label and the ownerReference (the owner's uid, so Events can be posted on it without reading
 it first) and runs the owner's reconcile, serialised per run by `Reconciler.reconcile`. A RayCluster event also
 retries the run's Ray head now (edges/backoff.py): its head may just have become reachable. A deleted child
-makes the next reconcile apply the run's children again (edges/kubecache.py).
+makes the next reconcile apply the run's children again (edges/kubecache.py `forget_run`).
 
 The timer (controller/handlers.py, every `reconcile_interval_seconds`) is what polls Ray and the metrics
 endpoints, which no watch reports. `due` lets a tick through when the run has Ray work (a job submitted, or one
@@ -26,7 +26,7 @@ from grpo_operator.api.status import TERMINAL_PHASES
 from grpo_operator.controller.config import OperatorSettings
 from grpo_operator.edges import endpoints
 from grpo_operator.edges.backoff import Backoff, ray_key
-from grpo_operator.edges.kubecache import CachingKube
+from grpo_operator.edges.kubecache import KubeCache
 from grpo_operator.render import names
 
 RESYNC_INTERVALS = 4  # a run without Ray work is reconciled at least every 4 reconcile intervals
@@ -59,7 +59,7 @@ class Pacing:
     """When each run was last reconciled, and whether a timer tick of it is due."""
 
     settings: OperatorSettings
-    kube: CachingKube
+    cache: KubeCache
     backoff: Backoff
     clock: Callable[[], float] = time.monotonic
     _last: dict[tuple[str, str], float] = field(default_factory=dict, init=False, repr=False)
@@ -72,8 +72,8 @@ class Pacing:
     def forget(self, namespace: str, name: str) -> None:
         with self._guard:
             self._last.pop((namespace, name), None)
-        self.kube.forget_run(namespace, name)
-        self.kube.forget_token(namespace, name)
+        self.cache.forget_run(namespace, name)
+        self.cache.forget_token(namespace, name)
 
     def ray_address(self, namespace: str, name: str) -> str:
         return endpoints.ray_address(namespace, name, self.settings)
@@ -91,11 +91,11 @@ class Pacing:
         ray_work = bool(status.get("jobSubmissionId")) or status.get("reason") == "Submitting"
         if not ray_work:
             return False
-        token = self.kube.known_token(*key)
+        token = self.cache.known_token(*key)
         return self.backoff.waiting(ray_key(self.ray_address(*key), token)) is None
 
     def child_changed(self, namespace: str, run: str, kind: str, deleted: bool) -> None:
         if deleted:
-            self.kube.forget_run(namespace, run)
+            self.cache.forget_run(namespace, run)
         if kind == "RayCluster":
             self.backoff.retry_now(f"ray {self.ray_address(namespace, run)} ")

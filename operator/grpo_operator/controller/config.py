@@ -1,113 +1,270 @@
-"""The operator's settings, read once from its environment at start; a bad value stops it with one clear line.
+"""The operator's settings: every `GRPO_*` environment variable, its default, the rule of where it lands, and the
+one line a bad value stops the operator with.
 
-Everything downstream receives these as typed values: rendering gets `render`, the reconciler the rest.
-The Ray address and the metrics targets can be overridden here for local runs and tests (a local Ray head
-on loopback instead of the RayCluster's head Service); see `grpo_operator.edges.endpoints`.
+`load_settings` is the only entry point; kopf's startup handler (`controller/handlers.py`) calls it once and
+passes the result on. Each value is bounded by what it becomes: a port is a containerPort beside the other
+rendered ports, a label map a NetworkPolicy selector, a CIDR an `ipBlock`, a URL template the address of every
+scrape, so a value that would break every run is refused at start instead of at the first apply or reconcile.
 """
 
 from __future__ import annotations
 
-import json
+import ipaddress
+import re
+import string
 from collections.abc import Mapping
+from functools import cached_property
+from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import Field, ValidationError, ValidationInfo, field_validator, model_validator
+from pydantic_settings import BaseSettings, EnvSettingsSource, PydanticBaseSettingsSource, SettingsConfigDict
+from pydantic_settings import SettingsError as SourceError
 
+from grpo_operator.render.networkpolicy import CLIENT_PORT, RAY_METRICS_PORT
 from grpo_operator.render.settings import RenderSettings
 
 PREFIX = "GRPO_"
+_RENDER = RenderSettings.model_fields
+_LABEL_NAME = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
+_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+# The placeholders of each URL template, with values of the type each will have.
+_TEMPLATES: dict[str, dict[str, object]] = {
+    "trainer_metrics_url": {"host": "10.0.0.1", "port": 9400},
+    "reward_metrics_url": {"service": "run-reward", "namespace": "default", "port": 8000, "domain": "cluster.local"},
+}
 
 
-class OperatorSettings(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    render: RenderSettings = Field(default_factory=RenderSettings)
-    ray_address: str | None = Field(default=None, description="Jobs API URL for every run (local runs, tests).")
-    trainer_metrics_url: str | None = Field(
-        default=None, description="Template for the trainer's metrics URL: {host} (driver IP) and {port}."
-    )
-    reward_metrics_url: str | None = Field(
-        default=None, description="Template for the reward service's metrics URL: {service}, {namespace}, {port}."
-    )
-    reconcile_interval_seconds: float = Field(default=15.0, gt=0, le=3600)
-    reward_error_ratio_max: float = Field(default=0.1, gt=0, le=1)
-    http_timeout_seconds: float = Field(default=5.0, gt=0, le=120)
-    metrics_port: int = Field(default=8081, ge=0, le=65535, description="Operator /metrics port; 0 disables it.")
-    workers: int = Field(
-        default=16, ge=1, le=256, description="Threads for reconciles (kopf's executor for sync handlers)."
-    )
-    peering_lifetime_seconds: int = Field(
-        default=30,
-        ge=5,
-        le=600,
-        description="With peering (two replicas): how long a silent replica counts as alive, the failover bound.",
-    )
+_SHAPES = {
+    "entrypoint_prefix": 'list of strings, e.g. ["python3", "fake.py"]',
+    "operator_pod_labels": 'object of label: value, e.g. {"app.kubernetes.io/name": "grpo-operator"}',
+    "prometheus_namespace_labels": "object of label: value",
+    "prometheus_pod_labels": "object of label: value",
+    "egress_cidrs": 'list of CIDRs, e.g. ["10.0.0.0/8"]',
+}
 
 
 class SettingsError(ValueError):
-    """An environment variable of the operator has a bad value."""
+    """An environment variable of the operator has a bad value; `str(error)` is the one line for the user."""
 
 
-_ENV: dict[str, tuple[str, str]] = {
-    # variable: (section, field)
-    "GRPO_REWARD_IMAGE": ("render", "reward_image"),
-    "GRPO_PROMETHEUS_PORT": ("render", "prometheus_port"),
-    "GRPO_CLUSTER_DOMAIN": ("render", "cluster_domain"),
-    "GRPO_ENTRYPOINT_PREFIX": ("render", "launcher"),
-    "GRPO_RAY_ADDRESS": ("", "ray_address"),
-    "GRPO_TRAINER_METRICS_URL": ("", "trainer_metrics_url"),
-    "GRPO_REWARD_METRICS_URL": ("", "reward_metrics_url"),
-    "GRPO_RECONCILE_INTERVAL_SECONDS": ("", "reconcile_interval_seconds"),
-    "GRPO_REWARD_ERROR_RATIO_MAX": ("", "reward_error_ratio_max"),
-    "GRPO_HTTP_TIMEOUT_SECONDS": ("", "http_timeout_seconds"),
-    "GRPO_METRICS_PORT": ("", "metrics_port"),
-    "GRPO_WORKERS": ("", "workers"),
-    "GRPO_PEERING_LIFETIME_SECONDS": ("", "peering_lifetime_seconds"),
-    # NetworkPolicies (render/networkpolicy.py); the JSON ones take a JSON value.
-    "GRPO_NETWORK_POLICIES": ("render", "network_policies"),
-    "GRPO_OPERATOR_NAMESPACE": ("render", "operator_namespace"),
-    "GRPO_OPERATOR_POD_LABELS": ("render", "operator_pod_labels"),
-    "GRPO_PROMETHEUS_NAMESPACE_LABELS": ("render", "prometheus_namespace_labels"),
-    "GRPO_PROMETHEUS_POD_LABELS": ("render", "prometheus_pod_labels"),
-    "GRPO_EGRESS_CIDRS": ("render", "egress_cidrs"),
-}
-_JSON = {
-    "GRPO_OPERATOR_POD_LABELS": "an object of label: value",
-    "GRPO_PROMETHEUS_NAMESPACE_LABELS": "an object",
-    "GRPO_PROMETHEUS_POD_LABELS": "an object",
-    "GRPO_EGRESS_CIDRS": 'a list of CIDRs, e.g. ["10.0.0.0/8"]',
-}
+def _label_value_problem(value: str) -> str | None:
+    if len(value) > 63:
+        return "a label value has at most 63 characters"
+    if value and not _LABEL_NAME.match(value):
+        return "a label value is alphanumerics, '-', '_' or '.', starting and ending with an alphanumeric"
+    return None
 
 
-def _value(name: str, raw: str) -> object:
-    if name == "GRPO_ENTRYPOINT_PREFIX":
+def _label_key_problem(key: str) -> str | None:
+    prefix, _, name = key.rpartition("/")
+    if "/" in key and (not prefix or len(prefix) > 253 or not _DNS_SUBDOMAIN.match(prefix)):
+        return f"label key {key!r}: its prefix must be a DNS subdomain (lowercase, at most 253 characters)"
+    if not name or len(name) > 63 or not _LABEL_NAME.match(name):
+        return f"label key {key!r}: its name must be 1-63 alphanumerics, '-', '_' or '.', alphanumeric at both ends"
+    return None
+
+
+def _check_labels(labels: dict[str, str] | None) -> dict[str, str] | None:
+    for key, value in (labels or {}).items():
+        problem = _label_key_problem(key) or _label_value_problem(value)
+        if problem:
+            raise ValueError(f"{problem} (key {key!r}, value {value!r}); write valid Kubernetes labels")
+    return labels
+
+
+class OperatorSettings(BaseSettings):
+    """Every setting; its environment variable is `GRPO_` + the field name in capitals."""
+
+    model_config = SettingsConfigDict(env_prefix=PREFIX, frozen=True, extra="forbid")
+
+    reward_image: str | None = Field(default=None, description="Default reward service image.")
+    prometheus_port: int = Field(
+        default=_RENDER["prometheus_port"].default, ge=1, le=65535, description="miles --prometheus-port (driver node)."
+    )
+    cluster_domain: str = Field(
+        default=_RENDER["cluster_domain"].default,
+        pattern=_DNS_SUBDOMAIN.pattern,
+        description="The cluster's DNS domain in Service names (<svc>.<ns>.svc.<domain>); KubeRay's CLUSTER_DOMAIN.",
+    )
+    entrypoint_prefix: tuple[str, ...] | None = Field(
+        default=None, description="argv placed before miles's (local runs and tests: a stand-in for miles)."
+    )
+    ray_address: str | None = Field(default=None, description="Jobs API URL for every run (local runs, tests).")
+    trainer_metrics_url: str | None = Field(
+        default=None, description="Template of the trainer's metrics URL: {host} (driver IP) and {port}."
+    )
+    reward_metrics_url: str | None = Field(
+        default=None,
+        description="Template of the reward service's metrics URL: {service}, {namespace}, {port}, {domain}.",
+    )
+    # Floors: below them a run is polled (or a scrape given up) faster than the API server or a pod can answer.
+    reconcile_interval_seconds: float = Field(default=15.0, ge=1, le=3600)
+    reward_error_ratio_max: float = Field(default=0.1, gt=0, le=1)
+    http_timeout_seconds: float = Field(default=5.0, ge=0.1, le=120)
+    metrics_port: int = Field(default=8081, ge=0, le=65535, description="Operator /metrics port; 0 disables it.")
+    workers: int = Field(default=16, ge=1, le=256, description="Threads for reconciles (kopf's executor).")
+    peering_lifetime_seconds: int = Field(
+        default=30, ge=5, le=600, description="With peering: how long a silent replica counts as alive."
+    )
+    network_policies: bool = _RENDER["network_policies"].default
+    operator_namespace: str | None = Field(default=None, max_length=63, pattern=_DNS_LABEL.pattern)
+    operator_pod_labels: dict[str, str] = Field(default_factory=_RENDER["operator_pod_labels"].default_factory)  # type: ignore[arg-type]
+    prometheus_namespace_labels: dict[str, str] | None = None
+    prometheus_pod_labels: dict[str, str] | None = None
+    egress_cidrs: tuple[str, ...] | None = None
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        # Only what the caller passes: `load_settings` reads the environment it is given, never os.environ itself.
+        return (init_settings,)
+
+    @field_validator("reward_image")
+    @classmethod
+    def _image(cls, value: str | None) -> str | None:
+        if value is not None and (not value.isprintable() or any(c.isspace() for c in value)):
+            raise ValueError(
+                "an image reference has no whitespace or control characters; write it as `docker pull` takes it"
+            )
+        return value
+
+    @field_validator("operator_pod_labels")
+    @classmethod
+    def _operator_labels(cls, value: dict[str, str]) -> dict[str, str]:
+        if not value:
+            raise ValueError(
+                "an empty selector matches every pod in the namespace and would open each run's Ray head to all of "
+                'them; give the operator pods\' labels, e.g. {"app.kubernetes.io/name": "grpo-operator"}'
+            )
+        return _check_labels(value) or {}
+
+    @field_validator("prometheus_namespace_labels", "prometheus_pod_labels")
+    @classmethod
+    def _labels(cls, value: dict[str, str] | None) -> dict[str, str] | None:
+        return _check_labels(value)
+
+    @field_validator("egress_cidrs")
+    @classmethod
+    def _cidrs(cls, value: tuple[str, ...] | None) -> tuple[str, ...] | None:
+        for cidr in value or ():
+            try:
+                ipaddress.ip_network(cidr, strict=False)
+            except ValueError:
+                cidr_ok = False
+            else:
+                cidr_ok = "/" in cidr
+            if not cidr_ok:
+                raise ValueError(f'{cidr!r} is not a CIDR; write address/prefix, e.g. ["10.0.0.0/8"]')
+        return value
+
+    @field_validator("trainer_metrics_url", "reward_metrics_url")
+    @classmethod
+    def _template(cls, value: str | None, info: ValidationInfo) -> str | None:
+        """Formatted once here, as every scrape will format it, so no reconcile meets a KeyError."""
+        if value is None:
+            return value
+        allowed = _TEMPLATES[str(info.field_name)]
+        use = f"use only {', '.join('{' + a + '}' for a in allowed)}"
         try:
-            parsed = json.loads(raw)
-        except json.JSONDecodeError as exc:
-            raise SettingsError(f"{name}={raw!r}: not JSON ({exc.msg}); write a JSON list of strings") from None
-        if not isinstance(parsed, list) or not all(isinstance(x, str) for x in parsed):
-            raise SettingsError(f'{name}={raw!r}: must be a JSON list of strings, e.g. ["python3", "fake.py"]')
-        return tuple(parsed)
-    if name in _JSON:
+            fields = [f for _, f, _, _ in string.Formatter().parse(value) if f is not None]
+        except ValueError as exc:
+            raise ValueError(f"not a URL template ({exc}); {use}") from None
+        unknown = [f for f in fields if f not in allowed]
+        if unknown:
+            raise ValueError(f"unknown placeholder {{{unknown[0]}}}; {use}")
         try:
-            return json.loads(raw)
-        except json.JSONDecodeError as exc:
-            raise SettingsError(f"{name}={raw!r}: not JSON ({exc.msg}); write {_JSON[name]}") from None
-    return raw
+            url = value.format(**allowed)
+        except (AttributeError, IndexError, KeyError, TypeError, ValueError) as exc:
+            raise ValueError(f"not a URL template ({exc!r}); {use}") from None
+        if not url.startswith(("http://", "https://")):
+            raise ValueError("only http(s) metrics URLs are scraped; start it with http:// or https://")
+        return value
+
+    @model_validator(mode="after")
+    def _ports_are_distinct(self) -> OperatorSettings:
+        taken = {
+            _RENDER["launcher_metrics_port"].default: "the launcher's metrics port, on the same trainer container",
+            RAY_METRICS_PORT: "the Ray metrics port KubeRay adds to every Ray container",
+            6379: "Ray's GCS port",
+            _RENDER["dashboard_port"].default: "the Ray dashboard port",
+            CLIENT_PORT: "the Ray client port",
+        }
+        if self.prometheus_port in taken:
+            raise ValueError(
+                f"GRPO_PROMETHEUS_PORT={self.prometheus_port} is {taken[self.prometheus_port]} (a port of a run's Ray "
+                f"pods is used once); pick another, e.g. the default {_RENDER['prometheus_port'].default}"
+            )
+        return self
+
+    @cached_property
+    def render(self) -> RenderSettings:
+        """What rendering needs from these settings."""
+        return RenderSettings(
+            reward_image=self.reward_image,
+            prometheus_port=self.prometheus_port,
+            cluster_domain=self.cluster_domain,
+            launcher=self.entrypoint_prefix,
+            network_policies=self.network_policies,
+            operator_namespace=self.operator_namespace,
+            operator_pod_labels=self.operator_pod_labels,
+            prometheus_namespace_labels=self.prometheus_namespace_labels,
+            prometheus_pod_labels=self.prometheus_pod_labels,
+            egress_cidrs=self.egress_cidrs,
+        )
+
+
+def _variable(field: str) -> str:
+    return (PREFIX + field).upper()
+
+
+def _describe(error: Mapping[str, Any], environ: Mapping[str, str]) -> str:
+    loc = error.get("loc") or ()
+    message = str(error.get("msg", "invalid value")).removeprefix("Value error, ")
+    if not loc:  # a rule across settings: its message names the variables itself
+        return message
+    field = str(loc[0])
+    variable = _variable(field)
+    raw = environ.get(variable, error.get("input"))
+    shown = raw if not isinstance(raw, str) or len(raw) <= 80 else raw[:80] + "..."
+    if error.get("type") == "value_error":  # our own rules: the message says the fix
+        return f"{variable}={shown!r}: {message}"
+    fix = f"write a JSON {_SHAPES[field]}" if field in _SHAPES else "unset it for the default"
+    return f"{variable}={shown!r}: {message}; {fix}"
+
+
+class _Environment(EnvSettingsSource):
+    """pydantic-settings' reading of `GRPO_*` variables (prefix, JSON for maps and lists), from a given mapping."""
+
+    def __init__(self, environ: Mapping[str, str]) -> None:
+        self._given = {k.lower(): v for k, v in environ.items() if v != ""}  # empty: unset, as the chart leaves it
+        super().__init__(OperatorSettings, env_prefix=PREFIX, case_sensitive=False)
+
+    def _load_env_vars(self) -> Mapping[str, str | None]:
+        return self._given
 
 
 def load_settings(environ: Mapping[str, str]) -> OperatorSettings:
-    unknown = sorted(k for k in environ if k.startswith(PREFIX) and k not in _ENV)
+    """The settings from `environ`, validated; raises `SettingsError` with one line naming the first bad one."""
+    known = {_variable(name) for name in OperatorSettings.model_fields}
+    unknown = sorted(k for k in environ if k.upper().startswith(PREFIX) and k.upper() not in known)
     if unknown:
-        raise SettingsError(f"{unknown[0]}: unknown setting; known: {', '.join(sorted(_ENV))}")
-    render: dict[str, object] = {}
-    top: dict[str, object] = {}
-    for name, (section, field) in _ENV.items():
-        if name in environ and environ[name] != "":
-            (render if section == "render" else top)[field] = _value(name, environ[name])
+        raise SettingsError(f"{unknown[0]}: unknown setting; known: {', '.join(sorted(known))}")
     try:
-        return OperatorSettings(render=RenderSettings.model_validate(render), **top)
+        values = _Environment(environ)()
+    except SourceError as exc:  # a map or list that is not JSON; pydantic-settings names the field
+        field = next((f for f in OperatorSettings.model_fields if f'"{f}"' in str(exc)), "")
+        variable = _variable(field)
+        raise SettingsError(
+            f"{variable}={environ.get(variable)!r}: not JSON; write a JSON {_SHAPES.get(field, 'value')}"
+        ) from None
+    try:
+        return OperatorSettings(**values)
     except ValidationError as exc:
-        err = exc.errors(include_url=False)[0]
-        field = str(err["loc"][-1])
-        variable = next((n for n, (_, f) in _ENV.items() if f == field), field)
-        raise SettingsError(f"{variable}={err.get('input')!r}: {err['msg']}") from None
+        raise SettingsError(_describe(exc.errors(include_url=False)[0], environ)) from None

@@ -29,11 +29,12 @@ from pydantic import ValidationError
 from grpo_operator.api import GRPORun
 from grpo_operator.api.spec import RewardType
 from grpo_operator.api.status import TERMINAL_PHASES, GRPORunStatus, Phase, RunLogs, RunPlan
-from grpo_operator.cli.loading import parse_run
 from grpo_operator.controller.config import OperatorSettings
-from grpo_operator.edges import childstate, endpoints, opmetrics, scrape
+from grpo_operator.edges import childstate, endpoints, scrape
 from grpo_operator.edges.kube import Kube, StatusConflict
+from grpo_operator.edges.opmetrics import OperatorMetrics
 from grpo_operator.edges.rayjobs import RayJobs, RayUnavailable
+from grpo_operator.planning.documents import parse_run
 from grpo_operator.planning.validation import check, errors
 from grpo_operator.render import MissingRewardImage, Rendered, names, queueing, render
 from grpo_operator.render.job import checkpoint_request
@@ -92,6 +93,8 @@ class Reconciler:
     settings: OperatorSettings
     clock: Callable[[], datetime] = field(default=lambda: datetime.now(UTC))
     ray_for: Callable[[str, str | None], RayJobs] = field(default=RayJobs)  # (Jobs API address, auth token)
+    scraper: scrape.Scraper = field(default_factory=scrape.Scraper)
+    metrics: OperatorMetrics = field(default_factory=OperatorMetrics)
 
     _locks: dict[tuple[str, str], threading.Lock] = field(default_factory=dict, init=False, repr=False)
     _locks_guard: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
@@ -261,9 +264,9 @@ class Reconciler:
     def _reward_error_ratio(self, namespace: str, name: str) -> float | None:
         url = endpoints.reward_metrics_url(namespace, name, self.settings)
         try:
-            return scrape.reward_error_ratio(scrape.fetch(url, self.settings.http_timeout_seconds))
+            return scrape.reward_error_ratio(self.scraper.fetch(url, self.settings.http_timeout_seconds))
         except scrape.ScrapeError as exc:
-            opmetrics.SCRAPE_ERRORS.labels("reward").inc()
+            self.metrics.scrape_errors.labels("reward").inc()
             log.info("%s/%s reward metrics: %s", namespace, name, exc)
             return None
 
@@ -273,9 +276,9 @@ class Reconciler:
             return None, None
         url = endpoints.trainer_metrics_url(job.driver_ip, self.settings)
         try:
-            return scrape.trainer_metrics(scrape.fetch(url, self.settings.http_timeout_seconds), name), None
+            return scrape.trainer_metrics(self.scraper.fetch(url, self.settings.http_timeout_seconds), name), None
         except scrape.ScrapeError as exc:
-            opmetrics.SCRAPE_ERRORS.labels("trainer").inc()
+            self.metrics.scrape_errors.labels("trainer").inc()
             log.info("%s trainer metrics: %s", name, exc)
             return None, str(exc)
 
@@ -319,7 +322,7 @@ class Reconciler:
         patch = status_patch(body.get("status"), decision.status)
         if patch is not None:
             self.kube.patch_status(namespace, name, patch, resource_version=body["metadata"].get("resourceVersion"))
-        opmetrics.RUNS.update(namespace, name, decision.status)
+        self.metrics.runs.update(namespace, name, decision.status)
         notes = []
         logs = decision.status.logs
         if logs is not None and (prev is None or prev.logs != logs):
@@ -339,7 +342,7 @@ class Reconciler:
         """A finished run keeps its status and gives its GPUs back: stop the job if it still runs, keep its log
         tail unless that is done, then delete the RayCluster. Returns where the log tail was kept now."""
         ns, name = run.metadata.namespace, run.metadata.name
-        opmetrics.RUNS.update(ns, name, prev)
+        self.metrics.runs.update(ns, name, prev)
         if self.kube.ray_cluster(ns, name) is None:
             return None
         job = None
@@ -362,7 +365,7 @@ class Reconciler:
         """Stop the Ray job before the children go (they follow by owner reference)."""
         meta = body["metadata"]
         prev = previous_status(body)
-        opmetrics.RUNS.forget(meta["namespace"], meta["name"])
+        self.metrics.runs.forget(meta["namespace"], meta["name"])
         self.forget(meta["namespace"], meta["name"])
         if prev is None or not prev.job_submission_id:
             return

@@ -18,10 +18,14 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
+from typing import TypeVar
 
 from grpo_operator.edges.rayjobs import RayJobs, RayUnavailable
 from grpo_operator.render import JobSubmission
 from grpo_operator.status.observation import JobObservation
+
+T = TypeVar("T")
 
 
 @dataclass
@@ -82,45 +86,28 @@ class BackedOffRayJobs(RayJobs):
 
     backoff: Backoff = field(default_factory=Backoff, repr=False)
 
-    @property
-    def _key(self) -> str:
-        return ray_key(self.address, self.token)
-
-    def _check(self) -> None:
-        why = self.backoff.waiting(self._key)
+    def _guarded(self, call: Callable[[], T]) -> T:
+        key = ray_key(self.address, self.token)
+        why = self.backoff.waiting(key)
         if why is not None:
             raise RayUnavailable(f"Ray Jobs API at {self.address} {why}")
+        try:
+            result = call()
+        except RayUnavailable as exc:
+            if self.backoff.waiting(key) is None:  # submit's own lookup may have counted this failure already
+                self.backoff.failed(key, str(exc))
+            raise
+        self.backoff.succeeded(key)
+        return result
 
     def find(self, submission_id: str) -> JobObservation | None:
-        self._check()
-        try:
-            found = super().find(submission_id)
-        except RayUnavailable as exc:
-            self.backoff.failed(self._key, str(exc))
-            raise
-        self.backoff.succeeded(self._key)
-        return found
+        return self._guarded(partial(RayJobs.find, self, submission_id))
 
     def submit(self, job: JobSubmission) -> JobObservation:
-        self._check()
-        try:
-            observed = super().submit(job)  # its own find() has counted a failure of the lookup already
-        except RayUnavailable as exc:
-            if self.backoff.waiting(self._key) is None:
-                self.backoff.failed(self._key, str(exc))
-            raise
-        self.backoff.succeeded(self._key)
-        return observed
+        return self._guarded(partial(RayJobs.submit, self, job))
 
     def logs(self, submission_id: str) -> str:
-        self._check()
-        try:
-            text = super().logs(submission_id)
-        except RayUnavailable as exc:
-            self.backoff.failed(self._key, str(exc))
-            raise
-        self.backoff.succeeded(self._key)
-        return text
+        return self._guarded(partial(RayJobs.logs, self, submission_id))
 
 
 def ray_for(backoff: Backoff) -> Callable[[str, str | None], RayJobs]:

@@ -1,7 +1,8 @@
 """The one module that talks to the Kubernetes API (children, pods, the GRPORun's status).
 
 Children are applied with server-side apply under one field manager, so a re-apply converges and never
-fights over fields it does not own (KubeRay writes the RayCluster's status; we never do).
+fights over fields it does not own (KubeRay writes the RayCluster's status; we never do). What it remembers
+between reconciles (applied manifests, tokens, the watches' copies) is its `cache` (edges/kubecache.py).
 
 The run's Ray auth token is the one child made here rather than rendered: a random value has no place in the
 pure core. `ray_auth_token` creates the Secret once (owned by the run, immutable) and reads it back after; a
@@ -22,11 +23,12 @@ from kubernetes.client.exceptions import ApiException
 from kubernetes.dynamic import DynamicClient
 
 from grpo_operator.api import GROUP, PLURAL, VERSION
+from grpo_operator.edges.kubecache import KubeCache
 from grpo_operator.render import names
 
 FIELD_MANAGER = "grpo-operator"
 # Verdicts kept (a digest and a line each, about 200 bytes): a run has two or three pod templates, so this holds
-# some thousands of runs; fewer (1,024 before) made 500 runs dry-run their templates again at every resync.
+# some thousands of runs, each dry-run once rather than at every resync.
 TEMPLATE_VERDICTS = 16384
 
 log = logging.getLogger("grpo_operator")
@@ -62,8 +64,9 @@ def _refusal(where: str, exc: ApiException) -> str:
 
 
 class Kube:
-    def __init__(self, api_client: client.ApiClient) -> None:
+    def __init__(self, api_client: client.ApiClient, cache: KubeCache | None = None) -> None:
         self._api = api_client
+        self.cache = cache if cache is not None else KubeCache()
         self._dynamic: DynamicClient | None = None
         self.core = client.CoreV1Api(api_client)
         self.custom = client.CustomObjectsApi(api_client)
@@ -77,6 +80,9 @@ class Kube:
         return self._dynamic
 
     def apply(self, manifest: dict[str, Any]) -> None:
+        """Server-side apply `manifest`, unless this very manifest went out within the cache's resync period."""
+        if self.cache.applied_recently(manifest):
+            return
         resource = self.dynamic.resources.get(api_version=manifest["apiVersion"], kind=manifest["kind"])
         self.dynamic.server_side_apply(  # type: ignore[no-untyped-call]
             resource,
@@ -85,6 +91,7 @@ class Kube:
             field_manager=FIELD_MANAGER,
             force_conflicts=True,
         )
+        self.cache.applied(manifest)
 
     def create(self, manifest: dict[str, Any]) -> bool:
         """Create `manifest` as it is (a suspended RayCluster under a Kueue queue, render/queueing.py); False when
@@ -139,6 +146,10 @@ class Kube:
         return None
 
     def ray_cluster(self, namespace: str, run: str) -> dict[str, Any] | None:
+        # A miss in the watch is not an answer: this very reconcile may have just created it.
+        found = self.cache.view.ray_cluster(namespace, run) if self.cache.view is not None else None
+        if found is not None:
+            return found
         try:
             found = cast(
                 dict[str, Any],
@@ -164,10 +175,15 @@ class Kube:
         return True
 
     def run_pods(self, namespace: str, run: str) -> list[client.V1Pod]:
+        if self.cache.view is not None:  # KubeRay creates them, never this operator: the watch has them all
+            return self.cache.view.run_pods(namespace, run)
         pods = self.core.list_namespaced_pod(namespace, label_selector=f"{names.RUN_LABEL}={run}")
         return list(pods.items)
 
     def reward_deployment(self, namespace: str, run: str) -> client.V1Deployment | None:
+        found = self.cache.view.reward_deployment(namespace, run) if self.cache.view is not None else None
+        if found is not None:
+            return found
         try:
             deployment: client.V1Deployment = self.apps.read_namespaced_deployment(names.reward_service(run), namespace)
         except ApiException as exc:
@@ -178,6 +194,14 @@ class Kube:
 
     def ray_auth_token(self, namespace: str, run: str, uid: str | None, *, create: bool = True) -> str | None:
         """The run's Ray auth token, from its Secret; made first (when `create`) if there is none yet."""
+        known = self.cache.token(namespace, run, uid)
+        if known is not None:
+            return known
+        token = self._read_token(namespace, run, uid, create=create)
+        self.cache.remember_token(namespace, run, uid, token)
+        return token
+
+    def _read_token(self, namespace: str, run: str, uid: str | None, *, create: bool) -> str | None:
         name = names.ray_auth_secret(run)
         try:
             secret: client.V1Secret = self.core.read_namespaced_secret(name, namespace)
@@ -201,19 +225,23 @@ class Kube:
         return base64.b64decode(raw).decode()
 
     def get_run(self, namespace: str, run: str) -> dict[str, Any] | None:
-        """The GRPORun as the API server has it now, or None once it is gone."""
-        return self.get_run_fresh(namespace, run)
+        """The GRPORun at the newest version this process knows: the watch's copy when it is that one
+        (`KubeCache.watched_run`), else by a GET. None once it is gone."""
+        found = self.cache.watched_run(namespace, run)
+        return found if found is not None else self.get_run_fresh(namespace, run)
 
     def get_run_fresh(self, namespace: str, run: str) -> dict[str, Any] | None:
-        """The GRPORun by a GET, whatever a subclass serves `get_run` from."""
+        """The GRPORun by a GET (after a conflict: the watch's copy is known to be older)."""
         try:
             found = cast(
                 dict[str, Any], self.custom.get_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, run)
             )
         except ApiException as exc:
-            if exc.status == 404:
-                return None
-            raise
+            if exc.status != 404:
+                raise
+            found = None
+        version = None if found is None else found["metadata"].get("resourceVersion")
+        self.cache.saw_run(namespace, run, version, gone=found is None)
         return found
 
     def patch_status(
@@ -236,9 +264,12 @@ class Kube:
                 ) from None
             if exc.status != 404:  # deleted meanwhile: nothing to report on
                 raise
+            self.cache.saw_run(namespace, run, None)
             return None
         meta = cast(dict[str, Any], written or {}).get("metadata") or {}
-        return cast(str | None, meta.get("resourceVersion"))
+        version = cast(str | None, meta.get("resourceVersion"))
+        self.cache.saw_run(namespace, run, version)
+        return version
 
 
 class StatusConflict(RuntimeError):

@@ -1,20 +1,15 @@
-"""`Kube` that does not re-send what it has just applied: the operator's steady-state cost in API requests.
+"""What `Kube` remembers between reconciles, so that an unchanged run costs the API server nothing: the manifests
+it applied, each run's Ray auth token, the newest version of each run it has seen, and the operator's watches.
 
-Every reconcile renders a run's children and server-side applies them. Applying an unchanged manifest changes
-nothing on the server but is still one PATCH per child per reconcile, the largest share of an idle run's
-requests. `CachingKube.apply` remembers the digest of the manifest it last applied for each object and skips
-a manifest it applied within `resync_seconds`: a changed spec renders a changed manifest and goes out at once,
-a child deleted by someone is seen by the child watch (controller/children.py calls `forget_run`), and drift
-someone made in a child's spec is corrected at the first reconcile after `resync_seconds` (the operator passes
-10 resyncs, 10 minutes by default: level-triggered, as before, only less often).
-
-It reads the run and its children from the operator's watches when it has them (`view`, edges/watchcache.py:
-kopf indices), falling back to a GET for what they do not hold yet; without a view every read is a request.
-
-It remembers each run's Ray auth token for `token_seconds` (the Secret is immutable when this operator made it,
-kube.py `_auth_secret`; a token someone replaced in their own Secret is read within that time), so a timer tick
-costs no Secret read, and the timer can tell whether that run's Ray head is in backoff (edges/backoff.py keys a
-head by address and token).
+Applying an unchanged manifest changes nothing on the server but is one PATCH per child per reconcile, the
+largest share of an idle run's requests: a manifest applied within `resync_seconds` is not sent again (a changed
+spec renders a changed manifest and goes out at once; a child someone deleted is seen by the child watch,
+which calls `forget_run`; drift in a child's spec is undone at the first reconcile after `resync_seconds`).
+A token is kept `token_seconds` (the Secret this operator makes is immutable; a token someone replaced in
+their own Secret is read within that time), so a timer tick costs no Secret read and the timer can tell
+whether that run's Ray head is in backoff (edges/backoff.py keys a head by address and token).
+Reads come from `view` (edges/watchcache.py) once the handlers have set it. `KubeCache(resync_seconds=0)` with
+no view remembers nothing: every call is a request.
 """
 
 from __future__ import annotations
@@ -24,11 +19,9 @@ import json
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
-from kubernetes import client
-
-from grpo_operator.edges.kube import Kube
 from grpo_operator.edges.watchcache import WatchView
 from grpo_operator.render import names
 
@@ -36,78 +29,57 @@ Key = tuple[str, str, str, str]  # apiVersion, kind, namespace, name
 _UNKNOWN, _GONE = "<no version known>", "<gone>"  # never a resourceVersion
 
 
-class CachingKube(Kube):
-    def __init__(
-        self,
-        api_client: client.ApiClient,
-        resync_seconds: float,
-        token_seconds: float | None = None,
-        clock: Callable[[], float] = time.monotonic,
-    ) -> None:
-        super().__init__(api_client)
-        self.resync_seconds = resync_seconds
-        self.token_seconds = resync_seconds if token_seconds is None else token_seconds
-        self.view: WatchView | None = None  # set by the handlers once kopf has passed its indices
-        self._clock = clock
-        self._applied: dict[Key, tuple[str, float, tuple[str, str] | None]] = {}
-        self._tokens: dict[tuple[str, str], tuple[str | None, str | None, float]] = {}  # (uid, token, read at)
-        self._versions: dict[tuple[str, str], str | None] = {}  # the run's newest resourceVersion seen here
-        self._guard = threading.Lock()
+def _key(manifest: dict[str, Any]) -> Key:
+    meta = manifest["metadata"]
+    return (manifest["apiVersion"], manifest["kind"], meta.get("namespace") or "", meta["name"])
 
-    # --- reads: the watches first -----------------------------------------------------------------
-    def get_run(self, namespace: str, run: str) -> dict[str, Any] | None:
+
+def _digest(manifest: dict[str, Any]) -> str:
+    return hashlib.sha256(json.dumps(manifest, sort_keys=True, default=str).encode()).hexdigest()
+
+
+@dataclass
+class KubeCache:
+    resync_seconds: float = 0.0
+    token_seconds: float | None = None  # None: as `resync_seconds`
+    clock: Callable[[], float] = time.monotonic
+    view: WatchView | None = None  # set by the handlers once kopf has passed its indices
+    _applied: dict[Key, tuple[str, float, tuple[str, str] | None]] = field(default_factory=dict, init=False)
+    _tokens: dict[tuple[str, str], tuple[str | None, str | None, float]] = field(default_factory=dict, init=False)
+    _versions: dict[tuple[str, str], str | None] = field(default_factory=dict, init=False)
+    _guard: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
+
+    # --- the run: the watch's copy unless a newer version is known here ---------------------------------
+    def watched_run(self, namespace: str, run: str) -> dict[str, Any] | None:
         """The run from the watch when no newer version is known to this process: it has never read or written
         the run (a new run, or the first reconcile after a start), or the watch holds the very version it last
-        read or wrote (by resourceVersion). So a reconcile never acts on a version older than its own last status
-        write, whose watch event may still be in flight. Otherwise a GET, whose version becomes the one known."""
+        read or wrote. So a reconcile never acts on a version older than its own last status write, whose watch
+        event may still be in flight. None: read it by a GET."""
         found = self.view.run(namespace, run) if self.view is not None else None
         version = (found or {}).get("metadata", {}).get("resourceVersion")
         with self._guard:
             known = self._versions.get((namespace, run), _UNKNOWN)
-        if found is not None and version is not None and known in (_UNKNOWN, version):
-            with self._guard:
-                self._versions.setdefault((namespace, run), version)
-            return found
-        return self.get_run_fresh(namespace, run)
-
-    def get_run_fresh(self, namespace: str, run: str) -> dict[str, Any] | None:
-        found = super().get_run_fresh(namespace, run)
-        with self._guard:  # gone: no watch copy of it is taken again (a run made anew is read, then written)
-            self._versions[(namespace, run)] = _GONE if found is None else found["metadata"].get("resourceVersion")
+            if found is None or version is None or known not in (_UNKNOWN, version):
+                return None
+            self._versions.setdefault((namespace, run), version)
         return found
 
-    def patch_status(
-        self, namespace: str, run: str, status: dict[str, Any], resource_version: str | None = None
-    ) -> str | None:
-        version = super().patch_status(namespace, run, status, resource_version)
+    def saw_run(self, namespace: str, run: str, version: str | None, *, gone: bool = False) -> None:
+        """The version of the run this process has just read or written (gone: no watch copy is taken again)."""
         with self._guard:
-            self._versions[(namespace, run)] = version
-        return version
+            self._versions[(namespace, run)] = _GONE if gone else version
 
-    def ray_cluster(self, namespace: str, run: str) -> dict[str, Any] | None:
-        found = self.view.ray_cluster(namespace, run) if self.view is not None else None
-        return found if found is not None else super().ray_cluster(namespace, run)
-
-    def run_pods(self, namespace: str, run: str) -> list[client.V1Pod]:
-        return self.view.run_pods(namespace, run) if self.view is not None else super().run_pods(namespace, run)
-
-    def reward_deployment(self, namespace: str, run: str) -> client.V1Deployment | None:
-        found = self.view.reward_deployment(namespace, run) if self.view is not None else None
-        return found if found is not None else super().reward_deployment(namespace, run)
-
-    def apply(self, manifest: dict[str, Any]) -> None:
-        meta = manifest["metadata"]
-        key: Key = (manifest["apiVersion"], manifest["kind"], meta.get("namespace") or "", meta["name"])
-        digest = hashlib.sha256(json.dumps(manifest, sort_keys=True, default=str).encode()).hexdigest()
-        now = self._clock()
+    # --- applied manifests --------------------------------------------------------------------------
+    def applied_recently(self, manifest: dict[str, Any]) -> bool:
         with self._guard:
-            last = self._applied.get(key)
-        if last is not None and last[0] == digest and now - last[1] < self.resync_seconds:
-            return
-        super().apply(manifest)
-        run = (meta.get("labels") or {}).get(names.RUN_LABEL)
+            last = self._applied.get(_key(manifest))
+        return last is not None and last[0] == _digest(manifest) and self.clock() - last[1] < self.resync_seconds
+
+    def applied(self, manifest: dict[str, Any]) -> None:
+        key = _key(manifest)
+        run = (manifest["metadata"].get("labels") or {}).get(names.RUN_LABEL)
         with self._guard:
-            self._applied[key] = (digest, now, (key[2], run) if run else None)
+            self._applied[key] = (_digest(manifest), self.clock(), (key[2], run) if run else None)
 
     def forget_run(self, namespace: str, run: str) -> None:
         """Apply this run's children again at its next reconcile (one of them changed or went away)."""
@@ -119,16 +91,19 @@ class CachingKube(Kube):
         with self._guard:
             self._applied.clear()
 
-    def ray_auth_token(self, namespace: str, run: str, uid: str | None, *, create: bool = True) -> str | None:
-        now = self._clock()
+    # --- Ray auth tokens ----------------------------------------------------------------------------
+    def token(self, namespace: str, run: str, uid: str | None) -> str | None:
+        """The run's token read within `token_seconds` for this very run (its uid), else None."""
+        most = self.resync_seconds if self.token_seconds is None else self.token_seconds
         with self._guard:
             known = self._tokens.get((namespace, run))
-        if known is not None and known[0] == uid and known[1] is not None and now - known[2] < self.token_seconds:
+        if known is not None and known[0] == uid and known[1] is not None and self.clock() - known[2] < most:
             return known[1]
-        token = super().ray_auth_token(namespace, run, uid, create=create)
+        return None
+
+    def remember_token(self, namespace: str, run: str, uid: str | None, token: str | None) -> None:
         with self._guard:
-            self._tokens[(namespace, run)] = (uid, token, now)
-        return token
+            self._tokens[(namespace, run)] = (uid, token, self.clock())
 
     def known_token(self, namespace: str, run: str) -> str | None:
         with self._guard:

@@ -11,18 +11,22 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterator
 
-from prometheus_client import REGISTRY, CollectorRegistry, Counter, Histogram, start_http_server
+from prometheus_client import (
+    GC_COLLECTOR,
+    PLATFORM_COLLECTOR,
+    PROCESS_COLLECTOR,
+    CollectorRegistry,
+    Counter,
+    Histogram,
+    start_http_server,
+)
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from grpo_operator.api.status import GRPORunStatus, Phase
 
-RECONCILES = Counter("grpo_operator_reconcile", "Reconciles by result", ["result"])
-RECONCILE_SECONDS = Histogram("grpo_operator_reconcile_duration_seconds", "Duration of one reconcile")
-SCRAPE_ERRORS = Counter("grpo_operator_scrape_errors", "Failed metric scrapes by target", ["target"])
 
-
-class _RunCollector(Collector):
+class RunCollector(Collector):
     """Per-run gauges, read from the last status each run reconciled to."""
 
     def __init__(self) -> None:
@@ -91,10 +95,24 @@ class _RunCollector(Collector):
         yield from (by_phase, phase, reason, condition, attempt, reward, repetition, rollout, healthy)
 
 
-RUNS = _RunCollector()
-REGISTRY.register(RUNS)
+class OperatorMetrics:
+    """The operator's metrics in their own registry (with the process collectors), made once at start."""
 
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        for collector in (PROCESS_COLLECTOR, PLATFORM_COLLECTOR, GC_COLLECTOR):
+            self.registry.register(collector)
+        self.reconciles = Counter("grpo_operator_reconcile", "Reconciles by result", ["result"], registry=self.registry)
+        self.reconcile_seconds = Histogram(
+            "grpo_operator_reconcile_duration_seconds", "Duration of one reconcile", registry=self.registry
+        )
+        self.scrape_errors = Counter(
+            "grpo_operator_scrape_errors", "Failed metric scrapes by target", ["target"], registry=self.registry
+        )
+        self.runs = RunCollector()
+        self.registry.register(self.runs)
 
-def serve(port: int, registry: CollectorRegistry = REGISTRY) -> None:
-    if port:
-        start_http_server(port, registry=registry)
+    def serve(self, port: int) -> None:
+        """Serve /metrics on `port` (0: not at all); an OSError when the port cannot be bound."""
+        if port:
+            start_http_server(port, registry=self.registry)

@@ -4,11 +4,9 @@ Submission is idempotent: the submission id is deterministic, and an existing jo
 instead of submitted again, so an operator restarted mid-run never starts a second job.
 
 Every call carries the run's Ray auth token as `Authorization: Bearer <token>`, the header Ray's token
-middleware reads first (python/ray/_private/authentication/http_token_authentication.py:29-60, the same in the
-image's Ray 2.56.1 and the operator's 2.60); `JobSubmissionClient` sends `headers` with every request
-(python/ray/dashboard/modules/dashboard_sdk.py:242,332). The
-operator's own process never sets RAY_AUTH_MODE: each run has its own token, so it goes per client, never
-through the process environment. The token is never part of a message or a repr.
+middleware reads first, in the client's `headers` (docs/integrations/ray.md). The operator's own process never
+sets RAY_AUTH_MODE: each run has its own token, so it goes per client, never through the process environment.
+The token is never part of a message or a repr.
 """
 
 from __future__ import annotations

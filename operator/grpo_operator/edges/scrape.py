@@ -4,10 +4,10 @@ Parsing uses prometheus_client's own text parser; the reading of metric names fo
 (`miles_metric_` + key with `/` and `-` turned into `_`, label `run_name`) and the reward service's
 `reward_service_*` families.
 
-An endpoint that timed out is not scraped again for a while (`SLOW`, per URL, doubling from 5 s to 60 s; a
-success forgets it): a hung trainer or reward service costs its run one timeout per backoff period instead of
-one per reconcile, so it cannot hold the worker threads every other run needs. A refused connection fails at
-once and is retried at the next reconcile.
+A `Scraper` (made at start, one per operator) does not scrape an endpoint that timed out again for a while (per
+URL, doubling from 5 s to 60 s; a success forgets it): a hung trainer or reward service costs its run one
+timeout per backoff period instead of one per reconcile, so it cannot hold the worker threads every other run
+needs. A refused connection fails at once and is retried at the next reconcile.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ import socket
 import urllib.error
 import urllib.request
 from collections.abc import Iterable
+from dataclasses import dataclass, field
 
 from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.samples import Sample
@@ -31,29 +32,34 @@ TRAINER_GAUGES = {
     "miles_metric_perf_step_time": "step_time_seconds",
 }
 REWARD_ERROR_RATIO = "reward_service_service_error_ratio"
-SLOW = Backoff(first=5.0, most=60.0)
 
 
 class ScrapeError(RuntimeError):
     """The endpoint could not be read or parsed."""
 
 
-def fetch(url: str, timeout: float) -> str:
-    if not url.startswith(("http://", "https://")):
-        raise ScrapeError(f"{url}: only http(s) metrics URLs are scraped")
-    waiting = SLOW.waiting(url)
-    if waiting is not None:
-        raise ScrapeError(f"{url}: {waiting}")
-    try:
-        with urllib.request.urlopen(url, timeout=timeout) as response:  # noqa: S310 - scheme checked above
-            body: bytes = response.read(8 * 1024 * 1024)
-    except OSError as exc:
-        reason = exc.reason if isinstance(exc, urllib.error.URLError) else exc
-        if isinstance(reason, (TimeoutError, socket.timeout)):
-            SLOW.failed(url, f"timed out after {timeout:g}s")
-        raise ScrapeError(f"{url}: {exc}") from None
-    SLOW.succeeded(url)
-    return body.decode("utf-8", errors="replace")
+@dataclass
+class Scraper:
+    """Reads metrics endpoints, holding back those that timed out recently."""
+
+    slow: Backoff = field(default_factory=lambda: Backoff(first=5.0, most=60.0))
+
+    def fetch(self, url: str, timeout: float) -> str:
+        if not url.startswith(("http://", "https://")):
+            raise ScrapeError(f"{url}: only http(s) metrics URLs are scraped")
+        waiting = self.slow.waiting(url)
+        if waiting is not None:
+            raise ScrapeError(f"{url}: {waiting}")
+        try:
+            with urllib.request.urlopen(url, timeout=timeout) as response:  # noqa: S310 - scheme checked above
+                body: bytes = response.read(8 * 1024 * 1024)
+        except OSError as exc:
+            reason = exc.reason if isinstance(exc, urllib.error.URLError) else exc
+            if isinstance(reason, (TimeoutError, socket.timeout)):
+                self.slow.failed(url, f"timed out after {timeout:g}s")
+            raise ScrapeError(f"{url}: {exc}") from None
+        self.slow.succeeded(url)
+        return body.decode("utf-8", errors="replace")
 
 
 def _samples(text: str) -> Iterable[Sample]:

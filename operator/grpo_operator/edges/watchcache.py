@@ -1,24 +1,20 @@
 """The runs and their children as the operator's own watches last saw them: reads that cost no API request.
 
-A reconcile needs the run, its RayCluster, the RayCluster's pods and the reward Deployment. Read with a GET or a
-LIST each, that is four requests per run per timer tick, the bulk of a Running run's steady-state cost.
-controller/handlers.py keeps kopf indices of all four (kopf.index, fed by the watch streams kopf keeps open
-anyway), and `CachingKube` (edges/kubecache.py) answers from them:
+A reconcile needs the run, its RayCluster, the RayCluster's pods and the reward Deployment; read with a GET or a
+LIST each, that is four requests per run per timer tick. controller/handlers.py keeps kopf indices of all four
+(fed by the watch streams kopf keeps open anyway) and `Kube` answers from them through its `KubeCache`:
 
-- kopf fills every index from its initial listing before it calls any other handler (the operator's readiness
-  waits for it: kopf/_core/reactor/processing.py:107-112), then keeps it current from the watch events; an
-  index handler sees each object's events in order, one at a time (reactor/queueing.py: one worker per object),
-  so a stored body is one whole version of the object, never a mix of two.
-- a child is stored as far as the reconcile reads it (`slim_cluster`, `slim_pod`, `slim_deployment`: what
-  edges/childstate.py and render/queueing.py read; never their pod templates, the bulk of each object, which
-  would cost the operator some 100 KiB per run), a pod or a Deployment as the Kubernetes client's model
-  (`V1Pod`, `V1Deployment`, the type a GET returns), converted once per watch event rather than per reconcile.
-- a miss is not an answer for the run or its RayCluster and Deployment: the object may have been created by
-  this very reconcile, its ADDED event still in flight. `CachingKube` then GETs it. Pods are read from the
-  index alone: KubeRay creates them, never this operator, so the index has every pod the watch has reported.
+- kopf fills every index from its initial listing before it calls any other handler, and an index handler sees
+  each object's events in order, so a stored body is one whole version of the object (docs/integrations/kopf.md).
+- a child is stored as far as the reconcile reads it (`slim_cluster`, `slim_pod`, `slim_deployment`; never the
+  pod templates, the bulk of each object), a pod or a Deployment as the client's model (`V1Pod`,
+  `V1Deployment`, the type a GET returns), converted once per watch event rather than per reconcile.
+- a miss is not an answer for the run or its RayCluster and Deployment: the object may have been created by this
+  very reconcile, its ADDED event still in flight, so `Kube` then GETs it. Pods are read from the index alone:
+  KubeRay creates them, never this operator, so the index has every pod the watch has reported.
 
-Pure: it holds the index mappings kopf passes to the handlers (`Mapping[key, Collection[value]]`, kopf.Index)
-and never imports kopf.
+Pure: it holds the index mappings kopf passes to the handlers (`Mapping[key, Collection[value]]`) and never
+imports kopf.
 """
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from grpo_operator.planning.profiles import ModelProfileName
+from grpo_operator.api.catalog import ModelProfileName
 
 SOURCE = "benchmarks/memory/measurements.json"
 STACK = "megatron-core 0.19.2, torch 2.11.0+cu130, 1x NVIDIA H200, 2026-12-01"

@@ -8,17 +8,8 @@ must request in full (a partial request passes all-reduce and breaks point-to-po
 from __future__ import annotations
 
 from dataclasses import dataclass
-from enum import StrEnum
 
-
-class InstanceTypeName(StrEnum):
-    """Names accepted in `spec.topology.instanceType`."""
-
-    P5 = "p5.48xlarge"
-    P5EN = "p5en.48xlarge"
-    P6_B200 = "p6-b200.48xlarge"
-    P6_B300 = "p6-b300.48xlarge"
-
+from grpo_operator.api.catalog import InstanceTypeName
 
 ALLREDUCE_FLOOR_FRACTION = 0.25
 

@@ -10,17 +10,8 @@ fast rather than training the wrong shape.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from enum import StrEnum
 
-
-class ModelProfileName(StrEnum):
-    """Names accepted in `spec.model.profile`."""
-
-    QWEN3_4B = "qwen3-4b"
-    QWEN3_8B = "qwen3-8b"
-    QWEN3_30B_A3B = "qwen3-30b-a3b"
-    GLM_Z1_9B = "glm-z1-9b"
-    QWEN25_72B = "qwen2.5-72b"
+from grpo_operator.api.catalog import ModelProfileName
 
 
 @dataclass(frozen=True)
