@@ -42,7 +42,8 @@ def test_helm_template_matches_the_golden_file(case: str) -> None:
     ("value", "names"),
     [
         ("watchNamespaces={Team_A}", ["/watchNamespaces/0", "Team_A", "does not match pattern"]),
-        ("settings.httpTimeoutSeconds=0", ["/settings/httpTimeoutSeconds", "exclusiveMinimum"]),
+        ("settings.httpTimeoutSeconds=0", ["/settings/httpTimeoutSeconds", "minimum"]),
+        ("settings.reconcileIntervalSeconds=0", ["/settings/reconcileIntervalSeconds", "minimum"]),
         ("image.digest=sha256:abc", ["/image/digest", "sha256:abc", "does not match pattern"]),
         ("replicas=0", ["/replicas", "minimum"]),
         ("peering.lifetime=3", ["additional properties 'lifetime' not allowed"]),  # a misspelt key
