@@ -4,6 +4,8 @@ Profiles: `ci`, loaded by default (`make unit`, `make integration`, `make test`)
 turns its example database off, so two runs in one checkout try the same inputs and a failure found once does
 not replay only in the checkout that found it; `fuzz` (`make fuzz`, or `--hypothesis-profile=fuzz`) draws at
 random, keeps the database under .hypothesis/ and tries ten times the examples (tests/support/fuzzing.py).
+Nothing here imports a test helper: a hypothesis `settings` object made at import takes its defaults from the
+profile loaded then, so helpers must be imported after the profile is chosen (at collection).
 
 The fixtures that start real components (control plane, Ray head, uvicorn servers, podman images) live in the
 conftest files under tests/integration/.
@@ -18,7 +20,7 @@ import pytest
 from hypothesis import settings
 from hypothesis.database import DirectoryBasedExampleDatabase
 
-from tests.support.fuzzing import CI_EXAMPLES
+CI_EXAMPLES = 100
 
 settings.register_profile("ci", derandomize=True, database=None, max_examples=CI_EXAMPLES, print_blob=True)
 settings.register_profile(

@@ -18,12 +18,10 @@ from hypothesis import strategies as st
 
 from tests.support.builders import SETTINGS
 
-CI_EXAMPLES = 100  # the ci profile's max_examples: the unit a test's examples(n) is scaled against
-
 
 def examples(n: int) -> int:
-    """n under the ci profile; scaled by the loaded profile's max_examples (10 n under `fuzz`)."""
-    return max(1, n * settings.default.max_examples // CI_EXAMPLES)
+    """n under the ci profile; scaled by the loaded profile's max_examples against ci's (10 n under `fuzz`)."""
+    return max(1, n * settings.default.max_examples // settings.get_profile("ci").max_examples)
 
 
 PATH_CHARS = st.text(alphabet=st.sampled_from("ab z_-.'\"$\\`;&|*!~#%()[]{}é"), min_size=1, max_size=20)
