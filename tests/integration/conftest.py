@@ -23,6 +23,7 @@ import re
 import subprocess
 import uuid
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import pytest
 from grpo_dev.localcluster import ControlPlane, SimulatedCluster
@@ -79,3 +80,11 @@ def kubectl(control_plane: ControlPlane) -> Kubectl:
 def ray_head() -> Iterator[LocalRayHead]:
     with LocalRayHead(auth_token=RAY_TOKEN) as head:
         yield head
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Every test of this tier carries the `integration` marker, so `-m "not integration"` selects the unit tiers."""
+    here = Path(__file__).parent
+    for item in items:
+        if item.path.is_relative_to(here):
+            item.add_marker(pytest.mark.integration)
