@@ -9,7 +9,7 @@ export PATH := $(BIN):$(PATH)
 DOCKERFILES := $(shell find . -name Dockerfile -not -path './.venv/*' -not -path './.git/*' | sort)
 PACKAGES := operator/grpo_operator devtools/grpo_dev reward_service/src/reward_service trainer_image/src/grpo_launcher
 
-.PHONY: install test lint crds golden miles-flags control-plane images run bench-reward bench-operator clean
+.PHONY: install test unit integration fuzz lint crds golden miles-flags control-plane images run bench-reward bench-operator clean
 
 install: $(VENV)/.installed
 
@@ -33,7 +33,7 @@ crds: install
 ## Regenerate the golden files: grpo render of examples/, helm template of the chart.
 golden: install
 	$(PY) -m tests.render.golden
-	$(PY) -m tests.chart.golden
+	$(PY) -m tests.integration.chart.golden
 
 ## Regenerate tests/data/miles_flags.json (miles's, Megatron's and SGLang's flags at the pins, by AST).
 ## Sources: MILES_GIT / MEGATRON_GIT (git dirs; cloned bare into the cache when unset), SGLANG_WHEEL (pip download).
@@ -62,8 +62,24 @@ control-plane: install
 images: install
 	$(PY) -m grpo_dev.images build
 
+## Test tiers: `unit` is the pure tiers (no control plane, images or network: seconds to
+## minutes), `integration` what needs the control plane, a Ray head, uvicorn servers, helm or images, `test`
+## (CI) lint and every tier. Hypothesis runs derandomized without its database (the `ci` profile, tests/conftest.py).
+UNIT_ARGS := tests --ignore=tests/integration --ignore=tests/e2e
+
+unit: install
+	$(PY) -m pytest $(UNIT_ARGS)
+
+integration: install control-plane images
+	$(PY) -m pytest tests/integration tests/e2e
+
 test: install control-plane lint images
 	$(PY) -m pytest
+
+## The hypothesis tests of the unit tier at random, ten times the examples, with the example database on
+## (.hypothesis/): a failure found is replayed on the next `make fuzz` until fixed.
+fuzz: install
+	$(PY) -m pytest --hypothesis-profile=fuzz -m hypothesis $(UNIT_ARGS)
 
 ## Local embedded control plane + Ray head + operator, with examples/quickstart.yaml applied.
 run: install control-plane

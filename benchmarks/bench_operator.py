@@ -5,7 +5,7 @@
 For each N, in a fresh namespace of one real control plane (grpo_dev.localcluster.ControlPlane: etcd,
 kube-apiserver, kube-controller-manager), first the baseline, then the operator:
 
-- the process is started (`python -m grpo_operator --standalone --namespace NS`, as tests/operator/harness.py
+- the process is started (`python -m grpo_operator --standalone --namespace NS`, as tests/support/operator_harness.py
   starts it, with the default 15 s reconcile interval; the baseline is benchmarks/bare_kopf_operator.py under
   `kopf run`), and one warm-up run shows its watch is up;
 - N GRPORuns (examples/quickstart.yaml) are created at once from 8 client threads; "apply -> children" is from
@@ -15,7 +15,7 @@ kube-apiserver, kube-controller-manager), first the baseline, then the operator:
   metric has no user-agent label, so the same window is measured with no operator at all and subtracted),
   the operator's CPU (utime+stime from /proc) and RSS (VmRSS; VmHWM is the peak);
 - KubeRay is played by status patches (what KubeRay v1.5.0 writes once the head and workers are ready, as
-  tests/operator/harness.py play_kuberay_ready): 5 runs first, polled with the real `kubectl get` until their
+  tests/support/operator_harness.py play_kuberay_ready): 5 runs first, polled with the real `kubectl get` until their
   status says Submitting ("status change -> kubectl get"); then every other run, watched ("ready ->
   Submitting"). The Ray Jobs address is a closed loopback port, so a run stays Submitting (Ray unreachable),
   which is also the state where per-run backoff shows in the request rate.

@@ -62,7 +62,7 @@ class Shape:
 
 
 # The profiles of operator/grpo_operator/planning/profiles.py, as numbers (this script runs on a machine
-# without the operator installed; tests/api/test_memory_calibration.py checks the two agree).
+# without the operator installed; tests/planning/test_memory_calibration.py checks the two agree).
 SHAPES: dict[str, Shape] = {
     "qwen3-4b": Shape(36, 2560, 9728, 32, 8, 128, 151936, True, False, True, 1000000, 1e-6),
     "qwen3-8b": Shape(36, 4096, 12288, 32, 8, 128, 151936, False, False, True, 1000000, 1e-6),

@@ -25,10 +25,11 @@ from reward_service.extraction import LabelError, Work, extract_final_answer, la
 from reward_service.settings import Extraction
 from reward_service.worker import quick_verdict
 
-from tests.api.cases import EXAMPLES
+from tests.support.builders import EXAMPLES
+from tests.support.fuzzing import examples
 
 QUICKSTART = (EXAMPLES / "quickstart.yaml").read_text()
-FAST = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+FAST = settings(max_examples=examples(150), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 # -- the grpo loader ----------------------------------------------------------------------------------------
 
@@ -103,7 +104,7 @@ def test_the_loader_answers_mangled_runs_with_one_line_problems(lines: list[str]
     _one_line_each([str(p) for p in file_problems] + [str(p) for c in checked for p in c.problems])
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=examples(40), deadline=None)
 @given(json_values)
 def test_grpo_validate_exits_0_or_1_with_one_line_per_problem(
     tmp_path_factory: pytest.TempPathFactory, value: Any
@@ -219,7 +220,7 @@ def test_any_bytes_as_a_run_config_are_one_short_refusal_or_a_config(
         _one_line_each(str(error).splitlines())
 
 
-@settings(max_examples=30, deadline=None)
+@settings(max_examples=examples(30), deadline=None)
 @given(st.integers(2, 12), st.integers(2, 12), st.booleans())
 def test_alias_graphs_of_any_shape_stay_within_bounded_memory(levels: int, width: int, mapping: bool) -> None:
     """Each level refers `width` times to the one below: width**levels nodes once expanded."""

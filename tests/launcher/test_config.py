@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from grpo_launcher.config import ConfigError, load_run_config, parse_run_config
 
-from .conftest import base_config, write_config
+from tests.support.launcher import base_config, write_config
 
 
 def test_a_rendered_config_parses_and_tolerates_new_keys_in_spec_and_plan(tmp_path: Path) -> None:

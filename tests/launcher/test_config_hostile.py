@@ -12,7 +12,7 @@ import pytest
 from grpo_launcher.config import ConfigError, parse_run_config
 from grpo_launcher.launch import StaleConfigError, check_argv_matches
 
-from .conftest import base_config
+from tests.support.launcher import base_config
 
 
 def launcher_preflight(config_path: Path) -> subprocess.CompletedProcess[str]:

@@ -11,7 +11,8 @@ from grpo_launcher.evaluate.client import ServerNotReadyError, wait_ready
 from grpo_launcher.evaluate.dataset import DatasetError, load_items
 from grpo_launcher.evaluate.scoring import parse_label, pass_at_k, score
 
-from .conftest import launcher
+from tests.support.launcher import launcher
+
 from .sglang_standin import Behaviour, sglang_standin
 
 

@@ -20,7 +20,7 @@ from grpo_launcher.host_checks import (
     check_shm,
 )
 
-from .conftest import executable
+from tests.support.launcher import executable
 
 # -- libcuda ------------------------------------------------------------------------------------------------
 

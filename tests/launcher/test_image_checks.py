@@ -18,7 +18,7 @@ from grpo_launcher.host_checks import HostPaths
 from grpo_launcher.image_checks import DOTTED_KEY, check_prometheus_client, check_wget, miles_gauge_name
 from grpo_launcher.preflight import PreflightEnv, run_preflight
 
-from .conftest import base_config
+from tests.support.launcher import base_config
 
 DOCKERFILE = (Path(__file__).resolve().parents[2] / "trainer_image" / "Dockerfile").read_text()
 

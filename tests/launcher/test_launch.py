@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from .conftest import base_config, launcher, write_config
+from tests.support.launcher import base_config, launcher, write_config
 
 # A stand-in for train.py: records its argv and environment, then exits with the code it is told.
 STAND_IN = """

@@ -15,7 +15,7 @@ from grpo_launcher.gpu_checks import GpuProbe
 from grpo_launcher.host_checks import HostPaths
 from grpo_launcher.preflight import PreflightEnv, run_preflight
 
-from .conftest import base_config, launcher, write_config
+from tests.support.launcher import base_config, launcher, write_config
 
 GIB = 2**30
 

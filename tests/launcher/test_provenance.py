@@ -11,7 +11,7 @@ from grpo_launcher.metrics import serve
 from grpo_launcher.provenance import ProvenanceSources, collect, git_commit, gpu_facts, provenance_line
 from prometheus_client.parser import text_string_to_metric_families
 
-from .conftest import executable
+from tests.support.launcher import executable
 
 
 def _repo(path: Path) -> str:

@@ -10,7 +10,7 @@ from pathlib import Path
 from grpo_launcher.summary import RolloutLog, parse_metrics_line
 from grpo_operator.status import summary as operator_summary
 
-from .conftest import base_config, launcher, write_config
+from tests.support.launcher import base_config, launcher, write_config
 
 # Lines as miles dec268f7 logs them through Ray's log forwarding: the training actor's `rollout <id>:` line
 # (backends/training_utils/log_utils.py:66), the rollout manager's `perf <id>:` (ray/rollout/metrics.py:79)

@@ -9,22 +9,12 @@ from pathlib import Path
 import yaml
 from grpo_operator.cli.loading import parse_run
 from grpo_operator.planning.plan import make_plan
-from grpo_operator.planning.validation import errors, validate
-from grpo_operator.render import RenderSettings, render
+from grpo_operator.render import render
 from grpo_operator.render.yamlout import dump_all
 
+from tests.support.builders import SETTINGS, valid_examples
+
 GOLDEN = Path(__file__).parent / "golden"
-EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
-SETTINGS = RenderSettings(reward_image="registry.example/grpo-reward@sha256:" + "0" * 64)
-
-
-def valid_examples() -> list[Path]:
-    out = []
-    for path in sorted(EXAMPLES.glob("*.yaml")):
-        run, problems = parse_run(yaml.safe_load(path.read_text()))
-        if run is not None and not problems and not errors(validate(run)):
-            out.append(path)
-    return out
 
 
 def rendered(path: Path) -> dict[str, str]:

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from tests.render.golden import GOLDEN, rendered, valid_examples
+from tests.render.golden import GOLDEN, rendered
+from tests.support.builders import valid_examples
 
 
 @pytest.mark.parametrize("path", valid_examples(), ids=lambda p: p.stem)

@@ -14,10 +14,9 @@ from grpo_dev.miles_flags import FlagData, check_argv
 from grpo_operator.planning.flags import MANAGED_FLAGS
 from hypothesis import given
 
-from tests.render.golden import valid_examples
-from tests.render.helpers import example, rendered
-from tests.render.test_properties import PROPERTY, valid_runs
-from tests.render.test_properties import rendered as rendered_or_assume
+from tests.support.builders import example, rendered, valid_examples
+from tests.support.fuzzing import PROPERTY, valid_runs
+from tests.support.fuzzing import rendered as rendered_or_assume
 
 DATA = FlagData.load()
 BASE = ["python3", "/root/miles/train.py", "--rollout-batch-size", "8"]

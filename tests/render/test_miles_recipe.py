@@ -9,8 +9,7 @@ import pytest
 from grpo_operator.cli.loading import parse_run
 from grpo_operator.planning.validation import errors, validate
 
-from tests.render.golden import valid_examples
-from tests.render.helpers import example, rendered
+from tests.support.builders import example, rendered, valid_examples
 
 
 def _last_value(argv: tuple[str, ...], flag: str) -> str | None:

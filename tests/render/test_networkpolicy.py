@@ -18,7 +18,7 @@ from grpo_operator.planning.plan import make_plan
 from grpo_operator.render import RenderSettings, names, render
 from grpo_operator.render.networkpolicy import network_policies
 
-from tests.render.helpers import SETTINGS, example, run_of
+from tests.support.builders import SETTINGS, example, run_of
 
 RUN, NS, OPS = "r1", "team-a", "grpo-system"
 CHART = RenderSettings(

@@ -11,9 +11,7 @@ from grpo_operator.planning.plan import make_plan
 from grpo_operator.render import names, render
 from grpo_operator.render.queueing import apply_steps
 
-from tests.api.cases import base, merge
-from tests.api.conftest import check
-from tests.render.golden import SETTINGS
+from tests.support.builders import SETTINGS, base, check, merge
 
 REMOTE_REWARD = {"reward": {"type": "remote", "remote": {"replicas": 1}}}
 

@@ -14,7 +14,7 @@ from grpo_operator.planning.plan import make_plan
 from grpo_operator.planning.validation import validate
 from grpo_operator.render import render
 
-from tests.render.helpers import SETTINGS, example, kind, rendered, run_of
+from tests.support.builders import SETTINGS, example, kind, rendered, run_of
 
 
 def _kuberay_resources_map(value: str) -> dict[str, float]:

@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 import shlex
 
-from tests.render.helpers import example, kind, pod_specs, rendered
+from tests.support.builders import example, kind, pod_specs, rendered
 
 
 def test_the_head_advertises_no_cpus_or_gpus_so_no_actor_can_land_there() -> None:

@@ -9,8 +9,7 @@ from pathlib import Path
 import pytest
 from grpo_operator.planning.instances import INSTANCES, InstanceTypeName
 
-from tests.render.golden import valid_examples
-from tests.render.helpers import example, kind, rendered
+from tests.support.builders import example, kind, rendered, valid_examples
 
 
 def _worker_pod(doc: dict) -> dict:  # type: ignore[type-arg]

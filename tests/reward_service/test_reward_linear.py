@@ -15,6 +15,8 @@ from hypothesis import strategies as st
 from reward_service.extraction import Work, extract_final_answer, last_answer_line
 from reward_service.settings import Extraction
 
+from tests.support.fuzzing import examples
+
 # The pattern extraction used before (a65bd72 extraction.py:22-25): the reference for what an answer line
 # is, run here only on short strings.
 REFERENCE = re.compile(
@@ -56,13 +58,13 @@ def test_the_answer_line_scan_is_linear_on_adversarial_shapes(shape: str) -> Non
 GRAMMAR = st.text(alphabet=" \t\n>*_#:AaNnSsWwEeRrFfIiLl9ſ", max_size=60)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(GRAMMAR)
 def test_the_scan_finds_exactly_the_answer_line_the_old_pattern_found(text: str) -> None:
     assert last_answer_line(text) == reference(text)
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 @given(st.lists(st.sampled_from(["answer", "final", " ", "\t", "**", "__", ":", "\n", "> ", "x"]), max_size=400))
 def test_the_scan_stays_linear_on_any_mix_of_grammar_pieces(pieces: list[str]) -> None:
     text = "".join(pieces)

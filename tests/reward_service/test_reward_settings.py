@@ -8,7 +8,6 @@ import sys
 from pathlib import Path
 
 import pytest
-from reward_harness import REPO, free_port, service_env
 from reward_service.health import HealthWindow, Outcome
 from reward_service.settings import (
     Backend,
@@ -18,6 +17,8 @@ from reward_service.settings import (
     missing_reward_model_packages,
     unknown_variables,
 )
+
+from tests.support.reward_harness import REPO, free_port, service_env
 
 
 def start_cli(**settings: str) -> subprocess.CompletedProcess[str]:

@@ -1,7 +1,7 @@
 """Building the operator and reward-service images here, with podman and runc, on a locally made base.
 
 This module owns turning `operator/Dockerfile` and `reward_service/Dockerfile` into local images with no
-manual step, for the suite (tests/images/) and `make images`:
+manual step, for the suite (tests/integration/images/) and `make images`:
 
 - the tools: podman, runc and debootstrap. Missing ones are installed with `apt-get` (Debian packages) when
   allowed and possible, else `ImageError` says in one line how to install them.

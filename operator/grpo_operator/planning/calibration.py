@@ -2,7 +2,7 @@
 
 The measurements are `benchmarks/memory/measurements.json` (megatron-core 0.19.2 on one H200; the harness
 is `benchmarks/memory/measure_actor.py`). `error_percent` is the largest relative error of the estimator
-against them, per component, for that profile; `tests/api/test_memory_calibration.py` recomputes every
+against them, per component, for that profile; `tests/planning/test_memory_calibration.py` recomputes every
 figure from the data and fails if one here differs, so `grpo plan` cannot claim a better fit than measured.
 A profile without measurements has no entry: its plan says "not calibrated". Pure data, no I/O.
 

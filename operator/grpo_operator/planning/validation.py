@@ -3,7 +3,7 @@
 `check(run)` is the one entry point the reconciler and the CLI call: it returns the plan (made once, by
 `grpo_operator.planning.plan.plan_run`) together with every problem. The cross-field rules the API server
 also checks (CEL in `grpo_operator.api.spec`) are repeated in `api_server_rules` so `grpo validate` gives the
-same answer offline; `tests/controlplane/test_cel_python_agree.py` generates specs and proves the real API
+same answer offline; `tests/integration/controlplane/test_cel_python_agree.py` generates specs and proves the real API
 server and these rules accept and refuse the same ones. The other rules need data CEL does not have (model
 profiles, instance types, the memory plan). Pure: no I/O.
 """

@@ -1,0 +1,108 @@
+"""Where a run's Ray auth token goes: into its Secret and nowhere else a user, a log reader or a Ray job's
+submitter could read it (rendered objects, the GRPORun status, events, the operator's logs, the Ray job's
+runtime env, entrypoint and metadata).
+
+The run's token is the recognisable `harness.RAY_TOKEN` (the local head's), given in a Secret made before the
+run; a run without one gets a Secret made by the operator, owned by the run, which the rendered Ray pods
+reference and which is looked for the same way.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from grpo_operator.render import names
+from ray.job_submission import JobSubmissionClient
+
+from tests.support.operator_harness import (
+    RAY_TOKEN,
+    fake,
+    manifest,
+    phase_is,
+    play_kuberay_ready,
+    running_operator,
+    wait_for,
+)
+
+pytestmark = pytest.mark.integration
+
+KINDS = "configmaps,secrets,services,deployments,replicasets,poddisruptionbudgets,networkpolicies,rayclusters,pods,grporuns,events"
+
+
+def places_holding(token: str, kubectl: Any, namespace: str, logs: str) -> list[str]:
+    """Every object of the namespace (and the operator's log) whose text holds the token, raw or base64."""
+    needles = (token, base64.b64encode(token.encode()).decode())
+    objects = json.loads(kubectl("get", KINDS, "-n", namespace, "-o", "json").stdout)["items"]
+    found = [f"{o['kind']}/{o['metadata']['name']}" for o in objects if any(n in json.dumps(o) for n in needles)]
+    if any(n in logs for n in needles):
+        found.append("operator log")
+    return found
+
+
+@pytest.fixture
+def env(control_plane, ray_head, namespace, kubectl, tmp_path: Path):  # type: ignore[no-untyped-def]
+    with running_operator(control_plane, namespace, ray_head.dashboard_url, tmp_path) as op:
+        yield op, namespace, kubectl, ray_head
+
+
+def test_the_token_appears_only_in_the_runs_secret_after_a_whole_run(env) -> None:  # type: ignore[no-untyped-def]
+    op, ns, kubectl, head = env
+    kubectl("apply", "-f", "-", input=manifest("secretive", ns, fake("--fake-reward", "0.5", rollouts=3)))
+    play_kuberay_ready(kubectl, ns, "secretive")
+    done = wait_for("Succeeded", lambda: phase_is(kubectl, ns, "secretive", "Succeeded", "Failed"), timeout=180)
+    assert done["status"]["phase"] == "Succeeded", done["status"]  # the operator's Jobs API calls carried the token
+    kubectl("get", "networkpolicy", names.network_policy("secretive", "ray-head"), "-n", ns)  # rendered, and searched
+    assert places_holding(RAY_TOKEN, kubectl, ns, op.logs()) == [f"Secret/{names.ray_auth_secret('secretive')}"]
+    client = JobSubmissionClient(head.dashboard_url, headers=head.auth_headers)
+    [job] = [
+        j
+        for j in client.list_jobs()
+        if (j.metadata or {}).get("grpo.dev/run") == "secretive" and (j.metadata or {}).get("grpo.dev/namespace") == ns
+    ]
+    submitted = json.dumps({"entrypoint": job.entrypoint, "runtime_env": job.runtime_env, "metadata": job.metadata})
+    assert RAY_TOKEN not in submitted
+
+
+def test_a_run_without_a_token_secret_gets_its_own_owned_by_the_run_and_referenced_by_every_ray_container(env) -> None:  # type: ignore[no-untyped-def]
+    op, ns, kubectl, _ = env
+    kubectl("apply", "-f", "-", input=manifest("fresh", ns, fake(rollouts=3), ray_token=None))
+    secret_name = names.ray_auth_secret("fresh")
+    wait_for("the token Secret", lambda: kubectl("get", "secret", secret_name, "-n", ns, check=False).returncode == 0)
+    secret = json.loads(kubectl("get", "secret", secret_name, "-n", ns, "-o", "json").stdout)
+    run = json.loads(kubectl("get", "grporun", "fresh", "-n", ns, "-o", "json").stdout)
+    [owner] = secret["metadata"]["ownerReferences"]
+    assert owner["uid"] == run["metadata"]["uid"] and owner["kind"] == "GRPORun"
+    assert secret["immutable"] is True
+    token = base64.b64decode(secret["data"][names.AUTH_TOKEN_KEY]).decode()
+    assert len(token) >= 43 and token != RAY_TOKEN  # 32 random bytes, url-safe base64
+    cluster = wait_for(
+        "RayCluster",
+        lambda: json.loads(
+            kubectl("get", "raycluster", names.ray_cluster("fresh"), "-n", ns, "-o", "json", check=False).stdout
+            or "null"
+        ),
+    )
+    groups = [cluster["spec"]["headGroupSpec"], *cluster["spec"]["workerGroupSpecs"]]
+    for group in groups:
+        for container in group["template"]["spec"]["containers"]:
+            env_vars = {e["name"]: e for e in container["env"]}
+            assert env_vars["RAY_AUTH_MODE"]["value"] == "token"
+            assert env_vars["RAY_AUTH_TOKEN"]["valueFrom"] == {
+                "secretKeyRef": {"name": secret_name, "key": names.AUTH_TOKEN_KEY}
+            }
+    # The local head does not know this token: the operator's submission is refused, and says so without it.
+    play_kuberay_ready(kubectl, ns, "fresh")
+    refused = wait_for(
+        "the refusal in the status",
+        lambda: (
+            (r := phase_is(kubectl, ns, "fresh", "Provisioning", "Pending"))
+            and "Invalid authentication token" in (r["status"].get("message") or "")
+            and r
+        ),
+    )
+    assert "jobSubmissionId" not in refused["status"] or not refused["status"]["jobSubmissionId"]
+    assert places_holding(token, kubectl, ns, op.logs()) == [f"Secret/{secret_name}"]

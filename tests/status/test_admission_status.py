@@ -1,0 +1,98 @@
+"""Status while Kueue holds a run: waiting for admission is Pending/Queued naming the LocalQueue; a preemption
+(Kueue suspends the admitted RayCluster again) is Suspended/Preempted until re-admission starts a new attempt."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from grpo_operator.api.status import Phase
+from grpo_operator.edges.childstate import cluster_observation
+from grpo_operator.status.lifecycle import Decision, decide
+from grpo_operator.status.observation import ClusterObservation, JobObservation, JobState, Observation
+
+from tests.support.builders import base, check, merge
+
+T0 = datetime(2026, 12, 1, 9, 0, tzinfo=UTC)
+
+
+def spec(patch: dict[str, Any] | None = None) -> Any:
+    run, _ = check(merge(base(), {"spec": {"scheduling": {"queueName": "team-a"}, **(patch or {})}}))
+    assert run is not None
+    return run.spec
+
+
+def raycluster(suspend: bool | None, queue: str | None = "team-a") -> dict[str, Any]:
+    labels = {"kueue.x-k8s.io/queue-name": queue} if queue else {}
+    body: dict[str, Any] = {"metadata": {"name": "r-ray", "labels": labels}, "spec": {}}
+    if suspend is not None:
+        body["spec"]["suspend"] = suspend
+    return body
+
+
+def cond(decision: Decision, type_: str) -> tuple[str, str, str]:
+    c = next(c for c in decision.status.conditions if c.type == type_)
+    return c.status, c.reason, c.message
+
+
+def test_a_suspended_cluster_with_a_queue_label_is_observed_as_waiting_in_that_queue() -> None:
+    assert cluster_observation(raycluster(True), 1, []) == ClusterObservation(
+        ready=False, message="waiting for Kueue to admit the RayCluster in LocalQueue team-a", queue="team-a"
+    )
+    assert cluster_observation(raycluster(False), 1, []).queue is None  # type: ignore[union-attr]
+    assert cluster_observation(raycluster(True, queue=None), 1, []).queue is None  # type: ignore[union-attr]
+
+
+def test_a_run_waiting_for_admission_is_pending_queued_and_says_in_which_queue() -> None:
+    obs = Observation(now=T0, generation=1, cluster=cluster_observation(raycluster(True), 1, []))
+    d = decide(None, obs, spec())
+    assert (d.status.phase, d.status.reason) == (Phase.PENDING, "Queued")
+    assert "LocalQueue team-a" in (d.status.message or "")
+    status, reason, message = cond(d, "ResourcesReady")
+    assert (status, reason) == ("False", "WaitingForAdmission") and "LocalQueue team-a" in message
+    assert not (d.submit_job or d.delete_cluster or d.stop_job)
+
+
+def test_a_remote_reward_is_not_created_while_the_run_waits_for_admission() -> None:
+    s = spec({"reward": {"type": "remote", "remote": {"replicas": 1}}})
+    obs = Observation(now=T0, generation=1, reward_required=True, cluster=cluster_observation(raycluster(True), 1, []))
+    d = decide(None, obs, s)
+    assert cond(d, "RewardServiceReady")[:2] == ("False", "NotCreated")
+    assert "once Kueue admits" in cond(d, "RewardServiceReady")[2]
+
+
+def test_a_preempted_run_is_suspended_preempted_keeps_its_cluster_and_starts_a_new_attempt_once_readmitted() -> None:
+    running = decide(None, Observation(now=T0, generation=1, cluster=ClusterObservation(ready=True)), spec())
+    assert running.submit_job
+    prev = running.status.model_copy(update={"job_submission_id": "grpo-r-1", "attempt": 1})
+    on = decide(
+        prev,
+        Observation(
+            now=T0 + timedelta(minutes=1),
+            generation=1,
+            cluster=ClusterObservation(ready=True),
+            job=JobObservation("grpo-r-1", JobState.RUNNING, driver_ip="10.0.0.5"),
+        ),
+        spec(),
+    )
+    assert on.status.phase is Phase.RUNNING
+    queued = cluster_observation(raycluster(True), 1, [])
+    pre = decide(on.status, Observation(now=T0 + timedelta(minutes=2), generation=1, cluster=queued), spec())
+    assert (pre.status.phase, pre.status.reason) == (Phase.SUSPENDED, "Preempted")
+    assert "LocalQueue team-a" in (pre.status.message or "") and not pre.delete_cluster  # Kueue re-admits it
+    assert cond(pre, "JobRunning")[:2] == ("False", "Preempted")
+    still = decide(pre.status, Observation(now=T0 + timedelta(minutes=3), generation=1, cluster=queued), spec())
+    assert (still.status.phase, still.status.reason) == (Phase.SUSPENDED, "Preempted")
+    back = decide(
+        still.status,
+        Observation(now=T0 + timedelta(minutes=4), generation=1, cluster=ClusterObservation(ready=True)),
+        spec(),
+    )
+    assert back.submit_job and back.status.job_submission_id is None  # a new attempt, as after spec.suspend
+
+
+def test_a_queued_run_that_never_ran_is_not_called_preempted() -> None:
+    queued = cluster_observation(raycluster(True), 1, [])
+    first = decide(None, Observation(now=T0, generation=1, cluster=queued), spec())
+    again = decide(first.status, Observation(now=T0 + timedelta(minutes=1), generation=1, cluster=queued), spec())
+    assert (again.status.phase, again.status.reason) == (Phase.PENDING, "Queued")
