@@ -210,7 +210,7 @@ def test_fake_reads_miles_flags_after_a_launcher_double_dash() -> None:
         "0",
     )
     assert done.returncode == 0, done.stderr
-    assert rollouts_in(done.stdout) == [0, 1]
+    assert rollouts_in(done.stderr) == [0, 1]
 
 
 def test_fake_without_num_rollout_says_so() -> None:
@@ -237,13 +237,13 @@ def test_fake_checkpoints_resume_after_the_last_saved_rollout(tmp_path: Path) ->
     ]
     first = run_fake(*flags, "--num-rollout", "3", "--fake-fail-after", "2", "--fake-exit-code", "1")
     assert first.returncode == 1
-    assert rollouts_in(first.stdout) == [0, 1]
+    assert rollouts_in(first.stderr) == [0, 1]
     assert (ckpt / "latest_checkpointed_iteration.txt").read_text().strip() == "1"  # (1 + 1) % 2 == 0
 
     (tmp_path / "save-now").touch()
     second = run_fake(*flags, "--num-rollout", "3")
     assert second.returncode == 0, second.stderr
-    assert rollouts_in(second.stdout) == [2]
-    assert "(sentinel)" in second.stdout
+    assert rollouts_in(second.stderr) == [2]
+    assert "(sentinel)" in second.stderr
     assert not (tmp_path / "save-now").exists()
     assert sorted(p.name for p in ckpt.glob("iter_*")) == ["iter_0000001", "iter_0000002"]
