@@ -39,7 +39,8 @@ it asks), checkpoints follow miles's `train.py` loop: resume at `latest_checkpoi
 `(rollout_id + 1) % --save-interval == 0`, at the last rollout, or when the `--save-trigger-sentinel` file
 exists (then removed) (`train.py:120-126`). An unwritable `--save` fails the run, as it would fail miles.
 
-Knobs: `--fake-step-seconds` (0.3); `--fake-reward`, `--fake-repetition`, `--fake-truncated` (a float, or a
+Knobs (on the command line, or per run as a JSON list in `--fake-knobs-dir`/<run name>.json, which wins):
+`--fake-step-seconds` (0.3); `--fake-reward`, `--fake-repetition`, `--fake-truncated` (a float, or a
 comma list indexed by rollout_id whose last value repeats); `--fake-exit-code` (0); `--fake-fail-message TEXT`
 (printed as the last stderr line; implies exit code 1 unless `--fake-exit-code` is non-zero);
 `--fake-fail-reason WORD` (writes `{"reason": WORD, "message": TEXT}` to the file named by `GRPO_FAILURE_FILE`
@@ -117,7 +118,18 @@ def build_parser() -> argparse.ArgumentParser:
     fake.add_argument("--fake-fail-reason", default=None)
     fake.add_argument("--fake-bind-address", default="127.0.0.1")
     fake.add_argument("--fake-checkpoints", action="store_true")
+    fake.add_argument("--fake-knobs-dir", type=Path, default=None)
     return parser
+
+
+def knobs_for(args: argparse.Namespace) -> list[str]:
+    """The `--fake-*` knobs a test left for this run in `--fake-knobs-dir`/<run name>.json (a JSON list): the
+    operator refuses flags miles does not know in spec.extraArgs, so per-run knobs cannot travel there."""
+    name = args.prometheus_run_name or os.environ.get("GRPO_RUN")
+    if args.fake_knobs_dir is None or not name:
+        return []
+    path = args.fake_knobs_dir / f"{name}.json"
+    return [str(k) for k in json.loads(path.read_text())] if path.is_file() else []
 
 
 @dataclass
@@ -193,6 +205,8 @@ def main(argv: list[str] | None = None) -> int:
     raw = sys.argv[1:] if argv is None else argv
     # A launcher's `--` before miles's argv must not turn miles's flags into positionals.
     args, ignored = build_parser().parse_known_args([a for a in raw if a != "--"])
+    if knobs := knobs_for(args):
+        args, ignored = build_parser().parse_known_args([a for a in raw if a != "--"] + knobs)
     if args.num_rollout is None:
         print(
             "fake_miles: --num-rollout is required (this stand-in cannot derive it from --num-epoch)", file=sys.stderr
