@@ -4,10 +4,15 @@ the flags the operator renders; and the min-reward guard's default floor followi
 
 from __future__ import annotations
 
+import contextlib
+import io
+from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from grpo_operator.api.spec import GRPORunSpec, RewardType
+from grpo_operator.cli import main
 from grpo_operator.planning.plan import make_plan
 from grpo_operator.render.job import job_submission
 from grpo_operator.status.guards import GuardState, degenerate
@@ -98,3 +103,17 @@ def test_a_zero_to_one_reward_keeps_the_floor_at_zero_and_an_explicit_value_wins
 def test_a_reward_model_has_no_default_floor() -> None:
     spec = _spec({"type": "remote", "remote": {"replicas": 1, "backend": "reward_model"}})
     assert spec.reward.score_range is None and _trips(spec, -50.0) is None
+
+
+def test_grpo_plan_shows_the_rewards_range_and_the_floor_the_guard_will_apply(tmp_path: Path) -> None:
+    path = tmp_path / "dapo.yaml"
+    path.write_text(yaml.safe_dump(example("qwen3-4b-colocated", {"reward": {"type": "dapo"}})))
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        code = main(["plan", "-f", str(path)])
+    assert code == 0
+    (row,) = [line for line in out.getvalue().splitlines() if line.startswith("reward ")]
+    assert row.split(None, 1)[1] == (
+        "dapo (scores -1..1); degenerate at or below guards.minReward.value default -1 "
+        "(the lowest score of the reward's range -1..1)"
+    )
