@@ -35,23 +35,34 @@ golden: install
 	$(PY) -m tests.render.golden
 	$(PY) -m tests.integration.chart.golden
 
-## Regenerate tests/data/miles_flags.json (miles's, Megatron's and SGLang's flags at the pins, by AST).
-## Sources: MILES_GIT / MEGATRON_GIT (git dirs; cloned bare into the cache when unset), SGLANG_WHEEL (pip download).
+## Regenerate tests/data/miles_flags.json and the operator's copy (operator/grpo_operator/planning/miles_flag_table.py):
+## miles's, Megatron's, SGLang's and the router's flags at the pins, by AST. The sources come from the environment:
+## MILES_GIT, MEGATRON_GIT, ROUTER_GIT (git dirs holding radixark/miles, radixark/Megatron-LM and
+## radixark/sgl-router-for-miles with the pinned commits, e.g. mirrors under /work/.mirror/<owner>+<name>/repo)
+## and SGLANG_WHEEL (the sglang 0.5.16 wheel; `pip download` fetches it when unset). Nothing is cloned. Without
+## the git dirs this target stops and says so; `make test` then reports the regeneration test as skipped
+## ("NOT CHECKED") and checks everything else against the committed table.
 SRC_CACHE ?= $(HOME)/.cache/grpo-operator/sources
-MILES_GIT ?= $(SRC_CACHE)/miles.git
-MEGATRON_GIT ?= $(SRC_CACHE)/Megatron-LM.git
+MILES_GIT ?=
+MEGATRON_GIT ?=
+ROUTER_GIT ?=
 SGLANG_WHEEL ?=
 miles-flags: install
+	@missing=""; \
+	for v in MILES_GIT=$(MILES_GIT) MEGATRON_GIT=$(MEGATRON_GIT) ROUTER_GIT=$(ROUTER_GIT); do \
+	  dir=$${v#*=}; if [ -z "$$dir" ] || ! git --git-dir "$$dir" rev-parse -q --verify HEAD >/dev/null 2>&1; then missing="$$missing $${v%%=*}"; fi; \
+	done; \
+	if [ -n "$$missing" ]; then \
+	  echo "make miles-flags: not regenerated: set$$missing to git dirs holding the pinned sources (no clone is made)" >&2; exit 2; \
+	fi
 	@mkdir -p $(SRC_CACHE)
-	test -d $(MILES_GIT) || git clone --bare --filter=blob:none https://github.com/radixark/miles.git $(MILES_GIT)
-	test -d $(MEGATRON_GIT) || git clone --bare --filter=blob:none https://github.com/radixark/Megatron-LM.git $(MEGATRON_GIT)
 	wheel="$(SGLANG_WHEEL)"; \
 	if [ -z "$$wheel" ]; then \
 	  $(BIN)/pip download -q --no-deps --only-binary=:all: -d $(SRC_CACHE) sglang==0.5.16; \
 	  wheel=$$(ls $(SRC_CACHE)/sglang-0.5.16-*.whl | head -n1); \
 	fi; \
-	$(PY) -m grpo_dev.miles_flags extract --miles-git $(MILES_GIT) --megatron-git $(MEGATRON_GIT) --sglang-wheel "$$wheel" \
-	  && MILES_GIT=$(MILES_GIT) MEGATRON_GIT=$(MEGATRON_GIT) SGLANG_WHEEL="$$wheel" $(PY) -m pytest -q tests/render/test_miles_flags.py
+	$(PY) -m grpo_dev.miles_flags extract --miles-git $(MILES_GIT) --megatron-git $(MEGATRON_GIT) --router-git $(ROUTER_GIT) --sglang-wheel "$$wheel" \
+	  && MILES_GIT=$(MILES_GIT) MEGATRON_GIT=$(MEGATRON_GIT) ROUTER_GIT=$(ROUTER_GIT) SGLANG_WHEEL="$$wheel" $(PY) -m pytest -q -rs tests/render/test_miles_flags.py
 
 ## Build (once, cached under ~/.cache/grpo-operator) etcd, kube-apiserver, kubectl, helm and the KubeRay CRDs.
 control-plane: install

@@ -99,6 +99,11 @@ def _demo_prefix() -> list[str]:
         "--",
         sys.executable,
         str(FAKE_MILES),
+        # The demo's one run: knobs here, since spec.extraArgs takes only miles's own flags.
+        "--fake-step-seconds",
+        "2",
+        "--fake-reward",
+        "0.5",
     ]
 
 
@@ -120,8 +125,6 @@ def main() -> int:
                 env["GRPO_ENTRYPOINT_PREFIX"] = json.dumps(_demo_prefix())
             with _operator(env) as operator:
                 quickstart = QUICKSTART.read_text()
-                if demo:
-                    quickstart += "  extraArgs: [--fake-step-seconds, '2', --fake-reward, '0.5']\n"
                 plane.provide_claim("default", "fsx-claim")
                 # The local head runs with token auth on: the run takes its token from a Secret made first
                 # (bring your own token), as the operator's own Secret would give it on a cluster.

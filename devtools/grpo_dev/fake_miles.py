@@ -18,16 +18,20 @@ and ignores every other one. What it imitates, read from radixark/miles at the p
   the moment the job ends. This double serves from its own process and exits at once after the last rollout:
   no linger, so the last rollouts are not scrapeable, as with miles.
 * Rollout lines. Per rollout (0-based `rollout_id`, also `rollout/step` since `compute_rollout_step` returns
-  the id by default, `utils/metric_utils.py:117-120`) it prints what miles logs, in miles's logger format
-  (`utils/logging_utils.py:33-37`): `perf <id>: {'rollout/repetition_frac': .., 'rollout/truncated_ratio': ..,
-  ...}` (the rollout manager, `ray/rollout/metrics.py:79`), `rollout <id>: {'rollout/raw_reward': .., ...}`
-  (the training actor, `backends/training_utils/log_utils.py:66`) and `perf <id>: {'perf/step_time': ..}`
+  the id by default, `utils/metric_utils.py:117-120`) it writes what miles logs, as miles's logger writes it:
+  to stderr, `[<time> <name>] <file>:<line> - <message>` (`utils/logging_utils.py:33-38`), the name the
+  process identity's (`utils/audit_utils/process_identity.py`: `rollout_manager`, `actor_cell0_rank0`), and,
+  since those run in Ray actors, behind the `(ClassName pid=<pid>)` prefix Ray puts on forwarded actor
+  output: `perf <id>: {'rollout/repetition_frac': .., 'rollout/truncated_ratio': .., ...}` (the
+  `RolloutManager` actor, `ray/rollout/metrics.py:79`), `rollout <id>: {'rollout/raw_reward': .., ...}` (the
+  `MegatronTrainRayActor`, `backends/training_utils/log_utils.py:66`) and `perf <id>: {'perf/step_time': ..}`
   (`utils/train_metric_utils.py:50`), and sets the gauges of those keys and `rollout/step`.
 * Resume. The loop runs `range(args.start_rollout_id, args.num_rollout)` (`train.py:94`) with the start at the
   loaded checkpoint's iteration + 1 (`backends/megatron_utils/actor.py:196`): a resumed job numbers its
   rollouts from the checkpoint + 1, at or below what the stopped job had reached.
-* When run as a Ray job (RAY_ADDRESS set) it connects with `ray.init()` first, as miles's driver does
-  (`utils/misc.py:151`), so the job's `driver_info` carries the node IP to scrape.
+* When run as a Ray job (RAY_ADDRESS set) it connects to the cluster with `ray.init()` first: miles's
+  `train.py` never calls it, Ray connects on its first `placement_group()` (`train.py:26`,
+  `ray/placement_group.py:57`), before any rollout; either way the job's `driver_info` carries the node IP.
 
 With `--fake-checkpoints` (off by default, so a test never writes under the rendered `/fsx/...` paths unless
 it asks), checkpoints follow miles's `train.py` loop: resume at `latest_checkpointed_iteration.txt` + 1 under
@@ -35,7 +39,8 @@ it asks), checkpoints follow miles's `train.py` loop: resume at `latest_checkpoi
 `(rollout_id + 1) % --save-interval == 0`, at the last rollout, or when the `--save-trigger-sentinel` file
 exists (then removed) (`train.py:120-126`). An unwritable `--save` fails the run, as it would fail miles.
 
-Knobs: `--fake-step-seconds` (0.3); `--fake-reward`, `--fake-repetition`, `--fake-truncated` (a float, or a
+Knobs (on the command line, or per run as a JSON list in `--fake-knobs-dir`/<run name>.json, which wins):
+`--fake-step-seconds` (0.3); `--fake-reward`, `--fake-repetition`, `--fake-truncated` (a float, or a
 comma list indexed by rollout_id whose last value repeats); `--fake-exit-code` (0); `--fake-fail-message TEXT`
 (printed as the last stderr line; implies exit code 1 unless `--fake-exit-code` is non-zero);
 `--fake-fail-reason WORD` (writes `{"reason": WORD, "message": TEXT}` to the file named by `GRPO_FAILURE_FILE`
@@ -113,7 +118,18 @@ def build_parser() -> argparse.ArgumentParser:
     fake.add_argument("--fake-fail-reason", default=None)
     fake.add_argument("--fake-bind-address", default="127.0.0.1")
     fake.add_argument("--fake-checkpoints", action="store_true")
+    fake.add_argument("--fake-knobs-dir", type=Path, default=None)
     return parser
+
+
+def knobs_for(args: argparse.Namespace) -> list[str]:
+    """The `--fake-*` knobs a test left for this run in `--fake-knobs-dir`/<run name>.json (a JSON list): the
+    operator refuses flags miles does not know in spec.extraArgs, so per-run knobs cannot travel there."""
+    name = args.prometheus_run_name or os.environ.get("GRPO_RUN")
+    if args.fake_knobs_dir is None or not name:
+        return []
+    path = args.fake_knobs_dir / f"{name}.json"
+    return [str(k) for k in json.loads(path.read_text())] if path.is_file() else []
 
 
 @dataclass
@@ -172,17 +188,25 @@ class Gauges:
             self._gauges[name].labels(self._run_name).set(value)
 
 
-def log(message: str, stream: Any = None, source: str = "main", where: str = "fake_miles.py") -> None:
-    """One line in miles's logger format (`utils/logging_utils.py:33-37`)."""
+TRAIN_ACTOR = "MegatronTrainRayActor"
+RAY_PREFIX = "\x1b[36m({actor} pid={pid})\x1b[0m "  # Ray's prefix on an actor's forwarded output (colored)
+
+
+def log(message: str, source: str = "main", where: str = "fake_miles.py", actor: str | None = None) -> None:
+    """One line as miles's logger writes it (stderr, `utils/logging_utils.py:33-38`), behind Ray's prefix when
+    miles would log it from an actor."""
     now = time.time()
     stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(now)) + f".{int(now % 1 * 1000):03d}"
-    print(f"[{stamp} {source}] {where} - {message}", file=stream or sys.stdout, flush=True)
+    prefix = RAY_PREFIX.format(actor=actor, pid=os.getpid()) if actor else ""
+    print(f"{prefix}[{stamp} {source}] {where} - {message}", file=sys.stderr, flush=True)
 
 
 def main(argv: list[str] | None = None) -> int:
     raw = sys.argv[1:] if argv is None else argv
     # A launcher's `--` before miles's argv must not turn miles's flags into positionals.
     args, ignored = build_parser().parse_known_args([a for a in raw if a != "--"])
+    if knobs := knobs_for(args):
+        args, ignored = build_parser().parse_known_args([a for a in raw if a != "--"] + knobs)
     if args.num_rollout is None:
         print(
             "fake_miles: --num-rollout is required (this stand-in cannot derive it from --num-epoch)", file=sys.stderr
@@ -234,14 +258,14 @@ def main(argv: list[str] | None = None) -> int:
             }
             train = {"rollout/raw_reward": at(args.fake_reward, rollout_id), "rollout/log_probs": -0.5}
             perf = {"perf/step_time": time.monotonic() - began}
-            log(f"perf {rollout_id}: {samples}", source="RolloutManager", where="metrics.py:79")
-            log(f"rollout {rollout_id}: {train}", source="MegatronTrainRayActor", where="log_utils.py:66")
-            log(f"perf {rollout_id}: {perf}", source="MegatronTrainRayActor", where="train_metric_utils.py:50")
+            log(f"perf {rollout_id}: {samples}", "rollout_manager", "metrics.py:79", actor="RolloutManager")
+            log(f"rollout {rollout_id}: {train}", "actor_cell0_rank0", "log_utils.py:66", actor=TRAIN_ACTOR)
+            log(f"perf {rollout_id}: {perf}", "actor_cell0_rank0", "train_metric_utils.py:50", actor=TRAIN_ACTOR)
             if gauges is not None:
                 gauges.update({**samples, **train, **perf, "rollout/step": rollout_id})
             checkpoints.after_rollout(rollout_id)
     except Terminated:
-        log("received SIGTERM, exiting", sys.stderr)
+        log("received SIGTERM, exiting")
         return 128 + signal.SIGTERM
     except OSError as exc:  # e.g. an unwritable --save: miles would crash too
         print(f"fake_miles: {exc}", file=sys.stderr, flush=True)

@@ -41,16 +41,31 @@ from pathlib import Path
 from typing import Any
 
 DATA_FILE = Path(__file__).resolve().parents[2] / "tests" / "data" / "miles_flags.json"
+# The operator's copy (what `grpo validate` checks extraArgs against): names, dest, arity, condition.
+TABLE_MODULE = Path(__file__).resolve().parents[2] / "operator" / "grpo_operator" / "planning" / "miles_flag_table.py"
 
 MILES_REPO = "radixark/miles"
 MILES_COMMIT = "dec268f70"  # the pin (README, trainer image); the data file must come from this commit
 MEGATRON_REPO = "radixark/Megatron-LM"
 MEGATRON_BRANCH = "miles-main"  # miles docker/Dockerfile:21-22 (MEGATRON_REPO, MEGATRON_BRANCH)
+# The image clones the branch head at build time (miles docker/Dockerfile:151): the pinned base image
+# (trainer_image/Dockerfile MILES_BASE_TAG dev-202607310056, built 2026-07-31 00:56) holds the head of that
+# day, 50ac48e8 (2026-07-29); the next commit on the branch is 2026-08-04.
+MEGATRON_COMMIT = "50ac48e87b8a31da7330de4a03d8ae42b985d9d2"
+ROUTER_REPO = "radixark/sgl-router-for-miles"
+# The image installs a prebuilt sglang_router wheel of this repository (miles docker/Dockerfile:239-252); its
+# main at the image's build date (2026-06-29, nothing later before 2026-07-31).
+ROUTER_COMMIT = "a2ad8d0c84191efea67e1bb2b61d0c634b84c2ce"
+ROUTER_ARGS = "bindings/python/src/sglang_router/router_args.py"
 SGLANG_VERSION = "0.5.16"  # miles docker/Dockerfile:13 (SGLANG_IMAGE_TAG=v0.5.16)
 
 MILES_FILES = ("miles/utils/arguments.py", "miles/backends/sglang_utils/arguments.py", "miles/dashboard/args.py")
 MILES_SKIPPED_FUNCTIONS = {"add_user_provided_function_arguments"}  # only with MILES_EXPERIMENTAL_ROLLOUT_REFACTOR=1
 MEGATRON_ARGS = "megatron/training/arguments.py"
+# Functions whose flags exist only when a condition holds at parse time (the condition, as the source says it).
+CONDITIONAL_FUNCTIONS = {
+    "_add_kitchen_quantization_arguments": "only when megatron.core.extensions.kitchen imports (HAVE_KITCHEN)",
+}
 SGLANG_SERVER_ARGS = "sglang/srt/server_args.py"
 
 ZERO_ARITY = {
@@ -123,6 +138,7 @@ class Flag:
     required: bool = False
     action: str | None = None
     source: str = ""  # repo-relative file:line in the pinned source
+    conditional: str | None = None  # when the flag exists only under a condition: which
 
 
 @dataclass
@@ -189,17 +205,41 @@ def _enum_members(tree: ast.Module, name: str) -> list[str] | None:
     return None
 
 
+def _string(node: ast.AST, bindings: dict[str, str]) -> str | None:
+    """A constant string, or an f-string whose every placeholder is a name bound by the caller."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return node.value
+    if isinstance(node, ast.JoinedStr):
+        parts = []
+        for piece in node.values:
+            if isinstance(piece, ast.FormattedValue) and isinstance(piece.value, ast.Name):
+                if piece.value.id not in bindings:
+                    return None
+                parts.append(bindings[piece.value.id])
+            elif isinstance(piece, ast.Constant) and isinstance(piece.value, str):
+                parts.append(piece.value)
+            else:
+                return None
+        return "".join(parts)
+    return None
+
+
 def _flag_from_call(
-    call: ast.Call, option_args: Sequence[ast.AST], constants: dict[str, Any], source: str, prefix: str = ""
+    call: ast.Call,
+    option_args: Sequence[ast.AST],
+    constants: dict[str, Any],
+    source: str,
+    prefix: str = "",
+    *,
+    bindings: dict[str, str] | None = None,
 ) -> Flag | None:
-    names = [a.value for a in option_args if isinstance(a, ast.Constant) and isinstance(a.value, str)]
-    names = [n for n in names if n.startswith("-")]
+    names = [n for n in (_string(a, bindings or {}) for a in option_args) if n is not None and n.startswith("-")]
     if not names:
         return None
     kw = {k.arg: k.value for k in call.keywords if k.arg}
     flag = Flag(names=names, dest=names[0].lstrip("-").replace("-", "_"), source=source)
     if "dest" in kw:
-        flag.dest = str(_literal(kw["dest"], constants)[0])
+        flag.dest = _string(kw["dest"], bindings or {}) or str(_literal(kw["dest"], constants)[0])
     flag.type = _name(kw.get("type"))
     if "action" in kw:
         flag.action = _name(kw["action"])
@@ -240,17 +280,25 @@ def add_argument_calls(
     path: str,
     skip_functions: set[str] = frozenset(),  # type: ignore[assignment]
     prefix: str = "",
+    *,
+    bindings: dict[str, str] | None = None,
+    only_function: str | None = None,
 ) -> Iterable[tuple[str, Flag]]:
-    """(kind, flag) for each `x.add_argument(...)` ("add") and miles `reset_arg(parser, name, ...)` ("reset")."""
+    """(kind, flag) for each `x.add_argument(...)` ("add") and miles `reset_arg(parser, name, ...)` ("reset").
+    `bindings` give the f-string placeholders of names built at run time (`f"--{prefix}-interval"`)."""
     tree = ast.parse(text)
     constants = _constants(tree)
     for where, node in _functions(tree):
         if where in skip_functions or not isinstance(node, ast.Call):
             continue
+        if only_function is not None and where != only_function:
+            continue
         src = f"{path}:{node.lineno}"
         if isinstance(node.func, ast.Attribute) and node.func.attr == "add_argument":
-            flag = _flag_from_call(node, node.args, constants, src, prefix)
+            flag = _flag_from_call(node, node.args, constants, src, prefix, bindings=bindings)
             if flag:
+                if where in CONDITIONAL_FUNCTIONS:
+                    flag.conditional = CONDITIONAL_FUNCTIONS[where]
                 yield "add", flag
         elif isinstance(node.func, ast.Name) and node.func.id == "reset_arg" and len(node.args) >= 2:
             flag = _flag_from_call(node, node.args[1:2], constants, src, prefix)
@@ -416,6 +464,8 @@ def megatron_dataclass_flags(
             flag.choices, flag.choices_resolved = (list(value) if resolved else None), resolved
         if "required" in meta:
             flag.required = bool(_literal(meta["required"], constants)[0])
+        if "dest" in meta:
+            flag.dest = str(_literal(meta["dest"], constants)[0])
         out.append(flag)
     return out
 
@@ -574,6 +624,47 @@ def miles_prefix_sglang(flags: list[Flag], skipped: list[str]) -> list[Flag]:
 # ---------------------------------------------------------------- extraction
 
 
+def prefixed_helper_flags(src: _Sources, path: str, notes: list[str]) -> list[Flag]:
+    """Flags of `Helper.add_arguments(parser, prefix="x")` calls in `path` (miles's health checkers), whose names
+    are f-strings of that prefix, read from the helper class's `add_arguments`."""
+    tree = src.tree(path)
+    assert tree is not None
+    out: list[Flag] = []
+    for node in ast.walk(tree):
+        if not (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr == "add_arguments"
+            and isinstance(node.func.value, ast.Name)
+        ):
+            continue
+        prefix = next((_string(k.value, {}) for k in node.keywords if k.arg == "prefix"), None)
+        if prefix is None:  # a user function's own add_arguments (add_user_provided_function_arguments)
+            continue
+        found = src.find_class(path, node.func.value.id)
+        if found is None:
+            notes.append(f"{path}:{node.lineno}: {node.func.value.id}.add_arguments not resolved")
+            continue
+        text = src.read(found[0])
+        assert text is not None
+        out += [
+            f for _, f in add_argument_calls(text, found[0], bindings={"prefix": prefix}, only_function="add_arguments")
+        ]
+    return out
+
+
+def router_flags(read: Callable[[str], str | None]) -> list[Flag]:
+    """`RouterArgs.add_cli_args(parser, use_router_prefix=True, exclude_host_port=True)` (miles
+    `miles/utils/arguments.py:1578`): `--router-<x>` names, `--worker-urls` unprefixed, no --host/--port."""
+    text = read(ROUTER_ARGS)
+    assert text is not None, ROUTER_ARGS
+    flags = [
+        f
+        for _, f in add_argument_calls(text, ROUTER_ARGS, bindings={"prefix": "router-"}, only_function="add_cli_args")
+    ]
+    return [f for f in flags if not set(f.names) & {"--host", "--port"}]
+
+
 def _git_reader(git_dir: Path, rev: str) -> tuple[str, Callable[[str], str | None]]:
     commit = subprocess.run(
         ["git", "--git-dir", str(git_dir), "rev-parse", f"{rev}^{{commit}}"], check=True, capture_output=True, text=True
@@ -593,7 +684,9 @@ def extract(
     megatron_git: Path,
     sglang_wheel: Path,
     miles_rev: str = MILES_COMMIT,
-    megatron_rev: str = MEGATRON_BRANCH,
+    megatron_rev: str = MEGATRON_COMMIT,
+    *,
+    router_git: Path | None = None,
 ) -> dict[str, Any]:
     miles_commit, miles_read = _git_reader(miles_git, miles_rev)
     megatron_commit, megatron_read = _git_reader(megatron_git, megatron_rev)
@@ -622,6 +715,14 @@ def extract(
             result.add(flag, only_if_absent=kind == "reset")
     for flag in miles_prefix_sglang(sglang_flags(sglang, result.notes), _miles_sglang_skips(wrapper)):
         result.add(flag)
+    for flag in prefixed_helper_flags(_Sources(miles_read), "miles/utils/arguments.py", result.notes):
+        result.add(flag)
+    router: dict[str, str] = {"repo": ROUTER_REPO, "note": "not extracted: no router source given"}
+    if router_git is not None:
+        router_commit, router_read = _git_reader(router_git, ROUTER_COMMIT)
+        router = {"repo": ROUTER_REPO, "commit": router_commit}
+        for flag in router_flags(router_read):
+            result.add(flag)
 
     unique = {id(f): f for f in result.flags.values()}
     return {
@@ -629,7 +730,8 @@ def extract(
         "(devtools/grpo_dev/miles_flags.py; regenerate with `make miles-flags`). Facts, not code.",
         "sources": {
             "miles": {"repo": MILES_REPO, "commit": miles_commit},
-            "megatron": {"repo": MEGATRON_REPO, "branch": megatron_rev, "commit": megatron_commit},
+            "megatron": {"repo": MEGATRON_REPO, "branch": MEGATRON_BRANCH, "commit": megatron_commit},
+            "router": router,
             "sglang": {
                 "package": "sglang",
                 "version": SGLANG_VERSION,
@@ -640,7 +742,6 @@ def extract(
             },
         },
         "not_extracted": [
-            "--router-* (RouterArgs from the sgl-router-for-miles wheel)",
             "miles add_user_provided_function_arguments (MILES_EXPERIMENTAL_ROLLOUT_REFACTOR=1 only)",
             "the FSDP backend's flags (--train-backend fsdp)",
         ],
@@ -747,6 +848,31 @@ def check_argv(argv: Sequence[str], data: FlagData) -> list[str]:
     return problems
 
 
+def table_module(data: dict[str, Any]) -> str:
+    """The operator's flag table (`grpo_operator.planning.miles_flag_table`) from the data file: one line per
+    flag, `names|dest|min|max|condition` (max `*` when unbounded), parsed once at import."""
+    m, g, s, r = (data["sources"][k] for k in ("miles", "megatron", "sglang", "router"))
+    pinned = (
+        f"miles {m['repo']}@{m['commit'][:8]} (Megatron {g['branch']}@{g['commit'][:8]}, SGLang {s['version']}, "
+        f"router {r.get('commit', 'not extracted')[:8]})"
+    )
+    rows = []
+    for flag in data["flags"]:
+        low, high = _arity(flag)
+        rows.append(
+            f"{' '.join(flag['names'])}|{flag['dest']}|{low}|{'*' if high is None else high}|{flag.get('conditional') or ''}"
+        )
+    body = "\n".join(sorted(rows))
+    return (
+        '"""miles\'s command-line flags at the pins, for checking spec.extraArgs: generated by `make miles-flags`\n'
+        "from tests/data/miles_flags.json (devtools/grpo_dev/miles_flags.py); do not edit.\n\n"
+        "Each line: the names (aliases share the dest), the argparse dest, the least and most values the flag\n"
+        'takes (`*`: no limit), and the condition under which the flag exists (empty: always)."""\n\n'
+        f"PINNED = {json.dumps(pinned)}\n"
+        f'TABLE = """\\\n{body}\n"""\n'
+    )
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m grpo_dev.miles_flags", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -754,14 +880,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     ex.add_argument("--miles-git", type=Path, required=True, help="a git dir holding radixark/miles")
     ex.add_argument("--megatron-git", type=Path, required=True, help="a git dir holding radixark/Megatron-LM")
     ex.add_argument("--sglang-wheel", type=Path, required=True, help=f"the sglang=={SGLANG_VERSION} wheel")
+    ex.add_argument("--router-git", type=Path, help=f"a git dir holding {ROUTER_REPO} (its flags are left out without)")
     ex.add_argument("--out", type=Path, default=DATA_FILE)
     ck = sub.add_parser("check", help="check one argv (after --) against the data file")
     ck.add_argument("argv", nargs=argparse.REMAINDER)
     args = parser.parse_args(argv)
     if args.command == "extract":
-        data = extract(args.miles_git, args.megatron_git, args.sglang_wheel)
+        data = extract(args.miles_git, args.megatron_git, args.sglang_wheel, router_git=args.router_git)
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
+        TABLE_MODULE.write_text(table_module(data))
         print(f"wrote {args.out}: {len(data['flags'])} flags, {len(data['notes'])} notes")
         return 0
     problems = check_argv([a for a in args.argv if a != "--"], FlagData.load())

@@ -37,7 +37,7 @@ class _Gauge021(prometheus_client.Gauge):
 
 
 def test_the_gauge_name_miles_makes_for_a_float_reward_key_keeps_its_dot() -> None:
-    assert miles_gauge_name(DOTTED_KEY) == "miles_rollout_zero_std_count_0.0"
+    assert miles_gauge_name(DOTTED_KEY) == "miles_metric_rollout_zero_std_count_0.0"
 
 
 def test_the_installed_prometheus_client_survives_miles_dotted_gauge_names() -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -52,7 +53,17 @@ def test_multi_gpu_conversion_runs_under_torchrun() -> None:
     argv = convert_hf_to_torch_dist_argv([], "/h", "/s", gpus=8)
     assert argv[:2] == ["torchrun", "--nproc_per_node=8"]
     assert conversion_env()["PYTHONPATH"].startswith("/root/Megatron-LM")
-    assert model_args_argv("qwen3-4B")[-1] == "qwen3-4B"
+
+
+def test_the_model_args_argv_prints_the_flags_of_the_pinned_miles_model_script(tmp_path: Path) -> None:
+    # At the pin the flags are a bash array in scripts/models/<type>.sh (no model_args_utils.py there).
+    models = tmp_path / "scripts" / "models"
+    models.mkdir(parents=True)
+    (models / "qwen3-4B.sh").write_text(
+        'MODEL_ARGS=(\n   --swiglu\n   --num-layers 36\n   --rotary-base "${ROPE:-1000000}"\n)\n'
+    )
+    out = subprocess.run(model_args_argv("qwen3-4B", str(tmp_path)), capture_output=True, text=True, check=True)
+    assert out.stdout.split("\n") == ["--swiglu", "--num-layers", "36", "--rotary-base", "1000000", ""]
 
 
 def test_conversion_is_complete_only_once_the_tracker_says_release(tmp_path: Path) -> None:

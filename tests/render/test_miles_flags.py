@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -18,15 +19,52 @@ from tests.support.builders import example, rendered, valid_examples
 from tests.support.fuzzing import PROPERTY, valid_runs
 from tests.support.fuzzing import rendered as rendered_or_assume
 
+REPO = Path(__file__).resolve().parents[2]
 DATA = FlagData.load()
 BASE = ["python3", "/root/miles/train.py", "--rollout-batch-size", "8"]
 
 
-def test_the_flag_data_comes_from_the_pinned_miles_commit() -> None:
-    # A bumped pin (miles_flags.MILES_COMMIT) without `make miles-flags` fails here.
+def test_the_flag_data_comes_from_the_pinned_commits() -> None:
+    # A bumped pin (miles_flags.MILES_COMMIT, MEGATRON_COMMIT, ...) without `make miles-flags` fails here.
     assert DATA.sources["miles"]["commit"].startswith(miles_flags.MILES_COMMIT)
     assert DATA.sources["megatron"]["branch"] == miles_flags.MEGATRON_BRANCH
+    assert DATA.sources["megatron"]["commit"] == miles_flags.MEGATRON_COMMIT
+    assert DATA.sources["router"]["commit"] == miles_flags.ROUTER_COMMIT
     assert DATA.sources["sglang"]["version"] == miles_flags.SGLANG_VERSION
+
+
+def test_the_operators_flag_table_is_the_data_file_as_generated() -> None:
+    committed = json.loads(miles_flags.DATA_FILE.read_text())
+    assert miles_flags.TABLE_MODULE.read_text() == miles_flags.table_module(committed), "run make miles-flags"
+
+
+def _dockerfile_args() -> dict[str, str]:
+    text = (REPO / "trainer_image" / "Dockerfile").read_text()
+    return dict(re.findall(r"^ARG (MILES_BASE_\w+)=(\S+)$", text, re.MULTILINE))
+
+
+def _docs_pins() -> dict[str, str]:
+    """The "Pins" table of docs/integrations/miles.md: `| what | value | ... |` rows."""
+    text = (REPO / "docs" / "integrations" / "miles.md").read_text()
+    section = text.split("## Pins", 1)[1].split("\n## ", 1)[0]
+    return {
+        cells[0]: cells[1].strip("`")
+        for cells in ([c.strip() for c in line.strip().strip("|").split("|")] for line in section.splitlines())
+        if len(cells) >= 2 and cells[0] and not set(cells[0]) <= {"-", " "}
+    }
+
+
+def test_the_pins_agree_across_the_flag_table_the_trainer_dockerfile_and_the_docs() -> None:
+    docker, docs, sources = _dockerfile_args(), _docs_pins(), DATA.sources
+    assert docs["base image"] == f"{docker['MILES_BASE_IMAGE']}:{docker['MILES_BASE_TAG']}"
+    assert docs["base image digest"] == docker["MILES_BASE_DIGEST"]
+    assert docs["miles"] == sources["miles"]["commit"]
+    assert docs["Megatron-LM"] == sources["megatron"]["commit"]
+    assert docs["sgl-router-for-miles"] == sources["router"]["commit"]
+    assert docs["SGLang"] == sources["sglang"]["version"]
+    # The image clones Megatron's branch head when it is built: the pinned commit is the head at the tag's date.
+    built = docker["MILES_BASE_TAG"].removeprefix("dev-")[:8]
+    assert docs["Megatron-LM commit date"][:10].replace("-", "") <= built
 
 
 @pytest.mark.parametrize("path", valid_examples(), ids=lambda p: p.stem)
@@ -102,11 +140,16 @@ def test_flags_that_take_no_value_or_many_values_parse_as_miles_parses_them() ->
 
 
 @pytest.mark.skipif(
-    not os.environ.get("MILES_GIT"), reason="set MILES_GIT, MEGATRON_GIT, SGLANG_WHEEL (make miles-flags)"
+    not os.environ.get("MILES_GIT"),
+    reason="NOT CHECKED: the flag table was not regenerated from the pinned sources (set MILES_GIT, MEGATRON_GIT, "
+    "ROUTER_GIT and SGLANG_WHEEL, or run make miles-flags with them)",
 )
 def test_the_committed_data_is_what_the_extractor_reads_from_the_pinned_sources() -> None:
     fresh = miles_flags.extract(
-        Path(os.environ["MILES_GIT"]), Path(os.environ["MEGATRON_GIT"]), Path(os.environ["SGLANG_WHEEL"])
+        Path(os.environ["MILES_GIT"]),
+        Path(os.environ["MEGATRON_GIT"]),
+        Path(os.environ["SGLANG_WHEEL"]),
+        router_git=Path(os.environ["ROUTER_GIT"]),
     )
     committed = json.loads(miles_flags.DATA_FILE.read_text())
     assert json.loads(json.dumps(fresh["flags"])) == committed["flags"], "run make miles-flags"

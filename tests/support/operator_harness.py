@@ -11,6 +11,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
@@ -26,6 +27,8 @@ from tests.support.builders import EXAMPLES, merge
 
 REPO = Path(__file__).resolve().parents[2]
 FAKE_MILES = Path(fake_miles.__file__)
+# Per-run knobs of the miles double, by run name (fake_miles --fake-knobs-dir); one directory per test process.
+KNOBS_DIR = Path(tempfile.mkdtemp(prefix="grpo-fake-knobs-"))
 T = TypeVar("T")
 REWARD_IMAGE = "registry.example/grpo-reward@sha256:" + "1" * 64
 # The session's local Ray head runs with token auth on and this token (tests/operator/conftest.py). `manifest`
@@ -84,6 +87,8 @@ def launcher_prefix(directory: Path) -> list[str]:
         "--",
         sys.executable,
         str(FAKE_MILES),
+        "--fake-knobs-dir",
+        str(KNOBS_DIR),
     ]
 
 
@@ -164,7 +169,11 @@ def manifest(
 ) -> str:
     """The run, after a Secret with the local head's token (`ray_token=None`: none; the operator makes one)."""
     doc: dict[str, Any] = yaml.safe_load((EXAMPLES / f"{example}.yaml").read_text())
-    doc = merge(doc, {"spec": spec or {}})
+    spec = dict(spec or {})
+    knobs = spec.pop(FAKE_KNOBS, None)
+    if knobs is not None:
+        (KNOBS_DIR / f"{name}.json").write_text(json.dumps(knobs))
+    doc = merge(doc, {"spec": spec})
     doc["metadata"] = {"name": name, "namespace": namespace}
     if ray_token is None:
         return yaml.safe_dump(doc)
@@ -178,9 +187,13 @@ def manifest(
     return yaml.safe_dump_all([secret, doc])
 
 
+FAKE_KNOBS = "fakeMilesKnobs"  # a key `manifest` takes out of the spec patch: the double's knobs, not a field
+
+
 def fake(*knobs: str, rollouts: int = 3, **spec: Any) -> dict[str, Any]:
-    """A spec patch: `rollouts` rollouts of the stand-in trainer with the given `--fake-*` knobs."""
-    base = {"rollout": {"numRollout": rollouts}, "extraArgs": ["--fake-step-seconds", "0.4", *knobs]}
+    """A spec patch: `rollouts` rollouts of the stand-in trainer with the given `--fake-*` knobs (passed to the
+    double through KNOBS_DIR by `manifest`: spec.extraArgs takes only miles's own flags)."""
+    base = {"rollout": {"numRollout": rollouts}, FAKE_KNOBS: ["--fake-step-seconds", "0.4", *knobs]}
     return merge(base, spec)
 
 

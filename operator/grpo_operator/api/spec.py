@@ -11,7 +11,7 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Annotated, Any
 
-from pydantic import ConfigDict, Field, JsonValue, StringConstraints, model_validator
+from pydantic import ConfigDict, Field, JsonValue, PrivateAttr, StringConstraints, model_validator
 from pydantic_core import PydanticCustomError
 
 from grpo_operator.api.base import ApiModel
@@ -296,6 +296,27 @@ class RewardSpec(ApiModel):
     )
     remote: RemoteRewardSpec | None = Field(default=None, description="The reward service, when type is remote.")
 
+    @property
+    def score_range(self) -> tuple[float, float] | None:
+        """The scores this reward gives (lowest, highest), or None when unbounded (a reward model)."""
+        if self.type is RewardType.REMOTE and self.remote is not None:
+            return REWARD_BACKEND_RANGES[self.remote.backend]
+        return REWARD_RANGES[self.type]
+
+
+# What each reward scores a response (docs/integrations/miles.md, "Reward types"): the one rule the plan, the
+# render and the min-reward guard's default read. miles's dapo gives -1 for a wrong answer, the others 0.
+REWARD_RANGES: dict[RewardType, tuple[float, float] | None] = {
+    RewardType.DEEPSCALER: (0.0, 1.0),
+    RewardType.DAPO: (-1.0, 1.0),
+    RewardType.MATH: (0.0, 1.0),
+    RewardType.REMOTE: (0.0, 1.0),
+}
+REWARD_BACKEND_RANGES: dict[RewardBackend, tuple[float, float] | None] = {
+    RewardBackend.MATH_VERIFY: (0.0, 1.0),
+    RewardBackend.REWARD_MODEL: None,
+}
+
 
 class StorageSpec(ApiModel):
     claim_name: Annotated[str, StringConstraints(pattern=r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$", max_length=253)] = Field(
@@ -468,8 +489,32 @@ class SecretKeyRef(ApiModel):
 
 
 class MinRewardGuard(ApiModel):
-    value: float = Field(default=0.0, ge=-1000, le=1000, description="Reward at or below this is degenerate.")
+    value: float | None = Field(
+        default=None,
+        ge=-1000,
+        le=1000,
+        description="Reward at or below this is degenerate. Default: the lowest score of reward.type (0 for "
+        "deepscaler, math and remote math_verify, -1 for dapo: every answer wrong); none for a reward model.",
+    )
     after_rollouts: int = Field(default=3, ge=1, le=1000000, description="Start checking after this many rollouts.")
+    # Set from the run's reward by GRPORunSpec, so the guard reads the same default as `grpo plan`.
+    _reward_range: tuple[float, float] | None = PrivateAttr(default=(0.0, 1.0))
+
+    @property
+    def floor(self) -> float | None:
+        """The reward at or below which a rollout is degenerate, or None when no floor applies."""
+        if self.value is not None:
+            return self.value
+        return None if self._reward_range is None else self._reward_range[0]
+
+    def describe(self) -> str:
+        """Where the floor comes from, for the plan and the guard's message."""
+        if self.value is not None:
+            return f"guards.minReward.value {self.value:g}"
+        if self._reward_range is None:
+            return "no guards.minReward.value (a reward model's scores have no known floor)"
+        low, high = self._reward_range
+        return f"guards.minReward.value default {low:g} (the lowest score of the reward's range {low:g}..{high:g})"
 
 
 class GuardsSpec(ApiModel):
@@ -541,6 +586,11 @@ class GRPORunSpec(ApiModel):
     suspend: bool = Field(
         default=False, description="Stop the job and free the GPUs; false resumes from the checkpoint."
     )
+
+    @model_validator(mode="after")
+    def _reward_floor_follows_the_reward(self) -> GRPORunSpec:
+        self.guards.min_reward._reward_range = self.reward.score_range
+        return self
 
 
 # Spec fields that may change after creation; every other field is immutable (a CEL transition rule).

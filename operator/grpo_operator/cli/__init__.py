@@ -88,7 +88,15 @@ def cmd_validate(checked: list[Checked], output: str, out: TextIO) -> int:
     return 0 if all(c.valid for c in checked) else 1
 
 
-def plan_table(plan: RunPlan) -> str:
+def reward_guard(run: GRPORun) -> str:
+    """The reward's score range and the min-reward floor the guard will apply (the same rule as the guard)."""
+    reward = run.spec.reward
+    scores = reward.score_range
+    span = f"scores {scores[0]:g}..{scores[1]:g}" if scores else "scores unbounded"
+    return f"{reward.type.value} ({span}); degenerate at or below {run.spec.guards.min_reward.describe()}"
+
+
+def plan_table(plan: RunPlan, run: GRPORun | None = None) -> str:
     a, r = plan.actor_memory, plan.rollout_memory
     rows = [
         ("placement", f"{plan.placement} on {plan.instance_type} ({plan.gpu_model}, {plan.gpu_gib} GiB per GPU)"),
@@ -114,6 +122,7 @@ def plan_table(plan: RunPlan) -> str:
             f"{plan.checkpoint_gib} GiB each, every {plan.save_interval} rollouts, in {plan.checkpoint_dir}",
         ),
         ("tensorboard", plan.tensorboard_dir),
+        *([("reward", reward_guard(run))] if run is not None else []),
         ("fits", "yes" if plan.fits else "NO"),
     ]
     width = max(len(k) for k, _ in rows)
@@ -159,13 +168,14 @@ def cmd_plan(checked: list[Checked], output: str, out: TextIO) -> int:
                     "name": item.doc.label,
                     "valid": item.valid,
                     "plan": plan.model_dump(mode="json", by_alias=True) if plan else None,
+                    "reward": reward_guard(item.run) if item.run is not None else None,
                     "problems": [_problem_json(p) for p in item.problems],
                 }
             )
             continue
         print(f"# {item.doc.label}", file=out)
         if plan is not None:
-            print(plan_table(plan), file=out)
+            print(plan_table(plan, item.run), file=out)
         for problem in item.problems:
             print(str(problem), file=out)
     if output == "json":

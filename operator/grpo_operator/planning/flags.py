@@ -1,10 +1,21 @@
-"""miles flags the operator manages, and the spec field that sets each one.
+"""miles flags the operator manages, the spec field that sets each one, and the check of `spec.extraArgs`.
 
-Rendering emits these flags from the spec; `spec.extraArgs` may not repeat them, since a second value would
-silently win or conflict (miles parses strictly: an unknown flag aborts, a repeated one takes the last).
+Rendering emits these flags from the spec; `spec.extraArgs` may not set them again under any of their names
+(a flag's aliases share its argparse dest, and the last value of a dest wins), nor pass what miles's parser
+would refuse or read differently from what it looks like: unknown flags, abbreviations (argparse expands an
+unambiguous prefix), `--help`, empty strings, flags without their values, flags that exist only under a
+condition. A few flags the operator does not render are refused because they change what the operator
+reads: the rollout numbering, the `rollout/step` gauge, or the resume.
 """
 
 from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass
+from functools import cache
+
+from grpo_operator.planning.miles_flag_table import PINNED, TABLE
+from grpo_operator.planning.profiles import PROFILES
 
 # What miles's own recipes pass for these dense GQA models: Megatron's default dropout is 0.1 and miles never
 # overrides it. Not for MLA models; no profile here is MLA (docs/integrations/miles.md: recipe flags).
@@ -21,28 +32,8 @@ RECIPE_ARGS: tuple[str, ...] = (
 RECIPE_REASON = "miles's recipe for these models, scripts/run_qwen3_4b.py:221-228"
 
 _BY_FIELD: dict[str, tuple[str, ...]] = {
-    "spec.model.profile": (
-        "--swiglu",
-        "--num-layers",
-        "--hidden-size",
-        "--ffn-hidden-size",
-        "--num-attention-heads",
-        "--group-query-attention",
-        "--num-query-groups",
-        "--kv-channels",
-        "--use-rotary-position-embeddings",
-        "--disable-bias-linear",
-        "--normalization",
-        "--norm-epsilon",
-        "--rotary-base",
-        "--vocab-size",
-        "--add-qkv-bias",
-        "--qk-layernorm",
-        "--untie-embeddings-and-output-weights",
-        "--num-experts",
-        "--moe-ffn-hidden-size",
-        "--moe-router-topk",
-        "--spec",
+    "spec.model.profile": tuple(
+        sorted({arg for profile in PROFILES.values() for arg in profile.megatron_args() if arg.startswith("--")})
     ),
     "spec.model.hfCheckpoint": ("--hf-checkpoint",),
     "spec.model.torchDistCheckpoint": ("--ref-load",),
@@ -60,7 +51,7 @@ _BY_FIELD: dict[str, tuple[str, ...]] = {
         "--n-samples-per-eval-prompt",
         "--eval-max-response-len",
     ),
-    "spec.reward.type": ("--rm-type", "--rm-url", "--custom-rm-path"),
+    "spec.reward.type": ("--rm-type", "--rm-url", "--custom-rm-path", "--reward-key"),
     "spec.rollout.numRollout": ("--num-rollout", "--num-epoch"),
     "spec.rollout.batchSize": ("--rollout-batch-size",),
     "spec.rollout.samplesPerPrompt": ("--n-samples-per-prompt",),
@@ -84,15 +75,51 @@ _BY_FIELD: dict[str, tuple[str, ...]] = {
     "spec.topology.rollout.gpusPerEngine": ("--rollout-num-gpus-per-engine",),
     "spec.topology.rollout.memFraction": ("--sglang-mem-fraction-static",),
     "spec.topology.placement": ("--colocate",),
-    "status.metrics (the operator scrapes this port)": ("--use-prometheus", "--prometheus-port"),
-    "the operator (fixed: lowercase level, SGLang rejects WARN)": ("--sglang-log-level",),
-    "the operator (fixed: miles turns it on for adam, miles/backends/megatron_utils/arguments.py:15)": (
-        "--use-distributed-optimizer",
+    "status.metrics (the operator scrapes these gauges, labelled with the run's name)": (
+        "--use-prometheus",
+        "--prometheus-port",
+        "--prometheus-run-name",
     ),
+    "suspend saves through this file, at the path the operator chooses": ("--save-trigger-sentinel",),
+    "the memory plan assumes full recompute of every layer": (
+        "--recompute-granularity",
+        "--recompute-method",
+        "--recompute-num-layers",
+    ),
+    "the memory plan sizes adam's state, and the GRPO loss and schedule are rendered whole": (
+        "--optimizer",
+        "--lr-decay-style",
+        "--weight-decay",
+        "--adam-beta1",
+        "--adam-beta2",
+        "--advantage-estimator",
+        "--entropy-coef",
+        "--balance-data",
+        "--eval-top-p",
+    ),
+    "SGLang's flashinfer MoE runner and allreduce fusion give degenerate output with these settings": (
+        "--sglang-moe-runner-backend",
+        "--sglang-enforce-disable-flashinfer-allreduce-fusion",
+    ),
+    "lowercase level, SGLang rejects WARN": ("--sglang-log-level",),
+    "miles turns it on for adam, miles/backends/megatron_utils/arguments.py:15": ("--use-distributed-optimizer",),
     RECIPE_REASON: tuple(a for a in RECIPE_ARGS if a.startswith("--")),
 }
 
 MANAGED_FLAGS: dict[str, str] = {flag: field for field, flags in _BY_FIELD.items() for flag in flags}
+
+
+# Flags the operator does not render but refuses, because they change what it reads or decides.
+REFUSED_FLAGS: dict[str, str] = {
+    "--megatron-to-hf-mode": "miles sets the start rollout to 0 on every start in bridge mode, so a resumed run "
+    "would train from rollout 0 again and the operator's progress and resume accounting would be wrong",
+    "--wandb-always-use-train-step": "it turns the rollout/step gauge the operator reads for progress and the "
+    "guards into a train step",
+    "--start-rollout-id": "miles would start every attempt at that rollout instead of the checkpoint's next one",
+    "--debug-exit-after-rollout": "miles would exit before numRollout and the run would look finished",
+    "--custom-rollout-log-function-path": "a custom log function can replace miles's rollout line, which the "
+    "operator reads for the guards and the summary",
+}
 
 
 def flag_name(arg: str) -> str | None:
@@ -100,3 +127,114 @@ def flag_name(arg: str) -> str | None:
     if not arg.startswith("--"):
         return None
     return arg.split("=", 1)[0]
+
+
+@dataclass(frozen=True)
+class MilesFlag:
+    names: tuple[str, ...]
+    dest: str
+    min_values: int
+    max_values: int | None  # None: no limit
+    condition: str  # empty: always exists
+
+
+@cache
+def miles_flags() -> dict[str, MilesFlag]:
+    """Every name of miles's parser at the pins (`miles_flag_table`), with its flag."""
+    out: dict[str, MilesFlag] = {}
+    for line in TABLE.splitlines():
+        names, dest, low, high, condition = line.split("|")
+        flag = MilesFlag(tuple(names.split()), dest, int(low), None if high == "*" else int(high), condition)
+        out.update(dict.fromkeys(flag.names, flag))
+    return out
+
+
+@cache
+def managed_dests() -> dict[str, tuple[str, str]]:
+    """argparse dest -> (the rendered flag, the field or reason), so an alias of a managed flag is managed too."""
+    flags = miles_flags()
+    return {flags[name].dest: (name, field) for name, field in MANAGED_FLAGS.items() if name in flags}
+
+
+def _looks_like_value(token: str) -> bool:
+    """argparse's rule: a token starting with '-' is a flag unless it reads as a negative number."""
+    if not token.startswith("-"):
+        return True
+    try:
+        float(token)
+    except ValueError:
+        return False
+    return True
+
+
+def _nearest(name: str) -> str:
+    near = difflib.get_close_matches(name, miles_flags(), n=1, cutoff=0.6)
+    return f"; the nearest flag is {near[0]}" if near else ""
+
+
+def _flag_problem(name: str) -> str | None:
+    """Why a flag name cannot go in extraArgs, or None when it may."""
+    flags = miles_flags()
+    if name in ("-h", "--help"):
+        return "prints miles's help and exits 0 before training, so the run would end without a result; remove it"
+    if not name.startswith("--"):
+        return f"is not a flag (miles takes --long flags; a value must follow its flag){_nearest(name)}"
+    flag = flags.get(name)
+    if flag is None:
+        longer = sorted(n for n in flags if n.startswith(name))
+        if longer:
+            return (
+                f"is an abbreviation miles's parser would expand (to {longer[0]}"
+                f"{f' or {len(longer) - 1} other flag(s)' if len(longer) > 1 else ''}); write the full flag"
+            )
+        return f"is not a flag of {PINNED}{_nearest(name)}"
+    if flag.condition:
+        return f"exists {flag.condition}, so miles may not know it; remove it"
+    if name in REFUSED_FLAGS:
+        return f"is refused: {REFUSED_FLAGS[name]}; remove it"
+    managed = managed_dests().get(flag.dest)
+    if managed is not None:
+        rendered, field = managed
+        alias = "" if rendered == name else f" (an alias of {rendered}, the same setting)"
+        if field.startswith("spec."):
+            return f"is managed by the operator{alias}; set {field} instead"
+        return f"is fixed by the operator{alias} ({field}); remove it from extraArgs"
+    return None
+
+
+def check_extra_args(args: list[str]) -> list[tuple[int, str]]:
+    """(index, why) for each argument of `spec.extraArgs` miles would refuse, or read as something else, or
+    that would override what the operator renders; empty when every argument is a flag miles takes as written."""
+    problems: list[tuple[int, str]] = []
+    i = 0
+    while i < len(args):
+        arg = args[i]
+        if not arg.strip():
+            problems.append((i, f"{arg!r} is an empty argument (miles would read it as a value); remove it"))
+            i += 1
+            continue
+        name, has_inline, _ = arg.partition("=")
+        why = _flag_problem(name)
+        flag = miles_flags().get(name)
+        i += 1
+        if why is not None or flag is None:
+            problems.append((i - 1, f"{arg} {why}"))
+            while i < len(args) and args[i].strip() and _looks_like_value(args[i]):
+                i += 1
+            continue
+        if has_inline:
+            given = 1
+        else:
+            given = 0
+            while i < len(args) and args[i].strip() and _looks_like_value(args[i]):
+                if flag.max_values is not None and given >= flag.max_values:
+                    break
+                given += 1
+                i += 1
+        if has_inline and flag.max_values == 0:
+            problems.append((i - 1, f"{arg}: {name} takes no value; write {name} alone"))
+        elif given < flag.min_values:
+            problems.append(
+                (i - 1 - given, f"{arg} needs {flag.min_values} value(s) after it, got {given}; add the value")
+            )
+    return problems

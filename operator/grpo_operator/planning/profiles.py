@@ -1,6 +1,6 @@
 """Built-in model architectures: the numbers miles needs as flags, and parameter counts computed from them.
 
-Each profile carries the architecture exactly as miles's `scripts/models/<name>.py` passes it to Megatron
+Each profile carries the architecture exactly as miles's `scripts/models/<name>.sh` passes it to Megatron
 (`--num-layers`, `--hidden-size`, ...). Parameter counts are computed from these numbers, never typed in,
 so the memory plan and the rendered flags cannot disagree. Sources are cited per profile; miles checks the
 flags against the checkpoint's HF `config.json` at start (`hf_validate_args`), so a wrong number here fails
@@ -105,7 +105,7 @@ class ModelProfile:
         return 2 * self.num_layers * self.num_query_groups * self.kv_channels * 2
 
     def megatron_args(self) -> list[str]:
-        """The model-architecture flags miles's `scripts/models/<name>.py` would pass, as an argv list."""
+        """The model-architecture flags miles's `scripts/models/<name>.sh` would pass, as an argv list."""
         args = [
             "--swiglu",
             "--num-layers",
@@ -151,7 +151,7 @@ class ModelProfile:
 
 
 _QWEN3_MOE_FLAGS = (
-    # miles scripts/models/qwen3-30B-A3B.py (radixark/miles 31f1ca96): routing and dispatch settings.
+    # miles scripts/models/qwen3-30B-A3B.sh (radixark/miles dec268f7): routing and dispatch settings.
     "--moe-router-score-function",
     "softmax",
     "--moe-token-dispatcher-type",
@@ -167,7 +167,7 @@ _QWEN3_MOE_FLAGS = (
 )
 
 _GLM4_FLAGS = (
-    # slime scripts/models/glm4-9B.sh and miles scripts/models/glm4-32B.py: GLM-4 layer spec plugin.
+    # slime scripts/models/glm4-9B.sh and miles scripts/models/glm4-32B.sh: GLM-4 layer spec plugin.
     "--spec",
     "miles_plugins.models.glm4",
     "get_glm_spec",
@@ -180,7 +180,7 @@ _GLM4_FLAGS = (
 )
 
 PROFILES: dict[ModelProfileName, ModelProfile] = {
-    # miles scripts/models/qwen3-4B.py; HF Qwen/Qwen3-4B config.json (tie_word_embeddings: true).
+    # miles scripts/models/qwen3-4B.sh; HF Qwen/Qwen3-4B config.json (tie_word_embeddings: true).
     ModelProfileName.QWEN3_4B: ModelProfile(
         name=ModelProfileName.QWEN3_4B,
         display="Qwen3-4B",
@@ -198,7 +198,7 @@ PROFILES: dict[ModelProfileName, ModelProfile] = {
         norm_epsilon="1e-6",
         rotary_base="1000000",
     ),
-    # miles scripts/models/qwen3-8B.py (untied embeddings).
+    # miles scripts/models/qwen3-8B.sh (untied embeddings).
     ModelProfileName.QWEN3_8B: ModelProfile(
         name=ModelProfileName.QWEN3_8B,
         display="Qwen3-8B",
@@ -216,7 +216,7 @@ PROFILES: dict[ModelProfileName, ModelProfile] = {
         norm_epsilon="1e-6",
         rotary_base="1000000",
     ),
-    # miles scripts/models/qwen3-30B-A3B.py: 48 MoE layers, 128 experts of 768, top-8, no shared expert.
+    # miles scripts/models/qwen3-30B-A3B.sh: 48 MoE layers, 128 experts of 768, top-8, no shared expert.
     ModelProfileName.QWEN3_30B_A3B: ModelProfile(
         name=ModelProfileName.QWEN3_30B_A3B,
         display="Qwen3-30B-A3B",
@@ -258,7 +258,7 @@ PROFILES: dict[ModelProfileName, ModelProfile] = {
         extra_flags=_GLM4_FLAGS,
     ),
     # HF Qwen/Qwen2.5-72B config.json (80 layers, hidden 8192, intermediate 29568, 64 heads, 8 KV heads,
-    # vocab 152064, untied, qkv bias, rms_norm_eps 1e-6); flags shaped like miles scripts/models/qwen2.5-32B.py.
+    # vocab 152064, untied, qkv bias, rms_norm_eps 1e-6); flags shaped like miles scripts/models/qwen2.5-32B.sh.
     ModelProfileName.QWEN25_72B: ModelProfile(
         name=ModelProfileName.QWEN25_72B,
         display="Qwen2.5-72B",

@@ -16,7 +16,7 @@ from enum import StrEnum
 from grpo_operator.api import GRPORun
 from grpo_operator.api.spec import GRPORunSpec, Placement, RewardType
 from grpo_operator.api.status import RunPlan
-from grpo_operator.planning.flags import MANAGED_FLAGS, flag_name
+from grpo_operator.planning.flags import check_extra_args
 from grpo_operator.planning.instances import INSTANCES
 from grpo_operator.planning.memory import GIB
 from grpo_operator.planning.plan import Planned, actor_gpus, plan_run, rollout_gpus, run_dirs, sharding
@@ -341,19 +341,7 @@ def _field_rules(run: GRPORun) -> list[Problem]:
                 "topology.instanceType instead and drop the selector key",
             )
         )
-    for i, arg in enumerate(spec.extra_args):
-        flag = flag_name(arg)
-        if flag in MANAGED_FLAGS and MANAGED_FLAGS[flag].startswith("spec."):
-            out.append(
-                Problem(f"spec.extraArgs[{i}]", f"{arg} is managed by the operator; set {MANAGED_FLAGS[flag]} instead")
-            )
-        elif flag in MANAGED_FLAGS:
-            out.append(
-                Problem(
-                    f"spec.extraArgs[{i}]",
-                    f"{arg} is fixed by the operator ({MANAGED_FLAGS[flag]}); remove it from extraArgs",
-                )
-            )
+    out += [Problem(f"spec.extraArgs[{i}]", why) for i, why in check_extra_args(list(spec.extra_args))]
     if spec.eval is not None and spec.eval.interval > spec.rollout.num_rollout:
         out.append(
             Problem(

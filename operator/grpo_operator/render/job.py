@@ -22,6 +22,9 @@ from grpo_operator.render.settings import RenderSettings
 ENTRYPOINT_RESOURCES = {"gpu_node": 0.001}  # the driver runs on a GPU worker, never on the CPU-only head
 SAVE_SENTINEL = ".grpo-save-now"
 REWARD_CLIENT = "grpo_launcher.reward_client.reward"
+# Rewards that return a dict: --reward-key names the number in it, as miles's own dapo recipes pass it
+# (docs/integrations/miles.md, "Reward types"); without it miles fails converting the first rollout.
+REWARD_KEYS: dict[RewardType, str] = {RewardType.DAPO: "score"}
 
 
 @dataclass(frozen=True)
@@ -90,6 +93,8 @@ def miles_argv(run: GRPORun, plan: RunPlan, settings: RenderSettings) -> list[st
         argv += ["--rm-type", "remote_rm", "--rm-url", reward_url(run, settings), "--custom-rm-path", REWARD_CLIENT]
     else:
         argv += ["--rm-type", s.reward.type.value]
+        if s.reward.type in REWARD_KEYS:
+            argv += ["--reward-key", REWARD_KEYS[s.reward.type]]
     r, tr = s.rollout, s.training
     argv += [
         "--num-rollout",

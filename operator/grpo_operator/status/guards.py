@@ -60,12 +60,16 @@ def degenerate(state: GuardState, guards: GuardsSpec, metrics: TrainerMetrics | 
             f"{guards.max_repetition_frac:g} for {state.streak} consecutive rollouts",
         )
     done = metrics.rollout + 1 if metrics.rollout is not None else 0
-    floor = guards.min_reward
-    if done >= floor.after_rollouts and metrics.raw_reward is not None and metrics.raw_reward <= floor.value:
+    guard, floor = guards.min_reward, guards.min_reward.floor
+    if (
+        done >= guard.after_rollouts
+        and metrics.raw_reward is not None
+        and floor is not None
+        and metrics.raw_reward <= floor
+    ):
         return Trip(
             DEGENERATE,
-            f"rollout/raw_reward {metrics.raw_reward:g} at or below guards.minReward.value {floor.value:g} "
-            f"after {done} rollouts",
+            f"rollout/raw_reward {metrics.raw_reward:g} at or below {guard.describe()} after {done} rollouts",
         )
     return None
 

@@ -210,7 +210,7 @@ def test_fake_reads_miles_flags_after_a_launcher_double_dash() -> None:
         "0",
     )
     assert done.returncode == 0, done.stderr
-    assert rollouts_in(done.stdout) == [0, 1]
+    assert rollouts_in(done.stderr) == [0, 1]
 
 
 def test_fake_without_num_rollout_says_so() -> None:
@@ -237,13 +237,23 @@ def test_fake_checkpoints_resume_after_the_last_saved_rollout(tmp_path: Path) ->
     ]
     first = run_fake(*flags, "--num-rollout", "3", "--fake-fail-after", "2", "--fake-exit-code", "1")
     assert first.returncode == 1
-    assert rollouts_in(first.stdout) == [0, 1]
+    assert rollouts_in(first.stderr) == [0, 1]
     assert (ckpt / "latest_checkpointed_iteration.txt").read_text().strip() == "1"  # (1 + 1) % 2 == 0
 
     (tmp_path / "save-now").touch()
     second = run_fake(*flags, "--num-rollout", "3")
     assert second.returncode == 0, second.stderr
-    assert rollouts_in(second.stdout) == [2]
-    assert "(sentinel)" in second.stdout
+    assert rollouts_in(second.stderr) == [2]
+    assert "(sentinel)" in second.stderr
     assert not (tmp_path / "save-now").exists()
     assert sorted(p.name for p in ckpt.glob("iter_*")) == ["iter_0000001", "iter_0000002"]
+
+
+def test_fake_takes_per_run_knobs_from_the_knobs_dir_by_run_name(tmp_path: Path) -> None:
+    # spec.extraArgs takes only miles's own flags, so the harness leaves a run's knobs in a file named after it.
+    (tmp_path / "knobbed.json").write_text('["--fake-fail-after", "1", "--fake-exit-code", "3"]')
+    argv = [*MILES_PREFIX, "--num-rollout", "3", "--fake-step-seconds", "0", "--fake-knobs-dir", str(tmp_path)]
+    knobbed = run_fake(*argv, "--prometheus-run-name", "knobbed")
+    other = run_fake(*argv, "--prometheus-run-name", "other")
+    assert (knobbed.returncode, rollouts_in(knobbed.stderr)) == (3, [0])
+    assert (other.returncode, rollouts_in(other.stderr)) == (0, [0, 1, 2])

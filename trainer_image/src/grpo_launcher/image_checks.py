@@ -29,8 +29,8 @@ DOTTED_KEY = "rollout/zero_std/count_0.0"
 
 
 def miles_gauge_name(key: str) -> str:
-    """The gauge name miles's collector derives from a metric key."""
-    return "miles_" + key.replace("/", "_").replace("-", "_").replace("@", "_at_")
+    """The gauge name miles's collector derives from a metric key (docs/integrations/miles.md)."""
+    return "miles_metric_" + key.replace("/", "_").replace("-", "_").replace("@", "_at_")
 
 
 def check_prometheus_client() -> CheckResult:

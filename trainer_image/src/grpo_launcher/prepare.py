@@ -40,9 +40,10 @@ def hf_download_argv(
 
 
 def model_args_argv(model_type: str, miles_dir: str = MILES_DIR) -> list[str]:
-    """Prints a model's architecture flags on one line (miles after 2026-08-09; older images source
-    ``scripts/models/<type>.sh`` instead)."""
-    return ["python3", f"{miles_dir}/miles/utils/external_utils/model_args_utils.py", model_type]
+    """Prints a model's architecture flags, one per line: the pinned miles keeps them as the bash array
+    ``MODEL_ARGS`` in ``scripts/models/<type>.sh``, which its run scripts source (docs/integrations/miles.md)."""
+    script = 'source "$1" && printf "%s\\n" "${MODEL_ARGS[@]}"'
+    return ["bash", "-c", script, "model_args", f"{miles_dir}/scripts/models/{model_type}.sh"]
 
 
 def convert_hf_to_torch_dist_argv(

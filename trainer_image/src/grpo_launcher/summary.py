@@ -14,10 +14,12 @@ Contract with the operator (its parser is `operator/grpo_operator/status/summary
       GRPO_RUN_SUMMARY {"version": 1, "exit_code": 0, "first_rollout": 0, "last_rollout": 5, "rollouts_logged": 6,
                         "rollouts": [{"rollout": 5, "raw_reward": 0.5, "repetition_frac": 0.0,
                                       "truncated_ratio": 0.0, "step_time_seconds": 1.2}, ...],
-                        "provenance": {...}, "failure": null}
+                        "dropped_keys": [], "provenance": {...}, "failure": null}
 
   (``json.dumps``, one line). ``rollouts`` are the last ``MAX_ROLLOUTS`` rollouts in order, a field null when
-  miles did not log it; ``provenance`` is what ``provenance.collect`` read at start; ``failure`` is the failure
+  miles did not log it or logged a value that could not be read; ``dropped_keys`` names the kept keys (or
+  ``<unreadable key>``) whose value could not be read in some line, the rest of that line still counts;
+  ``provenance`` is what ``provenance.collect`` read at start; ``failure`` is the failure
   file's object, or null when there is none or it does not parse.
 * The operator reads the job's log through the Ray Jobs API when the job ends and takes the last such line.
 
@@ -34,6 +36,7 @@ from __future__ import annotations
 
 import ast
 import json
+import math
 import re
 import threading
 from collections import OrderedDict
@@ -52,26 +55,108 @@ KEYS = {
     "perf/step_time": "step_time_seconds",
 }
 _LINE = re.compile(r"\b(?:rollout|perf) (\d+): (\{.*\})\s*$")
-_NONFINITE = re.compile(r"(?<![\w'\"])-?(?:nan|inf)(?![\w'\"])")
+# The numeric types miles's helpers put in these dicts, by the name their repr calls: numpy scalars
+# (`np.float64(0.5)` under numpy 2), numpy arrays (`array([0.5])`) and torch scalars (`tensor(0.5)`).
+_NUMERIC_CALLS = frozenset(
+    {"float64", "float32", "float16", "int64", "int32", "int16", "int8", "uint8", "array", "tensor", "float", "int"}
+)
+_NONFINITE = {"nan": math.nan, "inf": math.inf}
+UNREADABLE_KEY = "<unreadable key>"
+
+
+def _split_top_level(body: str, sep: str) -> list[str]:
+    """`body` cut at each `sep` outside brackets and quotes (a dict repr's items, or an item's key and value)."""
+    parts, depth, quote, start, i = [], 0, "", 0, 0
+    while i < len(body):
+        ch = body[i]
+        if quote:
+            if ch == "\\":
+                i += 1
+            elif ch == quote:
+                quote = ""
+        elif ch in "'\"":
+            quote = ch
+        elif ch in "([{":
+            depth += 1
+        elif ch in ")]}":
+            depth -= 1
+        elif ch == sep and depth == 0:
+            parts.append(body[start:i])
+            start = i + 1
+            if sep == ":":
+                break
+        i += 1
+    parts.append(body[start:])
+    return parts
+
+
+def _number(node: ast.expr) -> float | None:
+    """The one number an expression of miles's reprs denotes, without evaluating anything."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, int | float) and not isinstance(node.value, bool):
+        return float(node.value)
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub | ast.UAdd):
+        inner = _number(node.operand)
+        return None if inner is None else (-inner if isinstance(node.op, ast.USub) else inner)
+    if isinstance(node, ast.Name) and node.id in _NONFINITE:
+        return _NONFINITE[node.id]
+    if isinstance(node, ast.Attribute) and node.attr in _NONFINITE:  # np.nan, math.inf
+        return _NONFINITE[node.attr]
+    if isinstance(node, ast.Call) and node.args:
+        func = node.func
+        name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+        if name in _NUMERIC_CALLS:
+            return _number(node.args[0])
+    if isinstance(node, ast.List | ast.Tuple) and len(node.elts) == 1:  # a one-element array's contents
+        return _number(node.elts[0])
+    return None
+
+
+def _value(text: str) -> float | None:
+    try:
+        return _number(ast.parse(text.strip(), mode="eval").body)
+    except (ValueError, SyntaxError, MemoryError, RecursionError):
+        return None
+
+
+def _key(text: str) -> str | None:
+    try:
+        key = ast.literal_eval(text.strip())
+    except (ValueError, SyntaxError, MemoryError, RecursionError):
+        return None
+    return key if isinstance(key, str) else None
+
+
+def parse_metrics_line_keys(line: str) -> tuple[int, dict[str, float], list[str]] | None:
+    """(rollout id, the keys we keep, the keys we keep whose value could not be read) of one miles metrics line,
+    or None for any other line. An item that cannot be read costs only itself."""
+    found = _LINE.search(line)
+    if found is None:
+        return None
+    kept: dict[str, float] = {}
+    dropped: list[str] = []
+    body = found.group(2)[1:-1]
+    for item in _split_top_level(body, ","):
+        if not item.strip():
+            continue
+        key_text, *rest = _split_top_level(item, ":")
+        key = _key(key_text)
+        if key is None or not rest:
+            dropped.append(UNREADABLE_KEY)
+            continue
+        if key not in KEYS:
+            continue
+        number = _value(rest[0])
+        if number is None:
+            dropped.append(key)
+        elif math.isfinite(number):  # a nan/inf miles logged is no reading (JSON has no such number)
+            kept[KEYS[key]] = number
+    return int(found.group(1)), kept, dropped
 
 
 def parse_metrics_line(line: str) -> tuple[int, dict[str, float]] | None:
     """(rollout id, the keys we keep) of one miles metrics line, or None for any other line."""
-    found = _LINE.search(line)
-    if found is None:
-        return None
-    try:
-        data = ast.literal_eval(_NONFINITE.sub("None", found.group(2)))
-    except (ValueError, SyntaxError, MemoryError, RecursionError):
-        return None
-    if not isinstance(data, dict):
-        return None
-    kept = {
-        KEYS[k]: float(v)
-        for k, v in data.items()
-        if k in KEYS and isinstance(v, int | float) and not isinstance(v, bool)
-    }
-    return int(found.group(1)), kept
+    parsed = parse_metrics_line_keys(line)
+    return None if parsed is None else parsed[:2]
 
 
 class RolloutLog:
@@ -83,17 +168,19 @@ class RolloutLog:
         self._count = 0
         self._lock = threading.Lock()
         self.failure: dict[str, str] | None = None  # the first GRPO_FAILURE line's object
+        self._dropped: set[str] = set()
 
     def feed(self, line: str) -> None:
         at = line.find(FAILURE_LINE_MARK)
         if at >= 0 and self.failure is None:
             self.failure = _failure_object(line[at + len(FAILURE_LINE_MARK) :])
             return
-        parsed = parse_metrics_line(line)
+        parsed = parse_metrics_line_keys(line)
         if parsed is None:
             return
-        rollout, values = parsed
+        rollout, values, dropped = parsed
         with self._lock:
+            self._dropped.update(dropped)
             if rollout not in self._rollouts:
                 self._count += 1
                 self._first = rollout if self._first is None else self._first
@@ -110,6 +197,7 @@ class RolloutLog:
                 "last_rollout": rollouts[-1]["rollout"] if rollouts else None,
                 "rollouts_logged": self._count,
                 "rollouts": rollouts,
+                "dropped_keys": sorted(self._dropped),
             }
 
 
