@@ -17,7 +17,8 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from grpo_operator.api import API_VERSION, KIND, GRPORun
-from grpo_operator.cli.yamldecode import YamlError, decode_all, echo
+from grpo_operator.cli.yamldecode import YamlError, decode_all
+from grpo_operator.planning.quote import echo
 from grpo_operator.planning.validation import Problem
 
 _TYPE_FIXES = {
@@ -120,7 +121,8 @@ def parse_run(doc: Any) -> tuple[GRPORun | None, list[Problem]]:
             Problem("(document)", f"{found} is not a GRPORun: set apiVersion: {API_VERSION} and kind: {KIND}")
         ]
     try:
-        return GRPORun.model_validate_json(json.dumps(doc, default=str)), []
+        # Wire names only: the API server refuses `batch_size` where `batchSize` belongs (unknown field).
+        return GRPORun.model_validate_json(json.dumps(doc, default=str), by_name=False), []
     except ValidationError as exc:
         return None, problems_from_error(exc)
 
