@@ -173,6 +173,7 @@ CEL_CASES: list[Case] = [
         "spec.scheduling.headNodeSelector",
     ),
     Case("secret-name-with-an-empty-label", {"hfTokenSecret": {"name": "a..b"}}, "spec.hfTokenSecret.name"),
+    Case("claim-name-with-an-empty-label", {"storage": {"claimName": "fsx..claim"}}, "spec.storage.claimName"),
     Case("secret-key-dotdot", {"hfTokenSecret": {"name": "hf", "key": ".."}}, "spec.hfTokenSecret.key"),
     Case("image-digest-without-hex", {"image": "trainer@sha256:"}, "spec.image"),
     Case("image-short-sha256-digest", {"image": "trainer@sha256:" + "a" * 40}, "spec.image"),

@@ -105,8 +105,9 @@ _IMAGE_RULE = (
 ImageRef = Annotated[
     str, StringConstraints(min_length=1, max_length=512), grammar(_IMAGE, _IMAGE_RULE), pattern_schema(_IMAGE)
 ]
-# A Secret's name: a DNS subdomain (`a..b` and `a.-b` are not), as the API server checks a pod's secretKeyRef.
-SecretName = Annotated[
+# A Secret's or a claim's name: a DNS subdomain (`a..b` and `a.-b` are not), as the API server checks a pod's
+# secretKeyRef and every object's name (a claim named otherwise can never exist: the pods would wait for it).
+ObjectName = Annotated[
     str,
     StringConstraints(min_length=1, max_length=253),
     grammar(_DNS_SUBDOMAIN, "a DNS subdomain: lowercase letters, digits, '-' and '.', no empty label"),
@@ -447,7 +448,7 @@ class StorageSpec(ApiModel):
             ".mountPath",
         ),
     )
-    claim_name: Annotated[str, StringConstraints(pattern=r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$", max_length=253)] = Field(
+    claim_name: ObjectName = Field(
         description="ReadWriteMany PersistentVolumeClaim in the run's namespace holding models, data and checkpoints."
     )
     mount_path: AbsPath = Field(default="/fsx", description="Where the claim is mounted in every Ray pod.")
@@ -632,7 +633,7 @@ class SchedulingSpec(ApiModel):
 
 
 class SecretKeyRef(ApiModel):
-    name: SecretName = Field(description="Secret in the run's namespace.")
+    name: ObjectName = Field(description="Secret in the run's namespace.")
     key: SecretKey = Field(default="HF_TOKEN", description="Key in the Secret.")
 
 
