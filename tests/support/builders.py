@@ -208,10 +208,56 @@ CEL_CASES: list[Case] = [
         api_server=False,
     ),
     Case("efa-above-instance", topo(efaPerNode=40), "spec.topology.efaPerNode", api_server=False),
+    # Values that pass as strings but break the run where they land (#26): paths, labels, names, images.
+    Case("checkpoint-off-the-shared-volume", {"storage": {"checkpointDir": "/tmp/ckpt"}}, "spec.storage.checkpointDir"),
     Case(
-        "checkpoint-off-the-shared-volume",
-        {"storage": {"checkpointDir": "/tmp/ckpt"}},
+        "checkpoint-dotdot-out-of-the-mount",
+        {"storage": {"checkpointDir": "/fsx/../tmp/ckpt"}},
         "spec.storage.checkpointDir",
-        api_server=False,
+    ),
+    Case(
+        "tensorboard-dir-is-the-mount-itself", {"storage": {"tensorboardDir": "/fsx/"}}, "spec.storage.tensorboardDir"
+    ),
+    Case(
+        "tensorboard-dir-beside-the-mount", {"storage": {"tensorboardDir": "/fsx2/tb"}}, "spec.storage.tensorboardDir"
+    ),
+    Case("prompt-data-with-a-dot-segment", {"data": {"promptData": "/fsx/./data/train.jsonl"}}, "spec.data.promptData"),
+    Case("mount-path-with-double-slash", {"storage": {"mountPath": "/fsx//shared"}}, "spec.storage.mountPath"),
+    Case("claim-mounted-over-dev-shm", {"storage": {"mountPath": "/dev/shm"}}, "spec.storage.mountPath"),
+    Case("claim-mounted-over-the-run-config", {"storage": {"mountPath": "/etc/grpo/"}}, "spec.storage.mountPath"),
+    Case(
+        "priority-class-too-long-for-the-volcano-label",
+        {"scheduling": {"gang": {"scheduler": "Volcano"}, "priorityClassName": "p" * 64}},
+        "spec.scheduling.priorityClassName",
+    ),
+    Case(
+        "node-selector-key-not-a-label-key",
+        {"scheduling": {"gpuNodeSelector": {"gpu type": "h200"}}},
+        "spec.scheduling.gpuNodeSelector",
+    ),
+    Case(
+        "node-selector-key-prefix-too-long",
+        {"scheduling": {"headNodeSelector": {"a" * 254 + "/role": "head"}}},
+        "spec.scheduling.headNodeSelector",
+    ),
+    Case("secret-name-with-an-empty-label", {"hfTokenSecret": {"name": "a..b"}}, "spec.hfTokenSecret.name"),
+    Case("claim-name-with-an-empty-label", {"storage": {"claimName": "fsx..claim"}}, "spec.storage.claimName"),
+    Case("secret-key-dotdot", {"hfTokenSecret": {"name": "hf", "key": ".."}}, "spec.hfTokenSecret.key"),
+    Case("image-digest-without-hex", {"image": "trainer@sha256:"}, "spec.image"),
+    Case("image-short-sha256-digest", {"image": "trainer@sha256:" + "a" * 40}, "spec.image"),
+    Case("image-uppercase-repository", {"image": "Trainer:v1"}, "spec.image"),
+    Case(
+        "reward-image-with-an-empty-tag",
+        {"reward": {"type": "remote", "remote": {"image": "reward:"}}},
+        "spec.reward.remote.image",
+    ),
+    Case(
+        "toleration-seconds-beyond-int64",
+        {
+            "scheduling": {
+                "tolerations": [{"key": "gpu", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 2**63}]
+            }
+        },
+        "spec.scheduling.tolerations[0].tolerationSeconds",
     ),
 ]

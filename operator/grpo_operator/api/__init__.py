@@ -7,7 +7,7 @@ from typing import Annotated, Literal
 from pydantic import Field, StringConstraints
 
 from grpo_operator.api.base import ApiModel
-from grpo_operator.api.spec import GRPORunSpec
+from grpo_operator.api.spec import DnsLabel, GRPORunSpec
 from grpo_operator.api.status import GRPORunStatus, Phase, RunPlan
 
 GROUP = "grpo.dev"
@@ -28,7 +28,8 @@ class ObjectMeta(ApiModel):
     name: Annotated[str, StringConstraints(pattern=r"^[a-z]([-a-z0-9]*[a-z0-9])?$", max_length=MAX_NAME_LENGTH)] = (
         Field(description="Run name: a DNS-1035 label of at most 40 characters.")
     )
-    namespace: Annotated[str, StringConstraints(max_length=63)] = "default"
+    # The API server only stores a run in a namespace that exists, and a namespace's name is a DNS label.
+    namespace: DnsLabel = "default"
     uid: str | None = None
     generation: int | None = None
 

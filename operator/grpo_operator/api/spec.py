@@ -8,14 +8,16 @@ checks the same rules in Python, plus those that need profile or instance data.
 
 from __future__ import annotations
 
+import re
 from enum import StrEnum
 from typing import Annotated, Any
 
-from pydantic import ConfigDict, Field, JsonValue, PrivateAttr, StringConstraints, model_validator
+from pydantic import AfterValidator, ConfigDict, Field, JsonValue, PrivateAttr, StringConstraints, model_validator
 from pydantic_core import PydanticCustomError
 
 from grpo_operator.api.base import ApiModel
 from grpo_operator.api.catalog import InstanceTypeName, ModelProfileName
+from grpo_operator.api.quote import echo
 
 # No C0 control character and no DEL: a NUL or a newline in an argv item or a path passes Kubernetes
 # (container args are free text) and only fails when the process is exec'd, after the GPUs were provisioned.
@@ -28,9 +30,137 @@ _LABEL_NAME = r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?"
 _DNS_SUBDOMAIN = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*"
 QualifiedName = Annotated[str, StringConstraints(pattern=rf"^({_DNS_SUBDOMAIN}/)?{_LABEL_NAME}$", max_length=317)]
 LabelValue = Annotated[str, StringConstraints(pattern=rf"^({_LABEL_NAME})?$", max_length=63)]
-ImageRef = Annotated[str, StringConstraints(pattern=r"^[^\x00-\x20\x7f]+$", min_length=1, max_length=512)]
+
+# A path the pods resolve the same way the rules read it: no `.` or `..` segment and no `//`, so
+# `posixpath.normpath` changes at most a trailing slash and "under the mount" is a prefix test. Both the CEL
+# rules (`matches` searches, RE2) and `planning.validation.path_rules` (Python `re.search`) use this pattern.
+UNNORMALIZED_PATH = r"(^|/)[.][.]?(/|$)|//"
+
+
+# Where the render itself mounts volumes in the Ray pods (shared memory; the run config at the default
+# `RenderSettings.config_dir`): the claim cannot go there too.
+RENDERED_MOUNTS = ("/dev/shm", "/etc/grpo")
+
+
+def mount_prefix(mount: str) -> str:
+    """The prefix every path under the mount starts with: the mount with exactly one trailing slash."""
+    return mount if mount.endswith("/") else mount + "/"
+
+
+def _normalized_cel(field: str) -> dict[str, str]:
+    return cel(
+        f"!has(self.{field}) || !self.{field}.matches('{UNNORMALIZED_PATH}')",
+        f"{field} must be a normalized path: no '.' or '..' segment and no '//' (a '..' can leave the shared "
+        "volume); write the path it resolves to",
+        f".{field}",
+    )
+
+
+def _under_mount_cel(field: str) -> dict[str, str]:
+    prefix = "(self.mountPath.endsWith('/') ? self.mountPath : self.mountPath + '/')"
+    return cel(
+        f"!has(self.{field}) || (self.{field}.startsWith({prefix}) && self.{field} != {prefix})",
+        f"{field} must be under mountPath, on the shared volume every rank reaches; put it under the mount",
+        f".{field}",
+    )
+
+
+def grammar(pattern: str, rule: str) -> AfterValidator:
+    """A check that refuses a string unless it matches `pattern`, naming the value and the rule in words (a
+    regular expression is no fix a user can act on). Pair it with `pattern_schema(pattern)` for the CRD."""
+    compiled = re.compile(pattern)
+
+    def check(value: str) -> str:
+        if not compiled.fullmatch(value):
+            raise PydanticCustomError("grammar", "it is not {rule}; fix the value", {"rule": rule})
+        return value
+
+    return AfterValidator(check)
+
+
+def pattern_schema(pattern: str) -> Any:
+    """The same pattern as the CRD's `pattern` (the API server checks it; the Python check is `grammar`)."""
+    return Field(json_schema_extra={"pattern": f"^{pattern}$"})
+
+
+# The kubelet parses an image with the container reference grammar (github.com/distribution/reference,
+# `ParseNormalizedNamed`): lowercase repository path components, an optional registry (a host with a '.' or
+# a port, or localhost), a tag of word characters, a digest whose hex length fits its algorithm. A first
+# component without '.' or ':' is a repository path, not a registry, so it must be lowercase too.
+_ALNUM = "[a-z0-9]+"
+_PATH_COMPONENT = f"{_ALNUM}(?:(?:[._]|__|-+){_ALNUM})*"
+_DOMAIN_COMPONENT = "(?:[a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9])"
+_HOST = (
+    rf"(?:{_DOMAIN_COMPONENT}(?:\.{_DOMAIN_COMPONENT})+(?::[0-9]+)?|{_DOMAIN_COMPONENT}:[0-9]+|localhost"
+    r"|\[[a-fA-F0-9:]+\](?::[0-9]+)?)"
+)
+_IMAGE = (
+    rf"(?:{_HOST}/)?{_PATH_COMPONENT}(?:/{_PATH_COMPONENT})*(?::[A-Za-z0-9_][A-Za-z0-9_.-]{{0,127}})?"
+    "(?:@(?:sha256:[a-f0-9]{64}|sha384:[a-f0-9]{96}|sha512:[a-f0-9]{128}))?"
+)
+_IMAGE_RULE = (
+    "an image reference the kubelet can parse: [registry/]lowercase/path[:tag][@sha256:<64 lowercase hex digits>]"
+)
+ImageRef = Annotated[
+    str, StringConstraints(min_length=1, max_length=512), grammar(_IMAGE, _IMAGE_RULE), pattern_schema(_IMAGE)
+]
+# A Secret's or a claim's name: a DNS subdomain (`a..b` and `a.-b` are not), as the API server checks a pod's
+# secretKeyRef and every object's name (a claim named otherwise can never exist: the pods would wait for it).
+ObjectName = Annotated[
+    str,
+    StringConstraints(min_length=1, max_length=253),
+    grammar(_DNS_SUBDOMAIN, "a DNS subdomain: lowercase letters, digits, '-' and '.', no empty label"),
+    pattern_schema(_DNS_SUBDOMAIN),
+]
+# A key of a Secret (the API server's IsConfigMapKey): '.' and '..' are refused even though they match.
+_CONFIG_MAP_KEY = r"([-_a-zA-Z0-9][-._a-zA-Z0-9]*|\.[-_a-zA-Z0-9][-._a-zA-Z0-9]*|\.\.[-._a-zA-Z0-9]+)"
+SecretKey = Annotated[
+    str,
+    StringConstraints(min_length=1, max_length=253),
+    grammar(_CONFIG_MAP_KEY, "a Secret key: letters, digits, '-', '_' and '.', not '.' or '..'"),
+    pattern_schema(_CONFIG_MAP_KEY),
+]
+_DNS_LABEL = "[a-z0-9]([-a-z0-9]*[a-z0-9])?"
+DnsLabel = Annotated[
+    str,
+    StringConstraints(min_length=1, max_length=63),
+    grammar(_DNS_LABEL, "a DNS label: lowercase letters, digits and '-', at most 63 characters"),
+    pattern_schema(_DNS_LABEL),
+]
+_LABEL_KEY = rf"({_DNS_SUBDOMAIN}/)?{_LABEL_NAME}"
+_LABEL_KEY_RULE = (
+    "a label key: an optional DNS subdomain prefix of at most 253 characters and '/', then a name of 1-63 "
+    "letters, digits, '-', '_' or '.' starting and ending with a letter or digit"
+)
+
+
+def _label_keys(value: dict[str, str]) -> dict[str, str]:
+    for key in value:
+        prefix = key.rpartition("/")[0]
+        if not re.fullmatch(_LABEL_KEY, key) or len(prefix) > 253:
+            raise PydanticCustomError(
+                "label_key", "key {key} is not {rule}; fix the key", {"key": repr(echo(key)), "rule": _LABEL_KEY_RULE}
+            )
+    return value
+
+
+# Node selectors: the keys are label keys too (the API server refuses a pod whose nodeSelector has another).
 LabelMap = Annotated[
-    dict[str, Annotated[str, StringConstraints(pattern=rf"^({_LABEL_NAME})?$", max_length=63)]], Field(max_length=32)
+    dict[str, Annotated[str, StringConstraints(pattern=rf"^({_LABEL_NAME})?$", max_length=63)]],
+    Field(max_length=32),
+    AfterValidator(_label_keys),
+    Field(
+        json_schema_extra={
+            "x-kubernetes-validations": [
+                {
+                    "rule": "self.all(k, k.matches('^"
+                    + _LABEL_KEY.replace("\\", "\\\\")
+                    + "$') && !k.matches('^[^/]{254,}/'))",
+                    "message": f"every key must be {_LABEL_KEY_RULE}",
+                }
+            ]
+        }
+    ),
 ]
 
 
@@ -78,6 +208,7 @@ class GuardAction(StrEnum):
 
 
 class ModelSpec(ApiModel):
+    model_config = rules(_normalized_cel("hfCheckpoint"), _normalized_cel("torchDistCheckpoint"))
     profile: ModelProfileName = Field(
         description="Built-in architecture; sets miles's model flags and the memory plan."
     )
@@ -90,6 +221,7 @@ class ModelSpec(ApiModel):
 
 
 class DataSpec(ApiModel):
+    model_config = rules(_normalized_cel("promptData"))
     prompt_data: AbsPath = Field(description="Training prompts, .jsonl or .parquet (miles --prompt-data).")
     input_key: Name = Field(default="prompt", description="Key of the prompt in each record (miles --input-key).")
     label_key: Name = Field(default="label", description="Key of the gold answer in each record (miles --label-key).")
@@ -98,6 +230,7 @@ class DataSpec(ApiModel):
 
 
 class EvalSpec(ApiModel):
+    model_config = rules(_normalized_cel("promptData"))
     name: Annotated[str, StringConstraints(pattern=r"^[a-z0-9][a-z0-9_-]{0,62}$")] = Field(
         default="eval", description="Name of the evaluation set, used as the metric prefix (eval/<name>)."
     )
@@ -319,7 +452,23 @@ REWARD_BACKEND_RANGES: dict[RewardBackend, tuple[float, float] | None] = {
 
 
 class StorageSpec(ApiModel):
-    claim_name: Annotated[str, StringConstraints(pattern=r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$", max_length=253)] = Field(
+    model_config = rules(
+        _normalized_cel("mountPath"),
+        _normalized_cel("checkpointDir"),
+        _normalized_cel("tensorboardDir"),
+        _under_mount_cel("checkpointDir"),
+        _under_mount_cel("tensorboardDir"),
+        cel(
+            "!((self.mountPath.endsWith('/') ? self.mountPath : self.mountPath + '/') in "
+            + "["
+            + ", ".join(f"'{p}/'" for p in RENDERED_MOUNTS)
+            + "])",
+            "mountPath must not be a path the Ray pods already mount (" + ", ".join(RENDERED_MOUNTS) + "): the API "
+            "server refuses a pod with two volumes at one path; choose another mount path such as /fsx",
+            ".mountPath",
+        ),
+    )
+    claim_name: ObjectName = Field(
         description="ReadWriteMany PersistentVolumeClaim in the run's namespace holding models, data and checkpoints."
     )
     mount_path: AbsPath = Field(default="/fsx", description="Where the claim is mounted in every Ray pod.")
@@ -340,6 +489,19 @@ class StorageSpec(ApiModel):
         description="On spec.suspend, ask miles for a checkpoint (its --save-trigger-sentinel) and stop the job once "
         "the next rollout has saved it (or after guards.stallTimeoutSeconds), so resuming loses no progress.",
     )
+
+
+def _int64(value: int) -> int:
+    if value > 2**63 - 1:
+        raise PydanticCustomError(
+            "int64", "it is beyond an int64 (at most 9223372036854775807); write a smaller number"
+        )
+    return value
+
+
+# A pod's int64 field. The bound is not in the schema: the API server refuses 2**63 - 1 as a `maximum` (not an
+# integer once read as a float) and refuses a larger number on its own, as a number that is not an integer.
+Int64 = Annotated[int, AfterValidator(_int64)]
 
 
 class Toleration(ApiModel):
@@ -375,7 +537,9 @@ class Toleration(ApiModel):
     effect: Annotated[str, StringConstraints(pattern=r"^(NoSchedule|PreferNoSchedule|NoExecute)?$")] | None = Field(
         default=None, description="NoSchedule, PreferNoSchedule or NoExecute; empty matches all."
     )
-    toleration_seconds: int | None = Field(default=None, ge=0, description="How long a NoExecute taint is tolerated.")
+    toleration_seconds: Int64 | None = Field(
+        default=None, ge=0, description="How long a NoExecute taint is tolerated (an int64)."
+    )
 
     @model_validator(mode="after")
     def _kubernetes_rules(self) -> Toleration:
@@ -460,6 +624,15 @@ class GangSpec(ApiModel):
 
 
 class SchedulingSpec(ApiModel):
+    model_config = rules(
+        cel(
+            "!has(self.gang) || self.gang.scheduler != 'Volcano' || !has(self.priorityClassName) || "
+            "size(self.priorityClassName) <= 63",
+            "priorityClassName must be at most 63 characters with the Volcano gang scheduler (it becomes the "
+            "RayCluster's ray.io/priority-class-name label); use a PriorityClass with a shorter name",
+            ".priorityClassName",
+        ),
+    )
     queue_name: QueueName | None = Field(
         default=None,
         description="Kueue LocalQueue in the run's namespace: the RayCluster is created suspended with the "
@@ -480,12 +653,8 @@ class SchedulingSpec(ApiModel):
 
 
 class SecretKeyRef(ApiModel):
-    name: Annotated[str, StringConstraints(pattern=r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$", max_length=253)] = Field(
-        description="Secret in the run's namespace."
-    )
-    key: Annotated[str, StringConstraints(pattern=r"^[-._a-zA-Z0-9]+$", max_length=253)] = Field(
-        default="HF_TOKEN", description="Key in the Secret."
-    )
+    name: ObjectName = Field(description="Secret in the run's namespace.")
+    key: SecretKey = Field(default="HF_TOKEN", description="Key in the Secret.")
 
 
 class MinRewardGuard(ApiModel):

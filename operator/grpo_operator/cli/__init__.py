@@ -19,7 +19,7 @@ from grpo_operator.api.status import ActorMemory, RunPlan
 from grpo_operator.cli.loading import Document, load_documents
 from grpo_operator.cli.yamldecode import MAX_BYTES
 from grpo_operator.planning import validation
-from grpo_operator.planning.validation import Problem, errors
+from grpo_operator.planning.validation import Problem, Severity, errors
 from grpo_operator.render import MissingRewardImage, RenderSettings, render
 from grpo_operator.render.yamlout import dump_all
 
@@ -59,8 +59,35 @@ def check_text(text: str) -> tuple[list[Checked], list[Problem]]:
             checked.append(Checked(doc, list(doc.problems)))
             continue
         result = validation.check(doc.run)
-        checked.append(Checked(doc, result.problems, result.plan))
+        checked.append(Checked(doc, result.problems + _same_name(doc, documents), result.plan))
     return checked, file_problems
+
+
+def _same_name(doc: Document, documents: list[Document]) -> list[Problem]:
+    """A warning when an earlier document names the same run in the same namespace: `kubectl apply` creates
+    the first and then overwrites it with the second (or refuses the change), so only one run exists."""
+    first = next(
+        (
+            other
+            for other in documents
+            if other.run is not None
+            and doc.run is not None
+            and other.index < doc.index
+            and (other.run.metadata.name, other.run.metadata.namespace)
+            == (doc.run.metadata.name, doc.run.metadata.namespace)
+        ),
+        None,
+    )
+    if first is None or doc.run is None:
+        return []
+    return [
+        Problem(
+            "metadata.name",
+            f"{doc.run.metadata.name} is also the name of document {first.index + 1} in namespace "
+            f"{doc.run.metadata.namespace}: kubectl apply keeps one run of that name; rename one of them",
+            Severity.WARNING,
+        )
+    ]
 
 
 def _emit_problems(checked: list[Checked], out: TextIO) -> None:

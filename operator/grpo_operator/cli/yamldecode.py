@@ -29,12 +29,12 @@ import base64
 import binascii
 import math
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import yaml
 
-from grpo_operator.planning.documents import echo
+from grpo_operator.api.quote import echo
 
 MAX_BYTES = 3 * 1024 * 1024
 MAX_DEPTH = 64
@@ -177,7 +177,6 @@ class _Open:
     pending_key: Any = None
     key_mark: Any = None
     has_key: bool = False
-    merges: list[dict[str, Any]] = field(default_factory=list)
     merge_next: bool = False
 
 
@@ -232,11 +231,13 @@ class _Builder:
             return
         top.has_key = False
         if top.merge_next:
+            # As go-yaml v2 merges: where the `<<` stands, over the keys before it; of a list, the first wins.
             top.merge_next = False
             sources = value if isinstance(value, list) else [value]
             if not all(isinstance(s, dict) for s in sources):
                 raise YamlError(_where(mark), "a merge key (<<) takes a mapping or a list of mappings")
-            top.merges.extend(sources)
+            for source in reversed(sources):
+                top.value.update(source)
             return
         top.value[top.pending_key] = value
 
@@ -279,12 +280,6 @@ class _Builder:
 
     def end(self) -> None:
         node = self.stack.pop()
-        if isinstance(node.value, dict) and node.merges:
-            merged: dict[str, Any] = {}
-            for source in reversed(node.merges):
-                merged.update(source)
-            merged.update(node.value)
-            node.value = merged
         if node.anchor is not None:
             self.open_anchors.discard(node.anchor)
             self.anchors[node.anchor] = (node.value, node.size)
@@ -309,6 +304,16 @@ def _events(text: str) -> Any:
         loader.dispose()
 
 
+def _no_directives(event: yaml.DocumentStartEvent) -> None:
+    """kubectl splits a file at `---` lines before parsing, so a `%YAML` or `%TAG` directive ends up in a
+    document of its own, which go-yaml refuses ("did not find expected <document start>")."""
+    if event.version is not None or event.tags:
+        raise YamlError(
+            _where(event.start_mark),
+            "a %YAML or %TAG directive, which kubectl cannot read; remove the directive lines",
+        )
+
+
 def decode_all(text: str) -> list[Any]:
     """Every document in `text`, decoded as kubectl decodes it; raises `YamlError` with the position."""
     if len(text) > MAX_BYTES or len(text.encode("utf-8", "surrogatepass")) > MAX_BYTES:
@@ -321,6 +326,7 @@ def decode_all(text: str) -> list[Any]:
     try:
         for event in _events(text):
             if isinstance(event, yaml.DocumentStartEvent):
+                _no_directives(event)
                 builder = _Builder()
             elif builder is None or isinstance(event, (yaml.StreamStartEvent, yaml.StreamEndEvent)):
                 continue

@@ -15,9 +15,8 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from grpo_operator.api import API_VERSION, KIND, GRPORun
+from grpo_operator.api.quote import echo
 from grpo_operator.planning.validation import Problem
-
-ECHO_CHARS = 60
 
 _TYPE_FIXES = {
     "int_type": "write a whole number without quotes",
@@ -105,13 +104,7 @@ def parse_run(doc: Any) -> tuple[GRPORun | None, list[Problem]]:
             Problem("(document)", f"{found} is not a GRPORun: set apiVersion: {API_VERSION} and kind: {KIND}")
         ]
     try:
-        return GRPORun.model_validate_json(json.dumps(doc, default=str)), []
+        # Wire names only: the API server refuses `batch_size` where `batchSize` belongs (unknown field).
+        return GRPORun.model_validate_json(json.dumps(doc, default=str), by_name=False), []
     except ValidationError as exc:
         return None, problems_from_error(exc)
-
-
-def echo(value: object, limit: int = ECHO_CHARS) -> str:
-    """A value as a message may quote it: repr-escaped (no control characters) and cut to `limit`."""
-    text = value if isinstance(value, str) else str(value)
-    shown = repr(text[: limit + 1])[1:-1]
-    return shown[:limit] + "..." if len(text) > limit or len(shown) > limit else shown

@@ -10,16 +10,27 @@ profiles, instance types, the memory plan). Pure: no I/O.
 
 from __future__ import annotations
 
+import posixpath
+import re
 from dataclasses import dataclass
 from enum import StrEnum
 
 from grpo_operator.api import GRPORun
-from grpo_operator.api.spec import GRPORunSpec, Placement, RewardType
+from grpo_operator.api.quote import echo, escape
+from grpo_operator.api.spec import (
+    RENDERED_MOUNTS,
+    UNNORMALIZED_PATH,
+    GangScheduler,
+    GRPORunSpec,
+    Placement,
+    RewardType,
+    mount_prefix,
+)
 from grpo_operator.api.status import RunPlan
 from grpo_operator.planning.flags import check_extra_args
 from grpo_operator.planning.instances import INSTANCES
 from grpo_operator.planning.memory import GIB
-from grpo_operator.planning.plan import Planned, actor_gpus, plan_run, rollout_gpus, run_dirs, sharding
+from grpo_operator.planning.plan import Planned, actor_gpus, plan_run, rollout_gpus, sharding
 from grpo_operator.planning.profiles import PROFILES
 
 
@@ -36,7 +47,7 @@ class Problem:
 
     def __str__(self) -> str:
         prefix = "warning: " if self.severity is Severity.WARNING else ""
-        return f"{prefix}{self.path}: {self.message}"
+        return escape(f"{prefix}{self.path}: {self.message}")
 
 
 def errors(problems: list[Problem]) -> list[Problem]:
@@ -136,6 +147,7 @@ def api_server_rules(spec: GRPORunSpec) -> list[Problem]:
         )
     if tr.eps_clip_high < tr.eps_clip:
         out.append(Problem("spec.training.epsClipHigh", f"{tr.eps_clip_high} must be at least epsClip {tr.eps_clip}"))
+    out += path_rules(spec) + label_rules(spec)
     if spec.reward.type is RewardType.REMOTE and spec.reward.remote is None:
         out.append(Problem("spec.reward.remote", "is required when reward.type is remote: add reward.remote"))
     if spec.reward.type is not RewardType.REMOTE and spec.reward.remote is not None:
@@ -143,6 +155,65 @@ def api_server_rules(spec: GRPORunSpec) -> list[Problem]:
             Problem(
                 "spec.reward.remote",
                 f"is only used when reward.type is remote (type is {spec.reward.type.value}); remove it or set type: remote",
+            )
+        )
+    return out
+
+
+def path_rules(spec: GRPORunSpec) -> list[Problem]:
+    """The CEL path rules of ModelSpec, DataSpec, EvalSpec and StorageSpec: every path normalized (no `.`/`..`
+    segment, no `//`), and the checkpoint and TensorBoard directories strictly under the claim's mount."""
+    storage, out = spec.storage, []
+    paths = [
+        ("spec.model.hfCheckpoint", spec.model.hf_checkpoint),
+        ("spec.model.torchDistCheckpoint", spec.model.torch_dist_checkpoint),
+        ("spec.data.promptData", spec.data.prompt_data),
+        ("spec.eval.promptData", spec.eval.prompt_data if spec.eval else None),
+        ("spec.storage.mountPath", storage.mount_path),
+        ("spec.storage.checkpointDir", storage.checkpoint_dir),
+        ("spec.storage.tensorboardDir", storage.tensorboard_dir),
+    ]
+    for path, value in paths:
+        if value is not None and re.search(UNNORMALIZED_PATH, value):
+            out.append(
+                Problem(
+                    path,
+                    f"{echo(value)} is not a normalized path: no '.' or '..' segment and no '//' (a '..' can leave "
+                    f"the shared volume); write the path it resolves to, {echo(posixpath.normpath(value))}",
+                )
+            )
+    prefix = mount_prefix(storage.mount_path)
+    for path, value in paths[-2:]:
+        if value is not None and not (value.startswith(prefix) and value != prefix):
+            out.append(
+                Problem(
+                    path,
+                    f"{echo(value)} is not under storage.mountPath {echo(storage.mount_path)}: checkpoints elsewhere "
+                    "land on each pod's own disk and are lost with it; put it under the mount",
+                )
+            )
+    if mount_prefix(storage.mount_path) in [f"{m}/" for m in RENDERED_MOUNTS]:
+        out.append(
+            Problem(
+                "spec.storage.mountPath",
+                f"{echo(storage.mount_path)} is a path the Ray pods already mount ({', '.join(RENDERED_MOUNTS)}): the "
+                "API server refuses a pod with two volumes at one path; choose another mount path such as /fsx",
+            )
+        )
+    return out
+
+
+def label_rules(spec: GRPORunSpec) -> list[Problem]:
+    """The CEL rules on spec values that become labels of a child (SchedulingSpec): the label's own limits."""
+    scheduling, out = spec.scheduling, []
+    gang, priority = scheduling.gang, scheduling.priority_class_name
+    if gang is not None and gang.scheduler is GangScheduler.VOLCANO and priority is not None and len(priority) > 63:
+        out.append(
+            Problem(
+                "spec.scheduling.priorityClassName",
+                f"{echo(priority)} ({len(priority)} characters) is longer than the 63 a label value may have, and "
+                "with the Volcano gang scheduler it becomes the RayCluster's ray.io/priority-class-name label; use "
+                "a PriorityClass with a shorter name",
             )
         )
     return out
@@ -295,20 +366,7 @@ def _memory_rules(spec: GRPORunSpec, planned: Planned) -> list[Problem]:
 
 def _field_rules(run: GRPORun) -> list[Problem]:
     spec, out = run.spec, []
-    mount = spec.storage.mount_path.rstrip("/") + "/"
-    checkpoint_dir, tensorboard_dir = run_dirs(run)
-    for path, value in (
-        ("spec.storage.checkpointDir", checkpoint_dir),
-        ("spec.storage.tensorboardDir", tensorboard_dir),
-    ):
-        if not value.startswith(mount):
-            out.append(
-                Problem(
-                    path,
-                    f"{value} is not under storage.mountPath {mount}: every rank must reach it; "
-                    "put it on the shared volume",
-                )
-            )
+    mount = mount_prefix(spec.storage.mount_path)
     for path, value in (
         ("spec.model.hfCheckpoint", spec.model.hf_checkpoint),
         ("spec.model.torchDistCheckpoint", spec.model.torch_dist_checkpoint),
@@ -318,7 +376,7 @@ def _field_rules(run: GRPORun) -> list[Problem]:
             out.append(
                 Problem(
                     path,
-                    f"{value} is not under storage.mountPath {mount}; it must exist in the image",
+                    f"{echo(value)} is not under storage.mountPath {echo(mount)}; it must exist in the image",
                     Severity.WARNING,
                 )
             )
@@ -326,7 +384,7 @@ def _field_rules(run: GRPORun) -> list[Problem]:
         out.append(
             Problem(
                 "spec.image",
-                f"{spec.image} is not pinned by digest: nodes may run different builds "
+                f"{echo(spec.image)} is not pinned by digest: nodes may run different builds "
                 "under one tag; use name@sha256:<digest>",
                 Severity.WARNING,
             )

@@ -4,7 +4,9 @@ same generated specs.
 
 Hypothesis draws specs across every CEL rule (colocated GPU equality, disaggregated rollout GPUs, engine
 divisibility, engines inside a node, model and expert parallelism dividing the GPUs, TP inside a node, SGLang
-EP inside an engine, GRPO batch identity, the clip range, the remote reward block), valid and invalid alike,
+EP inside an engine, GRPO batch identity, the clip range, the remote reward block, normalized paths, the
+checkpoint and TensorBoard directories under the claim's mount, a mount path the pods already use, the
+priority class that becomes a Volcano label, node selector keys), valid and invalid alike,
 within the schema's bounds; each batch goes to the API server as one server-side dry-run. A rule changed on
 one side only (e.g. the colocated `==` made `<=` in `api/spec.py`, then `make crds`) makes this test fail.
 """
@@ -28,7 +30,7 @@ from tests.support.builders import base
 pytestmark = pytest.mark.integration
 
 Kubectl = Callable[..., subprocess.CompletedProcess[str]]
-BATCH = 40
+BATCH = 80  # 16 rules broken one or two at a time: enough specs that each is broken alone several times
 POW2 = st.sampled_from([1, 2, 4, 8])
 
 
@@ -75,6 +77,17 @@ def valid_specs(draw: st.DrawFn) -> dict[str, Any]:
     spec["training"].update(epsClip=clip, epsClipHigh=draw(st.sampled_from([c for c in (0.2, 0.28, 0.5) if c >= clip])))
     remote = draw(st.booleans())
     spec["reward"] = {"type": "remote", "remote": {"replicas": 1}} if remote else {"type": "deepscaler"}
+    mount = draw(st.sampled_from(["/fsx", "/fsx/", "/mnt/shared", "/"]))
+    storage = spec["storage"]
+    storage["mountPath"] = mount
+    for key in draw(st.lists(st.sampled_from(["checkpointDir", "tensorboardDir"]), unique=True)):
+        storage[key] = mount.rstrip("/") + draw(st.sampled_from(["/ckpt", "/a/.hidden/b/", "/..x", "/x..", "/.../y"]))
+    scheduling = spec.setdefault("scheduling", {})
+    if draw(st.booleans()):
+        scheduling["gang"] = {"scheduler": "Volcano"}
+        scheduling["priorityClassName"] = "p" * draw(st.integers(1, 63))
+    if draw(st.booleans()):
+        scheduling["gpuNodeSelector"] = {draw(st.sampled_from(["a", "example.com/gpu-type", "x" * 253 + "/y"])): "v"}
     return doc
 
 
@@ -107,6 +120,29 @@ def _break(doc: dict[str, Any], rule: str, pick: int) -> None:
         spec["training"].update(epsClip=0.3, epsClipHigh=0.2)
     elif rule == "remote-block":
         spec["reward"] = {"type": "remote"} if pick % 2 else {"type": "dapo", "remote": {"replicas": 1}}
+    elif rule == "unnormalized-path":
+        section, key, path = [
+            ("storage", "checkpointDir", "/fsx/../tmp/ckpt"),
+            ("storage", "tensorboardDir", "/fsx/./tb"),
+            ("storage", "mountPath", "/fsx//shared"),
+            ("model", "hfCheckpoint", "/fsx/models/.."),
+            ("data", "promptData", "/fsx/./data.jsonl"),
+            ("storage", "checkpointDir", "/x/."),
+        ][pick]
+        spec[section][key] = path
+    elif rule == "outside-mount":
+        mount = spec["storage"]["mountPath"]
+        key = "checkpointDir" if pick % 2 else "tensorboardDir"
+        spec["storage"][key] = ["/tmp/ckpt", mount, mount.rstrip("/") + "x/tb"][pick % 3] if mount != "/" else "/"
+    elif rule == "rendered-mount":
+        spec["storage"]["mountPath"] = ["/dev/shm", "/etc/grpo/"][pick % 2]
+        spec["storage"].pop("checkpointDir", None)
+        spec["storage"].pop("tensorboardDir", None)
+    elif rule == "priority-label":
+        spec.setdefault("scheduling", {}).update(gang={"scheduler": "Volcano"}, priorityClassName="p" * (64 + pick))
+    elif rule == "node-selector-key":
+        key = ["bad key", "-a", "x" * 254 + "/y", "a/" + "b" * 64, "Example.com/x", "a/b/c"][pick]
+        spec.setdefault("scheduling", {})["headNodeSelector"] = {key: "v"}
 
 
 RULES = [
@@ -121,6 +157,11 @@ RULES = [
     "batch-identity",
     "eps-clip",
     "remote-block",
+    "unnormalized-path",
+    "outside-mount",
+    "rendered-mount",
+    "priority-label",
+    "node-selector-key",
 ]
 
 
@@ -168,6 +209,7 @@ def test_the_api_server_and_grpo_validate_agree_on_every_cross_field_rule(
             disagreements.append(
                 f"{name}: API server {verdict}, Python says {refused or 'valid'}; "
                 f"spec {json.dumps(doc['spec']['topology'])} "
-                f"batch {doc['spec']['rollout']} {doc['spec']['training']} {doc['spec']['reward']}"
+                f"batch {doc['spec']['rollout']} {doc['spec']['training']} {doc['spec']['reward']} "
+                f"storage {doc['spec']['storage']} scheduling {doc['spec'].get('scheduling')}"
             )
     assert not disagreements, "\n".join(disagreements)
