@@ -14,7 +14,7 @@ from grpo_operator.cli.yamldecode import YamlError, decode_all
 from grpo_operator.planning.validation import Severity
 from grpo_operator.render.yamlout import dump_all
 
-from tests.api.cases import BASE_EXAMPLE, base, merge
+from tests.support.builders import BASE_EXAMPLE, base, merge
 
 QUICKSTART = BASE_EXAMPLE.read_text()
 

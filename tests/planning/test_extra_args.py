@@ -16,7 +16,7 @@ from grpo_operator.planning.validation import errors, validate
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.api.cases import EXAMPLES, PYTHON_ONLY_INVALID_EXAMPLES
+from tests.support.builders import EXAMPLES, PYTHON_ONLY_INVALID_EXAMPLES
 from tests.render.helpers import example, rendered
 
 
