@@ -374,6 +374,7 @@ def run_mutants(session: pytest.Session, plan: Plan) -> None:
             )
             entry["by"] = run.verdict_file.read_text() if run.verdict_file.exists() else None
             finished = sum(r["status"] != "running" for r in results)
+            plan.results.write_text(json.dumps({"results": results, "left_out": failing}, indent=1))
             if entry["status"] != "killed":
                 _say(f"mutation: [{finished}/{total}] {entry['status']}: {plan.mutants[run.index].describe()}")
             elif finished % 50 == 0:
