@@ -9,7 +9,7 @@ export PATH := $(BIN):$(PATH)
 DOCKERFILES := $(shell find . -name Dockerfile -not -path './.venv/*' -not -path './.git/*' | sort)
 PACKAGES := operator/grpo_operator devtools/grpo_dev reward_service/src/reward_service trainer_image/src/grpo_launcher
 
-.PHONY: install test unit integration fuzz lint crds golden miles-flags control-plane images run bench-reward bench-operator clean
+.PHONY: install test unit integration fuzz lint crds golden miles-flags control-plane images run bench-reward bench-operator clean mutation
 
 install: $(VENV)/.installed
 
@@ -95,6 +95,14 @@ fuzz: install
 ## Local embedded control plane + Ray head + operator, with examples/quickstart.yaml applied.
 run: install control-plane
 	$(PY) -m grpo_dev.devrun
+
+## Mutation testing over the unit tier: the pure core, the launcher's summary and reward client, the reward
+## service's scoring, cache and admission. Per group: MODULES=planning,render (of planning, render, api, cli,
+## status, launcher, reward); JOBS mutants at once. Survivors: .mutation/survivors.txt.
+MODULES ?=
+JOBS ?= 1
+mutation: install
+	$(PY) -m grpo_dev.mutation $(if $(MODULES),--modules $(MODULES)) --jobs $(JOBS)
 
 bench-reward: install
 	$(PY) benchmarks/bench_reward.py

@@ -94,6 +94,8 @@ HOSTILE_SCALARS = {
     "a list as a key": "numRollout: 20\n    " + "? [1, 2]\n    : 1",
     "a 1 MB string for a number": "numRollout: " + "x" * 1_000_000,
     "a control character in a string": 'numRollout: "\\x07\\x1b[2J"',
+    "!!binary followed by a non-ASCII character": "numRollout: !!binary aGVsbG8=\u00e9",
+    "!!binary that is not base64": "numRollout: !!binary not*base64",
 }
 
 

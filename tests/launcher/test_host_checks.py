@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from collections.abc import Callable
+import shutil
+import tempfile
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -184,11 +186,49 @@ def test_gdrcopy_device_and_library_pass(host: HostPaths) -> None:
     assert check_gdrcopy(host, requested=True).status is Status.PASS
 
 
-@pytest.mark.skipif(os.geteuid() == 0, reason="root can open a mode-000 file, so the case cannot be staged")
-def test_a_gdrdrv_the_user_cannot_open_fails(host: HostPaths) -> None:
-    host.gdrdrv.touch(mode=0o000)
-    (host.gdrcopy_lib_dir / "libgdrapi.so.2").touch()
-    assert check_gdrcopy(host, requested=True).status is Status.FAIL
+NOBODY = 65534
+
+
+def gdrcopy_as_a_non_root_user(host: HostPaths) -> tuple[str, str]:
+    """`check_gdrcopy` run in a child that is not root (root opens any file): as nobody when this is root."""
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child reports through the pipe and exits without pytest's teardown
+        try:
+            os.close(read)
+            if os.geteuid() == 0:
+                os.setgroups([])
+                os.setgid(NOBODY)
+                os.setuid(NOBODY)
+            result = check_gdrcopy(host, requested=True)
+            os.write(write, f"{result.status.value}\n{result.reason}".encode())
+        finally:
+            os._exit(0)
+    os.close(write)
+    with os.fdopen(read) as pipe:
+        status, reason = pipe.read().split("\n", 1)
+    os.waitpid(pid, 0)
+    return status, reason
+
+
+@pytest.fixture
+def open_host(host: HostPaths) -> Iterator[HostPaths]:
+    """A gdrdrv and a libgdrapi in a directory any user can reach (pytest's tmp_path is root's alone)."""
+    staged = Path(tempfile.mkdtemp(prefix="gdrcopy-"))
+    staged.chmod(0o755)
+    (staged / "lib").mkdir(mode=0o755)
+    (staged / "lib" / "libgdrapi.so.2").touch()
+    yield dataclasses.replace(host, gdrdrv=staged / "gdrdrv", gdrcopy_lib_dir=staged / "lib")
+    shutil.rmtree(staged)
+
+
+def test_a_gdrdrv_the_user_cannot_open_fails_and_one_it_can_open_passes(open_host: HostPaths) -> None:
+    open_host.gdrdrv.touch(mode=0o000)
+    status, reason = gdrcopy_as_a_non_root_user(open_host)
+    assert status == Status.FAIL.value
+    assert "not readable and writable by uid" in reason
+    open_host.gdrdrv.chmod(0o666)
+    assert gdrcopy_as_a_non_root_user(open_host)[0] == Status.PASS.value
 
 
 # -- checkpoint directory -----------------------------------------------------------------------------------

@@ -26,7 +26,6 @@ rule follows: docs/integrations/kubernetes.md.
 from __future__ import annotations
 
 import base64
-import binascii
 import math
 import re
 from dataclasses import dataclass
@@ -129,7 +128,7 @@ def _resolve_tagged(tag: str, value: str, mark: Any) -> Any:
     if short == "!!binary":
         try:
             return base64.b64decode("".join(value.split()), validate=True).decode("utf-8", "replace")
-        except binascii.Error:
+        except ValueError:  # binascii.Error for bad base64, a plain ValueError for a non-ASCII character
             raise YamlError(_where(mark), "!!binary value contains invalid base64 data") from None
     if short == "!!str" or short not in ("!!int", "!!float", "!!bool", "!!null", "!!timestamp"):
         return value

@@ -1,0 +1,172 @@
+"""`make mutation`: mutation testing of the pure core and the reward path, over the unit tier only.
+
+    python -m grpo_dev.mutation [--modules planning,render] [--jobs 1] [--out .mutation/survivors.txt]
+
+Each group names the files it mutates and the unit tests that may reach them (paths that do not exist
+are skipped; integration and slow tests are deselected). One pytest session per group runs its mutants
+(`grpo_dev.mutation.plugin`); this prints killed and survived per module, the kill rate (killed and timed
+out over all mutants; a mutant no test reaches counts as survived), and writes every survivor, one a line,
+to `--out`. Results per group stay in `.mutation/<group>.json`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+from collections import defaultdict
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from grpo_dev.mutation.mutants import mutants_of
+
+REPO = Path(__file__).resolve().parents[3]
+SOURCE_ROOTS = {
+    "operator": "grpo_operator",
+    "reward_service/src": "reward_service",
+    "trainer_image/src": "grpo_launcher",
+}
+OPERATOR = "operator/grpo_operator"
+LAUNCHER = "trainer_image/src/grpo_launcher"
+REWARD = "reward_service/src/reward_service"
+
+
+@dataclass(frozen=True)
+class Group:
+    sources: tuple[str, ...]  # files or folders, relative to the repository
+    tests: tuple[str, ...]
+
+
+GROUPS = {
+    "planning": Group((f"{OPERATOR}/planning",), ("tests/planning", "tests/api", "tests/render")),
+    "render": Group((f"{OPERATOR}/render",), ("tests/render",)),
+    "api": Group((f"{OPERATOR}/api",), ("tests/api",)),
+    "cli": Group((f"{OPERATOR}/cli",), ("tests/cli", "tests/api/test_cli.py", "tests/api/test_cli_hostile.py")),
+    "status": Group((f"{OPERATOR}/status",), ("tests/status", "tests/operator/test_lifecycle.py")),
+    "launcher": Group(
+        (f"{LAUNCHER}/summary.py", f"{LAUNCHER}/reward_client.py"),
+        ("tests/launcher/test_summary.py", "tests/launcher/test_reward_client_policy.py", "tests/launcher"),
+    ),
+    "reward": Group(
+        (f"{REWARD}/cache.py", f"{REWARD}/extraction.py", f"{REWARD}/worker.py", f"{REWARD}/app.py"),
+        ("tests/reward_service",),
+    ),
+}
+
+
+def module_name(path: Path) -> str:
+    relative = path.relative_to(REPO).as_posix()
+    for root in SOURCE_ROOTS:
+        if relative.startswith(root + "/"):
+            dotted = relative[len(root) + 1 : -len(".py")].replace("/", ".")
+            return dotted.removesuffix(".__init__")
+    raise ValueError(f"{relative} is under none of {sorted(SOURCE_ROOTS)}")
+
+
+def files_of(group: Group) -> list[Path]:
+    out: list[Path] = []
+    for source in group.sources:
+        path = REPO / source
+        out += sorted(path.rglob("*.py")) if path.is_dir() else [path]
+    return out
+
+
+def run_group(
+    name: str, group: Group, jobs: int, state: Path, *, only: str, report_only: bool
+) -> list[dict[str, object]]:
+    files = [f for f in files_of(group) if only in f.relative_to(REPO).as_posix()]
+    mutants = [m for f in files for m in mutants_of(f.relative_to(REPO).as_posix(), f.read_bytes())]
+    plan = state / f"{name}.plan.json"
+    results = state / f"{name}.json"
+    if not report_only:
+        plan.write_text(
+            json.dumps(
+                {
+                    "mutants": [asdict(m) for m in mutants],
+                    "modules": {str(f): module_name(f) for f in files},
+                    "source_dirs": [str(REPO / root) for root in SOURCE_ROOTS],
+                    "coverage_cache": str(state / f"{name}.coverage.json"),
+                    "results": str(results),
+                    "jobs": jobs,
+                }
+            )
+        )
+    tests = [t for t in dict.fromkeys(group.tests) if (REPO / t).exists()]
+    print(f"mutation: {name}: {len(mutants)} mutants of {len(files)} files; tests from {', '.join(tests)}", flush=True)
+    command = [
+        sys.executable,
+        "-m",
+        "pytest",
+        "-q",
+        "-s",
+        "-p",
+        "no:cacheprovider",
+        "-p",
+        "grpo_dev.mutation.plugin",
+        f"--mutation-plan={plan}",
+        "-m",
+        "not integration and not slow",
+        # Its tests run the grpo command in a child, which the in-process coverage map cannot see.
+        "--ignore=tests/api/test_cli_hostile.py",
+        *tests,
+    ]
+    if not report_only:
+        subprocess.run(command, cwd=REPO, check=False)
+    if not results.exists():
+        raise SystemExit(f"mutation: {name}: no results (see the pytest output above)")
+    data: list[dict[str, object]] = json.loads(results.read_text())["results"]
+    return data
+
+
+def report(results: list[dict[str, object]], out: Path) -> float:
+    per_file: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
+    for r in results:
+        per_file[str(r["path"])][str(r["status"])] += 1
+    rows = [("module", "mutants", "killed", "survived", "no tests", "kill rate")]
+    total_killed = total = 0
+    for path, counts in sorted(per_file.items()):
+        killed = counts["killed"] + counts["timeout"]
+        n = sum(counts.values())
+        total_killed += killed
+        total += n
+        survived = n - killed - counts["no tests"]
+        rows.append((path, str(n), str(killed), str(survived), str(counts["no tests"]), f"{100 * killed / n:.1f}%"))
+    rate = 100 * total_killed / total if total else 100.0
+    rows.append(("all", str(total), str(total_killed), "", "", f"{rate:.1f}%"))
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    for row in rows:
+        print("  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)))
+    survivors = sorted(
+        (r for r in results if r["status"] not in ("killed", "timeout")),
+        key=lambda r: (str(r["path"]), int(str(r["line"]))),
+    )
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text("".join(f"{r['status']}: {r['description']}\n" for r in survivors))
+    print(f"mutation: {len(survivors)} survivors written to {out}")
+    return rate
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m grpo_dev.mutation", description=__doc__.splitlines()[0])
+    parser.add_argument("--modules", default=",".join(GROUPS), help=f"comma-separated, of {', '.join(GROUPS)}")
+    parser.add_argument("--jobs", type=int, default=1, help="mutants run at once (one process each)")
+    parser.add_argument("--only", default="", help="mutate only the files whose path contains this text")
+    parser.add_argument("--report", action="store_true", help="print the table of the last run, run nothing")
+    parser.add_argument("--out", type=Path, default=REPO / ".mutation" / "survivors.txt")
+    args = parser.parse_args(argv)
+    names = [n.strip() for n in args.modules.split(",") if n.strip()]
+    unknown = [n for n in names if n not in GROUPS]
+    if unknown:
+        parser.error(f"unknown module group(s) {', '.join(unknown)}; choose from {', '.join(GROUPS)}")
+    state = REPO / ".mutation"
+    state.mkdir(exist_ok=True)
+    results: list[dict[str, object]] = []
+    for name in names:
+        results += run_group(name, GROUPS[name], args.jobs, state, only=args.only, report_only=args.report)
+    report(results, args.out)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

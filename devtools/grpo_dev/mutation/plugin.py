@@ -1,0 +1,396 @@
+"""The pytest plugin that runs the mutants: collect once, fork per mutant, run only the tests that reach it.
+
+Loaded by `python -m grpo_dev.mutation` with `-p grpo_dev.mutation.plugin --mutation-plan PLAN`. It replaces
+pytest's test loop: the tests are collected once, in this process; a forked child runs them all with a
+profiler that records which functions of the mutated files each test calls (the coverage map, cached by
+the content of the sources and tests); then every mutant is run in a forked child of its own, which changes
+the code in memory and runs only the tests that reach the change, fastest first, stopping at the first
+failure. The parent never runs a test, so every child starts from the same clean state.
+
+A change inside a function replaces that function's code object (`__code__`), which every reference to the
+function sees. A change outside every function (a constant, a class body, a default) executes the mutated
+module again in its own namespace, then the modules that import it, and rebinds the names other modules and
+tests imported from them. Hypothesis runs derandomized, without its database or deadline, so a mutant's
+verdict does not depend on the run.
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import json
+import os
+import signal
+import sys
+import tempfile
+import threading
+import time
+import types
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from _pytest.runner import runtestprotocol
+from hypothesis import HealthCheck, settings
+
+from grpo_dev.mutation.mutants import Mutant
+
+SURVIVED, KILLED, ERROR = 0, 1, 3
+_UNWRAP = ("fget", "fset", "fdel", "__func__", "__wrapped__", "func", "wrapped")
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--mutation-plan", default=None, help="JSON plan written by python -m grpo_dev.mutation")
+
+
+@dataclass
+class Plan:
+    mutants: list[Mutant]
+    modules: dict[str, str]  # absolute file -> dotted module name
+    source_dirs: list[str]  # where the project's code lives: the coverage map records calls into these
+    coverage_cache: Path
+    results: Path
+    jobs: int
+
+    @classmethod
+    def load(cls, path: str) -> Plan:
+        data = json.loads(Path(path).read_text())
+        return cls(
+            mutants=[Mutant(**m) for m in data["mutants"]],
+            modules=data["modules"],
+            source_dirs=data["source_dirs"],
+            coverage_cache=Path(data["coverage_cache"]),
+            results=Path(data["results"]),
+            jobs=int(data["jobs"]),
+        )
+
+
+def _say(text: str) -> None:
+    sys.__stdout__.write(text + "\n")  # type: ignore[union-attr]
+    sys.__stdout__.flush()  # type: ignore[union-attr]
+
+
+def _quiet_hypothesis() -> None:
+    settings.register_profile(
+        "mutation", database=None, derandomize=True, deadline=None, suppress_health_check=list(HealthCheck)
+    )
+    settings.load_profile("mutation")
+
+
+def _run_items(items: list[pytest.Item]) -> Iterator[tuple[pytest.Item, bool]]:
+    for i, item in enumerate(items):
+        nextitem = items[i + 1] if i + 1 < len(items) else None
+        reports = runtestprotocol(item, nextitem=nextitem, log=False)
+        yield item, not any(r.failed for r in reports)
+
+
+def _silence() -> None:
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, 1)
+    os.dup2(devnull, 2)
+
+
+def _top_scope(qualname: str) -> str:
+    return qualname.split(".<locals>", maxsplit=1)[0]
+
+
+# --- coverage ------------------------------------------------------------------------------------------
+def _coverage_key(plan: Plan, items: list[pytest.Item]) -> str:
+    digest = hashlib.sha256()
+    sources = [str(p) for d in plan.source_dirs for p in sorted(Path(d).rglob("*.py"))]
+    files = sorted(set(sources) | {str(item.path) for item in items})
+    for name in files:
+        digest.update(name.encode() + b"\0" + Path(name).read_bytes())
+    for item in items:
+        digest.update(item.nodeid.encode())
+    return digest.hexdigest()
+
+
+def _measure(items: list[pytest.Item], source_dirs: tuple[str, ...], out: Path) -> None:
+    """In a child: run every test under a profiler; write {nodeid: [passed, seconds, [file, scope]...]}."""
+    current: set[tuple[str, str]] = set()
+
+    def profile(frame: types.FrameType, event: str, arg: object) -> None:
+        if event == "call":
+            code = frame.f_code
+            if code.co_filename.startswith(source_dirs):
+                current.add((code.co_filename, _top_scope(code.co_qualname)))
+
+    result: dict[str, Any] = {}
+    sys.setprofile(profile)
+    threading.setprofile(profile)
+    started = time.monotonic()
+    for item, passed in _run_items(items):
+        now = time.monotonic()
+        result[item.nodeid] = [passed, now - started, sorted(current)]
+        current.clear()
+        started = now
+    sys.setprofile(None)
+    out.write_text(json.dumps(result))
+
+
+def coverage_map(plan: Plan, items: list[pytest.Item]) -> dict[str, Any]:
+    key = _coverage_key(plan, items)
+    if plan.coverage_cache.exists():
+        cached = json.loads(plan.coverage_cache.read_text())
+        if cached.get("key") == key:
+            _say(f"mutation: coverage map from {plan.coverage_cache} (sources and tests unchanged)")
+            return dict(cached["tests"])
+    _say(f"mutation: running {len(items)} tests once to map which tests reach which functions")
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "coverage.json"
+        pid = os.fork()
+        if pid == 0:
+            try:
+                _silence()
+                _measure(items, tuple(d.rstrip("/") + "/" for d in plan.source_dirs), out)
+            finally:
+                os._exit(0)
+        os.waitpid(pid, 0)
+        if not out.exists():
+            raise pytest.UsageError("mutation: the coverage run died; run the tests on their own first")
+        tests = json.loads(out.read_text())
+    plan.coverage_cache.parent.mkdir(parents=True, exist_ok=True)
+    plan.coverage_cache.write_text(json.dumps({"key": key, "tests": tests}))
+    return dict(tests)
+
+
+# --- applying a mutant in the child --------------------------------------------------------------------
+def _codes(code: types.CodeType) -> Iterator[types.CodeType]:
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            yield const
+            yield from _codes(const)
+
+
+def _functions(obj: object, qualname: str) -> list[types.FunctionType]:
+    found, stack, seen = [], [obj], set()
+    while stack:
+        current = stack.pop()
+        if id(current) in seen:
+            continue
+        seen.add(id(current))
+        if isinstance(current, types.FunctionType) and current.__code__.co_qualname == qualname:
+            found.append(current)
+        stack += [getattr(current, a) for a in _UNWRAP if getattr(current, a, None) is not None]
+    return found
+
+
+def _swap_code(module: types.ModuleType, mutated: types.CodeType, scope: str) -> bool:
+    """Give the live function named `scope` the mutated code; False when that cannot be done exactly."""
+    codes = [c for c in _codes(mutated) if c.co_qualname == scope]
+    owner: object = module
+    *path, name = scope.split(".")
+    for part in path:
+        owner = vars(owner).get(part) if hasattr(owner, "__dict__") else None
+    live = vars(owner).get(name) if owner is not None and hasattr(owner, "__dict__") else None
+    functions = _functions(live, scope) if live is not None else []
+    if len(codes) != 1 or len(functions) != 1:
+        return False
+    try:
+        functions[0].__code__ = codes[0]
+    except ValueError:  # a different closure
+        return False
+    for wrapper in (live, getattr(live, "fget", None)):
+        clear: Callable[[], None] | None = getattr(wrapper, "cache_clear", None)
+        if clear is not None:
+            clear()
+    return True
+
+
+def _imports(path: str) -> set[str]:
+    tree = ast.parse(Path(path).read_bytes())
+    out: set[str] = set()
+    for node in tree.body:
+        if isinstance(node, ast.Import):
+            out |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            out.add(node.module)
+            out |= {f"{node.module}.{alias.name}" for alias in node.names}
+    return out
+
+
+def dependents(module: str, loaded: dict[str, types.ModuleType], roots: tuple[str, ...]) -> list[str]:
+    """The loaded project modules that import `module`, directly or not, each after what it imports."""
+    files = {name: getattr(m, "__file__", None) for name, m in loaded.items() if name.split(".")[0] in roots}
+    graph = {name: _imports(f) & set(files) for name, f in files.items() if f and f.endswith(".py")}
+    affected = {module}
+    changed = True
+    while changed:
+        changed = False
+        for name, deps in graph.items():
+            if name not in affected and deps & affected:
+                affected.add(name)
+                changed = True
+    order: list[str] = []
+
+    def visit(name: str, trail: frozenset[str]) -> None:
+        if name in order or name in trail:
+            return
+        for dep in sorted(graph.get(name, set()) & affected):
+            visit(dep, trail | {name})
+        order.append(name)
+
+    for name in sorted(affected):
+        visit(name, frozenset())
+    return [name for name in order if name != module]
+
+
+def _rerun_modules(module: str, mutated: bytes, roots: tuple[str, ...], repo: str) -> None:
+    loaded = dict(sys.modules)
+    replaced: dict[tuple[str, int], object] = {}
+    keep: list[dict[str, Any]] = []  # the old objects stay alive so their ids stay unique
+    for name in [module, *dependents(module, loaded, roots)]:
+        target = loaded[name]
+        path = target.__file__ or ""
+        source = mutated if name == module else Path(path).read_bytes()
+        namespace = vars(target)
+        old = dict(namespace)
+        keep.append(old)
+        exec(compile(source, path, "exec", dont_inherit=True), namespace)  # noqa: S102 - the project's own code
+        for key, value in namespace.items():
+            if key in old and old[key] is not value:
+                replaced[(key, id(old[key]))] = value
+    for other in list(sys.modules.values()):
+        if not (getattr(other, "__file__", None) or "").startswith(repo):
+            continue
+        for key, value in list(vars(other).items()):
+            new = replaced.get((key, id(value)))
+            if new is not None:
+                setattr(other, key, new)
+
+
+def apply_in_child(mutant: Mutant, file: str, module_name: str, roots: tuple[str, ...], repo: str) -> bool:
+    module = sys.modules.get(module_name)
+    if module is None:
+        return True  # never imported by these tests: nothing to change, and no test will run
+    source = Path(file).read_bytes()
+    mutated = mutant.apply(source)
+    if mutant.scope is not None:
+        code = compile(mutated, file, "exec", dont_inherit=True)
+        if _swap_code(module, code, mutant.scope):
+            return True
+    _rerun_modules(module_name, mutated, roots, repo)
+    return True
+
+
+# --- the loop ------------------------------------------------------------------------------------------
+@dataclass
+class Running:
+    index: int
+    pid: int
+    started: float
+    limit: float
+    verdict_file: Path
+
+
+def _select(
+    mutant: Mutant, file: str, tests: dict[str, Any], items: list[pytest.Item], related: str
+) -> list[pytest.Item]:
+    by_id = {item.nodeid: item for item in items}
+    usable = {nodeid: data for nodeid, data in tests.items() if data[0] and nodeid in by_id}
+    if mutant.scope is not None:
+        chosen = [n for n, d in usable.items() if [file, mutant.scope] in d[2]]
+        return sorted((by_id[n] for n in chosen), key=lambda i: usable[i.nodeid][1])
+    touching = [n for n, d in usable.items() if any(f == file for f, _ in d[2])]
+    others = [n for n, d in usable.items() if n not in touching and any(f.startswith(related) for f, _ in d[2])]
+    ordered = sorted(touching, key=lambda n: usable[n][1]) + sorted(others, key=lambda n: usable[n][1])
+    return [by_id[n] for n in ordered]
+
+
+@dataclass(frozen=True)
+class Job:
+    mutant: Mutant
+    file: str
+    selected: list[pytest.Item]
+    verdict: Path
+
+
+def _child(job: Job, plan: Plan, roots: tuple[str, ...]) -> None:
+    mutant, file, selected, verdict = job.mutant, job.file, job.selected, job.verdict
+    status = ERROR
+    try:
+        _silence()
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        apply_in_child(mutant, file, plan.modules[file], roots, str(Path.cwd()))
+        status = SURVIVED
+        for item, passed in _run_items(selected):
+            if not passed:
+                verdict.write_text(item.nodeid)
+                status = KILLED
+                break
+    except BaseException as exc:  # an import-time failure of the mutated module also kills the mutant
+        verdict.write_text(f"(applying the mutant raised {type(exc).__name__}: {exc})")
+        status = KILLED
+    finally:
+        os._exit(status)
+
+
+def run_mutants(session: pytest.Session, plan: Plan) -> None:
+    items = list(session.items)
+    tests = coverage_map(plan, items)
+    failing = sorted(n for n, d in tests.items() if not d[0])
+    for nodeid in failing:
+        _say(f"mutation: left out (fails without any mutant): {nodeid}")
+    roots = tuple(sorted({name.split(".")[0] for name in plan.modules.values()}))
+    files_by_path = {Path(f).relative_to(Path.cwd()).as_posix(): f for f in plan.modules}
+    results: list[dict[str, Any]] = []
+    pending = list(enumerate(plan.mutants))
+    running: list[Running] = []
+    tmp = Path(tempfile.mkdtemp(prefix="mutation-"))
+    total = len(plan.mutants)
+    while pending or running:
+        while pending and len(running) < plan.jobs:
+            index, mutant = pending.pop(0)
+            file = files_by_path[mutant.path]
+            related = next(d for d in plan.source_dirs if file.startswith(d.rstrip("/") + "/"))
+            selected = _select(mutant, file, tests, items, related)
+            if not selected:
+                results.append({**_record(mutant), "status": "no tests", "by": None, "tests": 0})
+                continue
+            budget = sum(tests[i.nodeid][1] for i in selected)
+            verdict = tmp / f"{index}.txt"
+            pid = os.fork()
+            if pid == 0:
+                _child(Job(mutant, file, selected, verdict), plan, roots)
+            running.append(Running(index, pid, time.monotonic(), 30 + 10 * budget, verdict))
+            results.append({**_record(mutant), "status": "running", "by": None, "tests": len(selected)})
+        time.sleep(0.01)
+        for run in list(running):
+            done, status = os.waitpid(run.pid, os.WNOHANG)
+            timed_out = not done and time.monotonic() - run.started > run.limit
+            if timed_out:
+                os.kill(run.pid, signal.SIGKILL)
+                os.waitpid(run.pid, 0)
+            if not done and not timed_out:
+                continue
+            running.remove(run)
+            entry = next(r for r in results if r["key"] == plan.mutants[run.index].key)
+            code = os.waitstatus_to_exitcode(status) if done else None
+            entry["status"] = (
+                "timeout" if timed_out else {SURVIVED: "survived", KILLED: "killed"}.get(code or 0, f"error {code}")
+            )
+            entry["by"] = run.verdict_file.read_text() if run.verdict_file.exists() else None
+            finished = sum(r["status"] != "running" for r in results)
+            plan.results.write_text(json.dumps({"results": results, "left_out": failing}, indent=1))
+            if entry["status"] != "killed":
+                _say(f"mutation: [{finished}/{total}] {entry['status']}: {plan.mutants[run.index].describe()}")
+            elif finished % 50 == 0:
+                _say(f"mutation: [{finished}/{total}] ...")
+    plan.results.write_text(json.dumps({"results": results, "left_out": failing}, indent=1))
+
+
+def _record(mutant: Mutant) -> dict[str, Any]:
+    return {"key": mutant.key, "path": mutant.path, "line": mutant.line, "description": mutant.describe()}
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtestloop(session: pytest.Session) -> bool | None:
+    option = session.config.getoption("--mutation-plan")
+    if not option:
+        return None
+    _quiet_hypothesis()
+    run_mutants(session, Plan.load(option))
+    return True
