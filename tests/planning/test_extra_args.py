@@ -16,8 +16,7 @@ from grpo_operator.planning.validation import errors, validate
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.support.builders import EXAMPLES, PYTHON_ONLY_INVALID_EXAMPLES
-from tests.render.helpers import example, rendered
+from tests.support.builders import EXAMPLES, PYTHON_ONLY_INVALID_EXAMPLES, example, rendered
 
 
 def _problems(args: list[str]) -> list[str]:

@@ -13,7 +13,7 @@ from grpo_operator.planning.plan import make_plan
 from grpo_operator.planning.validation import Problem, Severity
 
 from tests.support.builders import base, merge
-from tests.api.conftest import check as parse_and_validate
+from tests.support.builders import check as parse_and_validate
 
 
 def planned(patch: dict[str, Any]) -> tuple[RunPlan, list[Problem]]:

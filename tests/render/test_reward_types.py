@@ -18,7 +18,7 @@ from grpo_operator.render.job import job_submission
 from grpo_operator.status.guards import GuardState, degenerate
 from grpo_operator.status.observation import TrainerMetrics
 
-from tests.render.helpers import SETTINGS, example, run_of
+from tests.support.builders import SETTINGS, example, run_of
 
 REMOTE = {"type": "remote", "remote": {"replicas": 1}}
 PATCHES: dict[RewardType, dict[str, Any]] = {
