@@ -42,6 +42,7 @@ from reward_service.settings import Backend, RewardSettings, TimeoutPolicy
 log = logging.getLogger("reward_service")
 
 MAX_REQUEST_ID_CHARS = 128  # a longer X-Request-Id is not used (each such request is scored on its own)
+INLINE_ON_LOOP_CHARS = 16_384  # one item of the default REWARD_INLINE_MAX_CHARS; more is judged in a thread
 
 _STATUS_TO_OUTCOME = {
     worker.SCORED: Outcome.SCORED,
@@ -173,11 +174,32 @@ class RewardService:
                 self.settings.retry_after_s,
             )
 
-    async def _score_one(self, label: str | None, item: ScoreRequest) -> worker.ItemResult:
-        if label is not None and self.settings.inline_max_chars:
-            quick = worker.quick_verdict(label, item.response, self.settings.extraction, self.settings.inline_max_chars)
-            if quick is not None:
-                return quick
+    def _quick_verdicts(
+        self, labels: Sequence[str | None], items: Sequence[ScoreRequest]
+    ) -> list[worker.ItemResult | None]:
+        limit = self.settings.inline_max_chars
+        return [
+            worker.quick_verdict(label, item.response, self.settings.extraction, limit)
+            if label is not None and limit
+            else None
+            for label, item in zip(labels, items, strict=True)
+        ]
+
+    async def _inline(
+        self, labels: Sequence[str | None], items: Sequence[ScoreRequest]
+    ) -> list[worker.ItemResult | None]:
+        """The verdicts the server finds itself; a request with more text than one loop turn should take is
+        judged in a thread, so the event loop (probes, other requests) keeps its turns meanwhile."""
+        inline = sum(len(item.response) for item in items if len(item.response) <= self.settings.inline_max_chars)
+        if inline <= INLINE_ON_LOOP_CHARS:
+            return self._quick_verdicts(labels, items)
+        return await asyncio.to_thread(self._quick_verdicts, labels, items)
+
+    async def _score_one(
+        self, quick: worker.ItemResult | None, label: str | None, item: ScoreRequest
+    ) -> worker.ItemResult:
+        if quick is not None:
+            return quick
         return await self.pool.score(label, item.response, item.prompt)
 
     async def score(
@@ -215,7 +237,8 @@ class RewardService:
         self._admit(len(items))
         self.in_flight += len(items)
         try:
-            jobs = [self._score_one(label, item) for label, item in zip(labels, items, strict=True)]
+            quick = await self._inline(labels, items)
+            jobs = [self._score_one(*job) for job in zip(quick, labels, items, strict=True)]
             results = await asyncio.gather(*jobs, return_exceptions=True)
         finally:
             self.in_flight -= len(items)
