@@ -172,3 +172,8 @@ def test_an_unusable_rm_url_ends_as_reward_service_failed(failure_file: Path) ->
     with pytest.raises(RewardServiceFailed):
         asyncio.run(call())
     assert json.loads(failure_file.read_text())["reason"] == "RewardServiceFailed"
+
+
+def test_a_body_that_lies_about_its_compression_ends_as_reward_service_failed(failure_file: Path) -> None:
+    lying = reply(body="0.5", headers={"Content-Encoding": "gzip"}, raw=True)  # found by the fuzz target
+    assert "compressed" in fails([lying], sample(), failure_file)

@@ -1,15 +1,10 @@
 """The remote reward client miles calls through `--custom-rm-path grpo_launcher.reward_client.reward`.
 
-Why not miles's own `remote_rm`: at radixark/miles dec268f7 it opens an aiohttp session per sample with the
-300 s default timeout, has no retry, ignores `Retry-After`, and raises on any non-2xx
-(`miles/rollout/rm_hub/__init__.py:19-29`); the default rollout path re-raises (`rollout/sglang_rollout.py:465`),
-so one honest 503 of the reward service (queue full, a worker being replaced) ends the whole Ray job.
-
-How miles calls it: `--custom-rm-path` names a function by module path (`miles/utils/misc.py:47-62`
-load_function). miles awaits it as `await fn(args, sample)` for one sample (`rm_hub/__init__.py:43-48`
-async_rm, the default, one call per finished sample) and as `await fn(args, samples)` for a list
-(`rm_hub/__init__.py:89-108` batched_async_rm: `--group-rm`, or multi-sample generation), so `reward` takes
-either and returns a float or a list of floats. A sample has `.prompt`, `.response`, `.label`.
+Why not miles's own `remote_rm`: it opens a session per sample, has no retry, ignores `Retry-After` and raises
+on any non-2xx, so one honest 503 of the reward service (queue full, a worker being replaced) ends the whole
+Ray job. miles awaits `reward(args, sample)` for one sample and `reward(args, samples)` for a group, so it
+takes either and returns a float or a list of floats, one per sample; a sample has `.prompt`, `.response`,
+`.label`. The facts and their lines at the pinned commit: docs/integrations/miles.md, "Reward client".
 
 What it does:
 - one aiohttp session per event loop, shared by every call (pooled keep-alive connections);
@@ -195,6 +190,13 @@ class _BadAnswer(Exception):
 
 async def _read_body(resp: aiohttp.ClientResponse, limit: int = MAX_ANSWER_BYTES) -> bytes:
     """The body, decompressed, refused past `limit` bytes either side of decompression."""
+    try:
+        return await _read_bounded(resp, limit)
+    except zlib.error as exc:
+        raise _BadAnswer(f"the answer is not the compressed body it says it is ({exc})") from None
+
+
+async def _read_bounded(resp: aiohttp.ClientResponse, limit: int) -> bytes:
     encoding = resp.headers.get("Content-Encoding", "identity").strip().lower()
     if encoding not in ("identity", "", "gzip", "x-gzip", "deflate"):
         raise _BadAnswer(f"the answer has Content-Encoding {encoding[:40]!r}, which the client does not accept")
