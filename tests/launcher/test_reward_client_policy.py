@@ -24,6 +24,8 @@ def test_retry_after_in_seconds_or_as_an_http_date() -> None:
 
 def test_a_bad_budget_fails_with_the_failure_file_written(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("GRPO_FAILURE_FILE", str(tmp_path / "failure.json"))
-    with pytest.raises(RewardServiceFailed, match="GRPO_REWARD_RETRY_BUDGET_S='-1' must be greater than 0"):
+    with pytest.raises(
+        RewardServiceFailed, match="GRPO_REWARD_RETRY_BUDGET_S='-1' must be a finite number greater than 0"
+    ):
         Policy.from_env({"GRPO_REWARD_RETRY_BUDGET_S": "-1"})
     assert json.loads((tmp_path / "failure.json").read_text())["reason"] == "RewardServiceFailed"

@@ -147,7 +147,7 @@ def test_the_reward_service_url_is_derived_from_its_service() -> None:
     container = deployment["spec"]["template"]["spec"]["containers"][0]
     assert container["readinessProbe"]["httpGet"]["path"] == "/ready"
     assert container["livenessProbe"]["httpGet"]["path"] == "/healthz"
-    assert kind(result, "PodDisruptionBudget")["spec"]["minAvailable"] == 3
+    assert kind(result, "PodDisruptionBudget")["spec"]["maxUnavailable"] == 1
 
 
 def test_the_run_config_holds_exactly_the_argv_the_job_runs() -> None:

@@ -404,7 +404,15 @@ class RemoteRewardSpec(ApiModel):
         default=RewardBackend.MATH_VERIFY, description="Scoring backend of the reward service."
     )
     replicas: int = Field(default=2, ge=1, le=256, description="Reward service replicas (CPU pods).")
-    timeout_seconds: float = Field(default=10.0, gt=0, le=600, description="Hard deadline for scoring one response.")
+    timeout_seconds: float = Field(
+        default=10.0,
+        ge=1,
+        le=600,
+        description=(
+            "Hard deadline for scoring one response, in seconds (the service gives up on an item after half of it); "
+            "at least 1, so that a simple answer can be verified."
+        ),
+    )
     image: ImageRef | None = Field(
         default=None, description="Reward service image; default: the operator's configured image."
     )

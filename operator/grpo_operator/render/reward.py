@@ -100,14 +100,16 @@ def service(run: GRPORun, settings: RenderSettings) -> dict[str, Any]:
     }
 
 
-def disruption_budget(run: GRPORun, remote: RemoteRewardSpec) -> dict[str, Any]:
-    # Keep at least one scorer up during voluntary disruptions: miles does not retry a failed call.
+def disruption_budget(run: GRPORun) -> dict[str, Any]:
+    # One scorer at a time may be evicted: with several replicas the others keep scoring (and the reward client
+    # retries what the evicted one dropped); with one, a node drain can still proceed, which a minAvailable
+    # of 1 would block forever.
     return {
         "apiVersion": "policy/v1",
         "kind": "PodDisruptionBudget",
         "metadata": metadata(run, names.reward_service(run.metadata.name), COMPONENT),
         "spec": {
-            "minAvailable": max(1, remote.replicas - 1),
+            "maxUnavailable": 1,
             "selector": {"matchLabels": names.selector(run.metadata.name, COMPONENT)},
         },
     }
@@ -117,4 +119,4 @@ def reward_children(run: GRPORun, settings: RenderSettings) -> list[dict[str, An
     remote = run.spec.reward.remote
     if remote is None:
         return []
-    return [deployment(run, remote, settings), service(run, settings), disruption_budget(run, remote)]
+    return [deployment(run, remote, settings), service(run, settings), disruption_budget(run)]

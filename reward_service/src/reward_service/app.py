@@ -4,7 +4,9 @@ Routes: `POST /score` (one `{prompt, response, label}` in, a bare JSON number ou
 (a list in, a list of numbers out), `GET /healthz` (liveness: answered by the event loop alone),
 `GET /ready` (readiness: a live worker and a service-error ratio under the threshold), `GET /metrics`
 (Prometheus text format) and `GET /` (the effective settings). The handlers only admit, normalise and
-classify; scoring happens in `pool.ScoringPool`. Status codes: 200 with the reward; 422 for a body or a
+classify; scoring happens in `pool.ScoringPool`. A request may carry an `X-Request-Id`: a retry with the same id
+(and item count) attaches to the work already running or answered for it instead of scoring it again, so a
+client that gave up waiting never multiplies the work by retrying. Status codes: 200 with the reward; 422 for a body or a
 gold label that cannot be used (the message names the field, the value and the fix); 413 for a batch
 larger than the queue or a body over REWARD_MAX_BODY_BYTES (`bodylimit`, refused before it is read); 503 with Retry-After when the queue is full or the service failed. A failure of
 the service is never turned into a reward.
@@ -16,6 +18,7 @@ import asyncio
 import hashlib
 import logging
 import time
+from collections import OrderedDict
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
@@ -37,6 +40,9 @@ from reward_service.pool import PoolError, ScoringPool
 from reward_service.settings import Backend, RewardSettings, TimeoutPolicy
 
 log = logging.getLogger("reward_service")
+
+MAX_REQUEST_ID_CHARS = 128  # a longer X-Request-Id is not used (each such request is scored on its own)
+INLINE_ON_LOOP_CHARS = 16_384  # one item of the default REWARD_INLINE_MAX_CHARS; more is judged in a thread
 
 _STATUS_TO_OUTCOME = {
     worker.SCORED: Outcome.SCORED,
@@ -105,6 +111,9 @@ class RewardService:
         self.health = HealthWindow(settings.ready_window_s, settings.ready_min_requests, settings.ready_max_error_ratio)
         self.metrics = ServiceMetrics(self.live_values)
         self.in_flight = 0
+        self._running: dict[str, asyncio.Future[list[float]]] = {}
+        self._answered: OrderedDict[str, list[float]] = OrderedDict()
+        self._answered_items = 0
 
     def live_values(self) -> dict[str, float]:
         return {
@@ -165,19 +174,71 @@ class RewardService:
                 self.settings.retry_after_s,
             )
 
-    async def _score_one(self, label: str | None, item: ScoreRequest) -> worker.ItemResult:
-        if label is not None and self.settings.inline_max_chars:
-            quick = worker.quick_verdict(label, item.response, self.settings.extraction, self.settings.inline_max_chars)
-            if quick is not None:
-                return quick
+    def _quick_verdicts(
+        self, labels: Sequence[str | None], items: Sequence[ScoreRequest]
+    ) -> list[worker.ItemResult | None]:
+        limit = self.settings.inline_max_chars
+        return [
+            worker.quick_verdict(label, item.response, self.settings.extraction, limit)
+            if label is not None and limit
+            else None
+            for label, item in zip(labels, items, strict=True)
+        ]
+
+    async def _inline(
+        self, labels: Sequence[str | None], items: Sequence[ScoreRequest]
+    ) -> list[worker.ItemResult | None]:
+        """The verdicts the server finds itself; a request with more text than one loop turn should take is
+        judged in a thread, so the event loop (probes, other requests) keeps its turns meanwhile."""
+        inline = sum(len(item.response) for item in items if len(item.response) <= self.settings.inline_max_chars)
+        if inline <= INLINE_ON_LOOP_CHARS:
+            return self._quick_verdicts(labels, items)
+        return await asyncio.to_thread(self._quick_verdicts, labels, items)
+
+    async def _score_one(
+        self, quick: worker.ItemResult | None, label: str | None, item: ScoreRequest
+    ) -> worker.ItemResult:
+        if quick is not None:
+            return quick
         return await self.pool.score(label, item.response, item.prompt)
 
-    async def score(self, items: Sequence[ScoreRequest], batch: bool = False) -> list[float]:
+    async def score(
+        self, items: Sequence[ScoreRequest], batch: bool = False, request_id: str | None = None
+    ) -> list[float]:
+        """The rewards of `items`; a request id already running or answered gets that work's rewards."""
+        if not request_id or len(request_id) > MAX_REQUEST_ID_CHARS:
+            return await self._score(items, batch)
+        key = f"{request_id}/{len(items)}"
+        answered = self._answered.get(key)
+        if answered is not None:
+            return answered
+        running = self._running.get(key)
+        if running is None:
+            running = asyncio.ensure_future(self._score(items, batch))
+            self._running[key] = running
+            running.add_done_callback(lambda done: self._settle(key, done))
+        # shield: the client going away (or timing out) leaves the work to its retry
+        return await asyncio.shield(running)
+
+    def _settle(self, key: str, done: asyncio.Future[list[float]]) -> None:
+        self._running.pop(key, None)
+        if done.cancelled() or done.exception() is not None:
+            return  # a refusal or a failure is answered, never kept: a retry is admitted afresh
+        rewards = done.result()
+        self._answered[key] = rewards
+        self._answered_items += len(rewards)
+        # kept for the retries of clients that timed out; bounded by the queue's size in items
+        while self._answered_items > self.settings.max_queue and len(self._answered) > 1:
+            _, evicted = self._answered.popitem(last=False)
+            self._answered_items -= len(evicted)
+
+    async def _score(self, items: Sequence[ScoreRequest], batch: bool) -> list[float]:
         labels = self._labels(items, batch)
         self._admit(len(items))
         self.in_flight += len(items)
         try:
-            jobs = [self._score_one(label, item) for label, item in zip(labels, items, strict=True)]
+            quick = await self._inline(labels, items)
+            jobs = [self._score_one(*job) for job in zip(quick, labels, items, strict=True)]
             results = await asyncio.gather(*jobs, return_exceptions=True)
         finally:
             self.in_flight -= len(items)
@@ -307,10 +368,10 @@ def create_app(settings: RewardSettings) -> FastAPI:
         )
         return JSONResponse({"detail": detail, "outcome": Outcome.BAD_REQUEST.value}, 400)
 
-    async def timed(endpoint: str, items: Sequence[ScoreRequest], batch: bool) -> Response:
+    async def timed(request: Request, endpoint: str, items: Sequence[ScoreRequest], batch: bool) -> Response:
         started = time.perf_counter()
         try:
-            rewards = await service.score(items, batch)
+            rewards = await service.score(items, batch, request.headers.get("x-request-id"))
         except Rejected as rejected:
             return rejected.response()
         finally:
@@ -318,14 +379,14 @@ def create_app(settings: RewardSettings) -> FastAPI:
         return JSONResponse(rewards if batch else rewards[0])
 
     @app.post("/score", response_model=float, responses=_ERRORS)
-    async def score(item: ScoreRequest) -> Response:
+    async def score(item: ScoreRequest, request: Request) -> Response:
         """Score one sample; the reply is the reward as a bare JSON number."""
-        return await timed("score", [item], batch=False)
+        return await timed(request, "score", [item], batch=False)
 
     @app.post("/score/batch", response_model=list[float], responses=_ERRORS)
-    async def score_batch(items: list[ScoreRequest]) -> Response:
+    async def score_batch(items: list[ScoreRequest], request: Request) -> Response:
         """Score several samples; the reply is the list of rewards, in order (all or nothing)."""
-        return await timed("score_batch", items, batch=True)
+        return await timed(request, "score_batch", items, batch=True)
 
     @app.get("/healthz")
     async def healthz() -> dict[str, str]:

@@ -88,8 +88,17 @@ def test_one_sample_and_a_group_get_the_services_rewards_over_one_session(tmp_pa
         assert server.outcome("scored") >= 5  # 1 + 4 items
 
 
-def test_a_full_queue_is_retried_after_retry_after_and_every_sample_gets_its_reward(tmp_path: Path) -> None:
-    with run_server(tmp_path, workers="1", max_queue="2", retry_after_s="1", deadline_s="30") as server:
+def test_a_full_queue_is_retried_after_retry_after_and_every_sample_gets_its_reward(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    waits: list[float] = []
+
+    async def recorded_sleep(seconds: float) -> None:  # the client's wait, recorded and then really waited
+        waits.append(seconds)
+        await asyncio.sleep(seconds)
+
+    monkeypatch.setattr(reward_client, "_sleep", recorded_sleep, raising=False)
+    with run_server(tmp_path, workers="1", max_queue="2", retry_after_s="2", deadline_s="30") as server:
         args = args_for(server.url)
         samples = [slow_sample() for _ in range(8)]
 
@@ -99,6 +108,8 @@ def test_a_full_queue_is_retried_after_retry_after_and_every_sample_gets_its_rew
         assert run(rollout) == [1.0] * 8
         assert server.outcome("overloaded") >= 1  # the service did answer 503s...
         assert reward_client.STATS.retries >= server.outcome("overloaded")  # ...and each was retried
+        assert len(waits) == reward_client.STATS.retries  # ...after a wait...
+        assert min(waits) >= 2.0  # ...never shorter than the Retry-After the service sent
 
 
 def test_a_label_the_service_cannot_read_scores_zero_counted_and_the_rest_of_the_group_is_scored(

@@ -12,6 +12,9 @@ goes is one line naming what and where. Values quoted back are JSON, cut to ``EC
 from __future__ import annotations
 
 import json
+import os
+import stat
+import sys
 from pathlib import Path
 from typing import Any, Literal
 
@@ -49,7 +52,9 @@ class ConfigError(Exception):
 class _Strict(BaseModel):
     """camelCase on the wire, snake_case in Python, unknown keys refused."""
 
-    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid", frozen=True, strict=True)
+    model_config = ConfigDict(
+        alias_generator=to_camel, populate_by_name=True, extra="forbid", frozen=True, strict=True, allow_inf_nan=False
+    )
 
 
 class _Open(BaseModel):
@@ -146,6 +151,11 @@ def parse_run_config(text: str, source: str = "<string>") -> RunConfig:
             f"run config {source} is nested too deeply to read; no run config field is nested "
             "more than a few levels: fix: re-render it"
         ) from None
+    except ValueError:  # an integer longer than Python converts (sys.get_int_max_str_digits)
+        raise ConfigError(
+            f"run config {source} holds a number of more than {sys.get_int_max_str_digits()} digits, larger than "
+            "any field takes; fix: re-render it"
+        ) from None
     if not isinstance(data, dict):
         raise ConfigError(f"run config {source}: top level is {type(data).__name__}, must be an object")
     try:
@@ -156,17 +166,30 @@ def parse_run_config(text: str, source: str = "<string>") -> RunConfig:
         raise ConfigError(f"run config {source} is nested too deeply to validate; fix: re-render it") from None
 
 
+def _file_kind(mode: int) -> str:
+    kinds = ((stat.S_ISFIFO, "FIFO"), (stat.S_ISDIR, "directory"), (stat.S_ISCHR, "character device"))
+    return next((name for test, name in kinds if test(mode)), "special file")
+
+
 def load_run_config(path: Path) -> RunConfig:
     """Read and parse the run config at ``path``."""
     try:
-        with path.open("rb") as handle:
+        # O_NONBLOCK: opening a FIFO for reading would wait for a writer forever; it is refused below instead.
+        descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+        with os.fdopen(descriptor, "rb") as handle:
+            kind = os.fstat(handle.fileno()).st_mode
+            if not stat.S_ISREG(kind):
+                raise ConfigError(
+                    f"run config {path} is not a regular file (a {_file_kind(kind)}); fix: mount the ConfigMap key "
+                    f"run-config.json at {path.parent}"
+                )
             data = handle.read(MAX_CONFIG_BYTES + 1)
     except FileNotFoundError:
         raise ConfigError(
             f"run config {path} does not exist; fix: mount the ConfigMap key run-config.json at {path.parent}"
         ) from None
     except OSError as exc:
-        raise ConfigError(f"run config {path} cannot be read: {exc.strerror}") from None
+        raise ConfigError(f"run config {echo(str(path))} cannot be read: {exc.strerror}") from None
     if len(data) > MAX_CONFIG_BYTES:
         raise ConfigError(
             f"run config {path} is larger than a ConfigMap holds ({MAX_CONFIG_BYTES} bytes); fix: re-render it"

@@ -7,6 +7,7 @@ stand-in executables. None of these checks imports torch; the GPU checks live in
 from __future__ import annotations
 
 import ctypes
+import errno
 import os
 import subprocess
 import tempfile
@@ -232,12 +233,30 @@ def _fs_type(mounts: Path, directory: Path) -> str:
     return kind
 
 
+class _Unusable(Exception):
+    """A checkpoint path that Megatron's `os.makedirs` would fail on, with the reason."""
+
+
 def _existing(directory: Path) -> Path:
-    """`directory`, or its nearest ancestor that exists."""
+    """`directory`, or its nearest ancestor that exists. A dangling or looping symlink on the way, a path the
+    kernel refuses (too long) or a directory this uid cannot enter raises `_Unusable`: a save would fail there."""
     for candidate in (directory, *directory.parents):
-        if candidate.exists():
+        try:
+            candidate.stat()
             return candidate
+        except (FileNotFoundError, NotADirectoryError):  # a file on the way is refused as not writable below
+            if os.path.islink(candidate):
+                target = _shown(Path(os.readlink(candidate)))
+                raise _Unusable(f"{_shown(candidate)} is a symlink to {target}, which does not exist") from None
+        except OSError as exc:
+            why = "a symlink loop" if exc.errno == errno.ELOOP else exc.strerror
+            raise _Unusable(f"{_shown(candidate)} cannot be reached by uid {os.getuid()}: {why}") from None
     return Path("/")
+
+
+def _shown(directory: Path, limit: int = 120) -> str:
+    text = str(directory)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def check_checkpoint_dir(paths: HostPaths, directory: Path, checkpoint_gib: float) -> CheckResult:
@@ -246,7 +265,14 @@ def check_checkpoint_dir(paths: HostPaths, directory: Path, checkpoint_gib: floa
     directory (Megatron's save makes the path itself, checkpointing.py `ensure_directory_exists`:
     os.makedirs), and its write probe is removed whatever happens."""
     name = "checkpoint"
-    where = _existing(directory)
+    try:
+        where = _existing(directory)
+    except _Unusable as exc:
+        return failed(
+            name,
+            f"{_shown(directory)} cannot hold checkpoints: {exc}; fix: point checkpointDir at a "
+            "directory on the shared volume that the trainer's uid can enter and write",
+        )
     try:
         if not where.is_dir():
             raise NotADirectoryError(20, "Not a directory", str(where))
@@ -257,9 +283,9 @@ def check_checkpoint_dir(paths: HostPaths, directory: Path, checkpoint_gib: floa
         finally:
             os.close(descriptor)
             os.unlink(probe)
+        st = os.statvfs(where)
     except OSError as exc:
-        return failed(name, f"{directory} is not writable: {exc.strerror} ({exc.filename or where})")
-    st = os.statvfs(where)
+        return failed(name, f"{_shown(directory)} is not writable: {exc.strerror} ({exc.filename or where})")
     free, total = gib(st.f_bavail * st.f_frsize), gib(st.f_blocks * st.f_frsize)
     need = 2 * checkpoint_gib
     used_fraction = 1 - (st.f_bfree / st.f_blocks) if st.f_blocks else 0.0

@@ -1,28 +1,31 @@
 """The remote reward client miles calls through `--custom-rm-path grpo_launcher.reward_client.reward`.
 
-Why not miles's own `remote_rm`: it opens an aiohttp session per sample with the 300 s default timeout, has no
-retry, ignores `Retry-After`, and raises on any non-2xx; the default rollout path re-raises, so one honest 503
-of the reward service (queue full, a worker being replaced) ends the whole Ray job.
-
-How miles calls it: `--custom-rm-path` names a function by module path; miles awaits it as
-`await fn(args, sample)` for one finished sample (the default) and as `await fn(args, samples)` for a list
-(`--group-rm`, or multi-sample generation), so `reward` takes either and returns a float or a list of floats
-(docs/integrations/miles.md: the reward hook). A sample has `.prompt`, `.response`, `.label`.
+Why not miles's own `remote_rm`: it opens a session per sample, has no retry, ignores `Retry-After` and raises
+on any non-2xx, so one honest 503 of the reward service (queue full, a worker being replaced) ends the whole
+Ray job. miles awaits `reward(args, sample)` for one sample and `reward(args, samples)` for a group, so it
+takes either and returns a float or a list of floats, one per sample; a sample has `.prompt`, `.response`,
+`.label`. The facts and their lines at the pinned commit: docs/integrations/miles.md, "Reward client".
 
 What it does:
 - one aiohttp session per event loop, shared by every call (pooled keep-alive connections);
-- a per-request (read) timeout from the service's deadline (`GRPO_REWARD_DEADLINE_S`, the REWARD_DEADLINE_S the
-  operator gives the service): twice the deadline plus 5 s, so queueing behind one slow item is no timeout;
+- every attempt bounded in total time: the wait for the answer's headers by the service's deadline
+  (`GRPO_REWARD_DEADLINE_S`, the REWARD_DEADLINE_S the operator gives the service: twice it plus 5 s, so
+  queueing behind one slow item is no timeout), the body by the same total however slowly it drips, and the
+  whole attempt, connection wait included, by what is left of the budget;
+- every request carries an `X-Request-Id` that its retries repeat: the service attaches a retry to the work
+  it already does for that id, so a timed-out attempt is never scored twice;
 - lists go to `POST /score/batch` (the service's batch route; one request per group); a 413 (batch larger than
-  the service's queue) splits the batch in halves;
-- retries, with exponential backoff and jitter (0.5 s doubling to 30 s), of 503 (waiting `Retry-After` when
-  given), 429, 502, 504, timeouts and connection errors (a restarting service), for at most
-  `GRPO_REWARD_RETRY_BUDGET_S` seconds (default 600) per request;
+  the service's queue) splits the batch in halves, and a single sample refused so fails;
+- retries, with exponential backoff and jitter (0.5 s doubling to 30 s), of 503, 429, 502, 504, timeouts and
+  connection errors (a restarting service), for at most `GRPO_REWARD_RETRY_BUDGET_S` seconds (default 600)
+  per request; the wait is the larger of the backoff and a finite `Retry-After`, never past the budget;
+- an answer is accepted only as JSON of finite numbers (not booleans, strings, NaN or Infinity), a batch's as
+  a list of exactly one per sample; an answer body is read to at most 1 MiB, decompressed to at most 1 MiB;
 - 422 (a label the service cannot read): the sample scores 0.0, as an unverifiable answer earns no credit,
   is counted (`STATS.unscorable`) and logged with the service's message; one such label never ends the run.
   A 422 for a batch item re-scores that batch one item at a time so only the bad items score 0.0;
-- when the budget is spent, or on another 4xx (a client bug: retrying cannot help), it writes
-  `{"reason": "RewardServiceFailed", "message": "<one line>"}` to `$GRPO_FAILURE_FILE` (when set; the
+- every other outcome (the budget spent, another status, an answer that is not what the service sends)
+  writes `{"reason": "RewardServiceFailed", "message": "<one line>"}` to `$GRPO_FAILURE_FILE` (when set; the
   launcher's contract, `grpo_launcher/summary.py`), prints the same object on stdout after `GRPO_FAILURE `
   (for when that variable does not reach the actor miles runs this in), and raises `RewardServiceFailed`,
   which ends the job.
@@ -35,10 +38,13 @@ import contextlib
 import email.utils
 import json
 import logging
+import math
 import os
 import random
 import time
-from collections.abc import Sequence
+import uuid
+import zlib
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -51,12 +57,19 @@ FAILURE_FILE_ENV = "GRPO_FAILURE_FILE"
 FAILURE_LINE_MARK = "GRPO_FAILURE"
 DEADLINE_ENV = "GRPO_REWARD_DEADLINE_S"
 BUDGET_ENV = "GRPO_REWARD_RETRY_BUDGET_S"
+REQUEST_ID_HEADER = "X-Request-Id"
 DEFAULT_DEADLINE_S = 30.0
 DEFAULT_BUDGET_S = 600.0
 BACKOFF_FIRST_S = 0.5
 BACKOFF_MAX_S = 30.0
 RETRIED_STATUS = {429, 502, 503, 504}
 UNSCORABLE_REWARD = 0.0
+MAX_ANSWER_BYTES = 1024 * 1024  # the service's answer to a batch of 100,000 is about 0.5 MiB
+_READ_CHUNK = 64 * 1024
+
+# Indirections the tests replace with a fake clock (the budget and every wait are measured through them).
+_monotonic: Callable[[], float] = time.monotonic
+_sleep: Callable[[float], Awaitable[None]] = asyncio.sleep
 
 
 class RewardServiceFailed(RuntimeError):
@@ -92,8 +105,8 @@ def _positive(environ: dict[str, str] | os._Environ[str], name: str, default: fl
         value = float(raw) if raw else default
     except ValueError:
         raise _fail(f"{name}={raw!r} is not a number of seconds") from None
-    if value <= 0:
-        raise _fail(f"{name}={raw!r} must be greater than 0")
+    if not math.isfinite(value) or value <= 0:
+        raise _fail(f"{name}={raw!r} must be a finite number greater than 0")
     return value
 
 
@@ -107,7 +120,8 @@ def session() -> aiohttp.ClientSession:
     if current is None or current.closed:
         for old in [lp for lp in _sessions if lp.is_closed()]:
             del _sessions[old]
-        current = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=256))
+        # auto_decompress off: `_read_body` decompresses itself, bounded (a gzip bomb is no answer).
+        current = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=256), auto_decompress=False)
         _sessions[loop] = current
     return current
 
@@ -120,14 +134,22 @@ async def close() -> None:
 
 
 def _retry_after_s(value: str | None) -> float | None:
+    """Seconds to wait from a Retry-After header: delay-seconds or an HTTP date; None when unusable."""
     if not value:
         return None
-    with contextlib.suppress(ValueError):
-        return max(0.0, float(value))
-    with contextlib.suppress(TypeError, ValueError):
+    with contextlib.suppress(ValueError, OverflowError):
+        seconds = float(value)
+        return max(0.0, seconds) if math.isfinite(seconds) else None
+    with contextlib.suppress(TypeError, ValueError, OverflowError, IndexError):
         when = email.utils.parsedate_to_datetime(value)
         return max(0.0, when.timestamp() - time.time())
     return None
+
+
+def _backoff_s(attempt: int) -> float:
+    """The jittered exponential backoff after `attempt` (1-based); the exponent stops growing at the cap."""
+    exponent = min(attempt - 1, math.ceil(math.log2(BACKOFF_MAX_S / BACKOFF_FIRST_S)))
+    return min(BACKOFF_MAX_S, BACKOFF_FIRST_S * 2.0**exponent) * random.uniform(0.5, 1.0)  # noqa: S311 (jitter)
 
 
 def _one_line(text: str, limit: int = 300) -> str:
@@ -145,8 +167,8 @@ def _fail(message: str) -> RewardServiceFailed:
         except OSError as exc:
             log.error("could not write %s=%s: %s", FAILURE_FILE_ENV, path, exc)
     # miles calls this client in its RolloutManager actor, which gets the job's runtime env but not the env the
-    # launcher gives miles's driver, and may run on another node: the
-    # same record also goes to stdout, which Ray forwards to the driver's output the launcher reads.
+    # launcher gives miles's driver, and may run on another node (docs/integrations/miles.md "Reward client"):
+    # the same record also goes to stdout, which Ray forwards to the driver's output the launcher reads.
     print(f"{FAILURE_LINE_MARK} {failure}", flush=True)
     log.error("reward service failed: %s", message)
     return RewardServiceFailed(message)
@@ -162,49 +184,137 @@ class _TooLarge(Exception):
     pass
 
 
+class _BadAnswer(Exception):
+    """An answer that is not what the service sends (not JSON, too large, not finite numbers)."""
+
+
+async def _read_body(resp: aiohttp.ClientResponse, limit: int = MAX_ANSWER_BYTES) -> bytes:
+    """The body, decompressed, refused past `limit` bytes either side of decompression."""
+    try:
+        return await _read_bounded(resp, limit)
+    except zlib.error as exc:
+        raise _BadAnswer(f"the answer is not the compressed body it says it is ({exc})") from None
+
+
+async def _read_bounded(resp: aiohttp.ClientResponse, limit: int) -> bytes:
+    encoding = resp.headers.get("Content-Encoding", "identity").strip().lower()
+    if encoding not in ("identity", "", "gzip", "x-gzip", "deflate"):
+        raise _BadAnswer(f"the answer has Content-Encoding {encoding[:40]!r}, which the client does not accept")
+    inflate = zlib.decompressobj(wbits=47) if encoding in ("gzip", "x-gzip", "deflate") else None
+    raw = 0
+    out = bytearray()
+    async for chunk in resp.content.iter_chunked(_READ_CHUNK):
+        raw += len(chunk)
+        if raw > limit:
+            raise _BadAnswer(f"the answer is larger than {limit} bytes")
+        if inflate is None:
+            out += chunk
+        else:
+            out += inflate.decompress(chunk, limit + 1 - len(out))
+            if inflate.unconsumed_tail:
+                raise _BadAnswer(f"the answer decompresses to more than {limit} bytes")
+        if len(out) > limit:
+            raise _BadAnswer(f"the answer is larger than {limit} bytes")
+    if inflate is not None:
+        out += inflate.flush(limit + 1 - len(out))
+        if len(out) > limit or not inflate.eof:
+            raise _BadAnswer("the answer is not a complete compressed body within the limit")
+    return bytes(out)
+
+
+def _not_a_number(token: str) -> Any:
+    raise ValueError(f"{token} is not a reward")
+
+
+def _decode(body: bytes) -> Any:
+    try:
+        return json.loads(body.decode("utf-8"), parse_constant=_not_a_number)
+    except (UnicodeDecodeError, ValueError, RecursionError):
+        raise _BadAnswer(f"the answer is not JSON: {_one_line(body[:120].decode('utf-8', 'replace'), 120)!r}") from None
+
+
+def _as_reward(value: Any) -> float:
+    """A finite JSON number (bool is an int in Python, but `true` is no reward)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise _BadAnswer(f"the answer {_one_line(repr(value), 80)} is not a number")
+    try:
+        reward = float(value)
+    except OverflowError:
+        reward = math.inf
+    if not math.isfinite(reward):
+        raise _BadAnswer(f"the answer {_one_line(repr(value), 80)} is not a finite number")
+    return reward
+
+
+def _as_rewards(value: Any, count: int) -> list[float]:
+    if not isinstance(value, list):
+        raise _BadAnswer(f"the answer to a batch of {count} is a {type(value).__name__}, not a list")
+    if len(value) != count:
+        raise _BadAnswer(f"the answer to a batch of {count} has {len(value)} rewards")
+    return [_as_reward(item) for item in value]
+
+
+async def _attempt(url: str, body: Any, headers: dict[str, str], policy: Policy, left_s: float) -> tuple[int, Any]:
+    """One exchange: (status, JSON answer) for a 2xx, (status, detail text) otherwise; bounded by `left_s`."""
+    timeout = aiohttp.ClientTimeout(
+        total=None, sock_connect=min(10.0, policy.timeout_s), sock_read=policy.timeout_s, connect=left_s
+    )
+    async with asyncio.timeout(left_s):
+        async with session().post(url, json=body, headers=headers, timeout=timeout, allow_redirects=False) as resp:
+            async with asyncio.timeout(policy.timeout_s):  # the body in total, however slowly it drips
+                if 200 <= resp.status < 300:
+                    return resp.status, _decode(await _read_body(resp))
+                with contextlib.suppress(_BadAnswer):
+                    return resp.status, (_detail(await _read_body(resp, 64 * 1024)), resp.headers.get("Retry-After"))
+                return resp.status, ("(an unreadable body)", resp.headers.get("Retry-After"))
+
+
 async def _post(url: str, body: Any, policy: Policy) -> Any:
     """POST with retries until a 2xx (its JSON), a 422 (`_Unscorable`), 413 (`_TooLarge`), or failure."""
-    started = time.monotonic()
+    started = _monotonic()
+    headers = {REQUEST_ID_HEADER: uuid.uuid4().hex, "Accept-Encoding": "identity"}
     attempt = 0
-    # The service answers nothing until the reward is ready, so a read timeout bounds the wait for the answer;
-    # no total, so waiting for a free pooled connection (miles sends hundreds of samples at once) is no timeout.
-    timeout = aiohttp.ClientTimeout(total=None, sock_connect=min(10.0, policy.timeout_s), sock_read=policy.timeout_s)
     while True:
         attempt += 1
         STATS.requests += 1
         wait_hint: float | None = None
+        left = policy.budget_s - (_monotonic() - started)
         try:
-            async with session().post(url, json=body, timeout=timeout) as resp:
-                if 200 <= resp.status < 300:
-                    return await resp.json()
-                text = await resp.text()
-                if resp.status == 422:
-                    raise _Unscorable(_detail(text))
-                if resp.status == 413:
-                    raise _TooLarge(_detail(text))
-                if resp.status not in RETRIED_STATUS:
-                    raise _fail(f"{url} answered {resp.status}: {_detail(text)} (not retried: fix the request)")
-                wait_hint = _retry_after_s(resp.headers.get("Retry-After"))
-                why = f"{resp.status}: {_detail(text)}"
+            status, answer = await _attempt(url, body, headers, policy, max(left, 0.001))
+            if 200 <= status < 300:
+                return answer
+            detail, retry_after = answer
+            if status == 422:
+                raise _Unscorable(detail)
+            if status == 413:
+                raise _TooLarge(detail)
+            if status not in RETRIED_STATUS:
+                raise _fail(f"{url} answered {status}: {detail} (not retried: fix the request)")
+            wait_hint = _retry_after_s(retry_after)
+            why = f"{status}: {detail}"
+        except _BadAnswer as exc:
+            raise _fail(f"{url} answered something that is not a reward: {exc}") from None
         except (aiohttp.ClientConnectionError, aiohttp.ClientPayloadError, TimeoutError) as exc:
             why = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
             if isinstance(exc, TimeoutError):
-                why = f"no answer within {policy.timeout_s:g} s"
-        elapsed = time.monotonic() - started
-        backoff = min(BACKOFF_MAX_S, BACKOFF_FIRST_S * 2 ** (attempt - 1)) * random.uniform(0.5, 1.0)  # noqa: S311 (jitter, not secrecy)
-        delay = wait_hint if wait_hint is not None else backoff
-        if elapsed + delay > policy.budget_s:
+                why = f"no whole answer within {min(policy.timeout_s, left):g} s"
+        except aiohttp.ClientError as exc:  # a malformed answer, a redirect loop: retrying cannot help
+            raise _fail(f"{url}: {type(exc).__name__}: {exc}") from None
+        elapsed = _monotonic() - started
+        delay = max(_backoff_s(attempt), wait_hint or 0.0)
+        if elapsed + delay >= policy.budget_s:
             raise _fail(
                 f"{url}: no reward after {attempt} attempts in {elapsed:.0f} s "
                 f"({BUDGET_ENV}={policy.budget_s:g}); last: {why}"
             )
         STATS.retries += 1
         log.warning("reward service %s; retry %d in %.1f s", _one_line(why, 200), attempt, delay)
-        await asyncio.sleep(delay)
+        await _sleep(delay)
 
 
-def _detail(text: str) -> str:
-    with contextlib.suppress(ValueError, TypeError, AttributeError):
+def _detail(body: bytes) -> str:
+    text = body.decode("utf-8", "replace")
+    with contextlib.suppress(ValueError, TypeError, KeyError, RecursionError):
         return _one_line(str(json.loads(text)["detail"]), 200)
     return _one_line(text, 200)
 
@@ -226,19 +336,22 @@ def _unscorable(detail: str) -> float:
 
 async def _score_one(url: str, sample: Any, policy: Policy) -> float:
     try:
-        return float(await _post(url, _payload(sample), policy))
+        answer = await _post(url, _payload(sample), policy)
     except _Unscorable as exc:
         return _unscorable(exc.detail)
     except _TooLarge as exc:
         raise _fail(f"{url} refused one sample as too large: {exc}") from None
+    try:
+        return _as_reward(answer)
+    except _BadAnswer as exc:
+        raise _fail(f"{url} answered something that is not a reward: {exc}") from None
 
 
 async def _score_batch(url: str, samples: Sequence[Any], policy: Policy) -> list[float]:
     if not samples:
         return []
     try:
-        rewards = await _post(url.rstrip("/") + "/batch", [_payload(s) for s in samples], policy)
-        return [float(r) for r in rewards]
+        answer = await _post(url.rstrip("/") + "/batch", [_payload(s) for s in samples], policy)
     except _Unscorable:
         # One unreadable label fails the whole batch (reward_service app.py _labels): isolate it.
         return list(await asyncio.gather(*(_score_one(url, s, policy) for s in samples)))
@@ -247,6 +360,10 @@ async def _score_batch(url: str, samples: Sequence[Any], policy: Policy) -> list
             return [await _score_one(url, samples[0], policy)]
         half = len(samples) // 2
         return [*await _score_batch(url, samples[:half], policy), *await _score_batch(url, samples[half:], policy)]
+    try:
+        return _as_rewards(answer, len(samples))
+    except _BadAnswer as exc:
+        raise _fail(f"{url}/batch answered something that is not a list of rewards: {exc}") from None
 
 
 async def reward(args: Any, sample: Any, **_: Any) -> float | list[float]:
@@ -255,6 +372,11 @@ async def reward(args: Any, sample: Any, **_: Any) -> float | list[float]:
     if not url:
         raise _fail("--rm-url is not set: the reward client needs the reward service's /score URL")
     policy = Policy.from_env()
-    if isinstance(sample, list):
-        return await _score_batch(url, sample, policy)
-    return await _score_one(url, sample, policy)
+    try:
+        if isinstance(sample, list):
+            return await _score_batch(url, sample, policy)
+        return await _score_one(url, sample, policy)
+    except RewardServiceFailed:
+        raise
+    except (aiohttp.ClientError, ValueError, TypeError, OSError) as exc:  # e.g. an --rm-url aiohttp cannot use
+        raise _fail(f"{url}: {type(exc).__name__}: {exc}") from None
