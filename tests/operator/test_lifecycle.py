@@ -7,7 +7,8 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from grpo_operator.api.spec import GRPORunSpec
 from grpo_operator.api.status import Phase
-from grpo_operator.status.lifecycle import Decision, decide, new_attempt
+from grpo_operator.status.decision import ApplyChildren, Decision, DeleteRayCluster, RequestCheckpoint, StopJob, Submit
+from grpo_operator.status.lifecycle import decide
 from grpo_operator.status.observation import (
     ClusterObservation,
     Failure,
@@ -49,12 +50,12 @@ def test_an_invalid_spec_fails_with_validated_false_and_no_actions() -> None:
     d = decide(None, Observation(now=T0, generation=1, problems=("spec.rollout.batchSize: bad",)), None)
     assert d.status.phase is Phase.FAILED and d.status.reason == "InvalidSpec"
     assert cond(d, "Validated") == ("False", "InvalidSpec")
-    assert not (d.apply_children or d.submit_job or d.stop_job)
+    assert not (d.has(ApplyChildren) or d.has(Submit) or d.has(StopJob))
 
 
 def test_a_new_run_is_pending_and_creates_its_children() -> None:
     d = step(None, Observation(now=T0, generation=1))
-    assert d.status.phase is Phase.PENDING and d.apply_children and not d.submit_job
+    assert d.status.phase is Phase.PENDING and d.has(ApplyChildren) and not d.has(Submit)
     assert d.status.progress == "0/100"
 
 
@@ -68,7 +69,7 @@ def test_a_cluster_with_unschedulable_pods_is_provisioning_in_the_schedulers_wor
 
 def test_a_ready_cluster_gets_the_job_submitted() -> None:
     d = step(None, Observation(now=T0, generation=1, cluster=READY))
-    assert d.submit_job and d.status.phase is Phase.PROVISIONING
+    assert d.has(Submit) and d.status.phase is Phase.PROVISIONING
 
 
 def test_a_remote_reward_run_waits_for_the_reward_service() -> None:
@@ -80,7 +81,7 @@ def test_a_remote_reward_run_waits_for_the_reward_service() -> None:
         reward=RewardObservation(False, "NotReady", "no reward service replica is ready"),
     )
     d = step(None, obs)
-    assert not d.submit_job and d.status.phase is Phase.PROVISIONING
+    assert not d.has(Submit) and d.status.phase is Phase.PROVISIONING
     assert cond(d, "RewardServiceReady") == ("False", "NotReady")
 
 
@@ -109,7 +110,7 @@ def test_repetition_for_consecutive_rollouts_stops_the_job_and_fails_the_run() -
         ),
     )
     assert second.status.phase is Phase.FAILED and second.status.reason == "DegenerateOutput"
-    assert second.stop_job
+    assert second.has(StopJob)
     assert cond(second, "Healthy") == ("False", "DegenerateOutput")
 
 
@@ -124,7 +125,7 @@ def test_warn_action_keeps_running_with_healthy_false() -> None:
     s = spec({"guards": {"action": "Warn", "consecutiveRollouts": 1}})
     metrics = TrainerMetrics(rollout=0, raw_reward=0.4, repetition_frac=0.9)
     d = decide(None, Observation(now=T0, generation=1, cluster=READY, job=job(JobState.RUNNING), metrics=metrics), s)
-    assert d.status.phase is Phase.RUNNING and not d.stop_job and d.warnings
+    assert d.status.phase is Phase.RUNNING and not d.has(StopJob) and d.warnings
     assert cond(d, "Healthy") == ("False", "DegenerateOutput")
 
 
@@ -159,7 +160,7 @@ def test_no_progress_past_the_stall_timeout_is_a_stall() -> None:
             now=T0 + timedelta(seconds=3601), generation=1, cluster=READY, job=job(JobState.RUNNING), metrics=metrics
         ),
     )
-    assert later.status.phase is Phase.FAILED and later.status.reason == "Stalled" and later.stop_job
+    assert later.status.phase is Phase.FAILED and later.status.reason == "Stalled" and later.has(StopJob)
 
 
 def test_a_failed_preflight_is_reported_in_its_own_words() -> None:
@@ -181,12 +182,15 @@ def test_terminal_phases_never_change() -> None:
         ),
     )
     later = step(done, Observation(now=T0, generation=2, cluster=READY, job=job(JobState.FAILED, "boom")))
-    assert later.status.model_copy(update={"observed_generation": 1}) == done.status
+    # Only the generation processed moves, on the status and on each condition.
+    conditions = [c.model_copy(update={"observed_generation": 1}) for c in later.status.conditions]
+    assert later.status.model_copy(update={"observed_generation": 1, "conditions": conditions}) == done.status
+    assert {c.observed_generation for c in later.status.conditions} == {2}
 
 
 def test_suspend_stops_the_job_and_deletes_the_cluster() -> None:
     d = step(None, Observation(now=T0, generation=2, suspend=True, cluster=READY, job=job(JobState.RUNNING)))
-    assert d.status.phase is Phase.SUSPENDED and d.stop_job and d.delete_cluster
+    assert d.status.phase is Phase.SUSPENDED and d.has(StopJob) and d.has(DeleteRayCluster)
 
 
 @pytest.mark.parametrize("state", [JobState.RUNNING, JobState.PENDING])
@@ -229,15 +233,15 @@ def test_suspend_asks_for_a_checkpoint_and_stops_once_it_is_surely_saved() -> No
         ),
     )
     asked = step(running, obs(0, 4))
-    assert asked.request_checkpoint and not asked.stop_job and asked.status.reason == "Suspending"
+    assert asked.has(RequestCheckpoint) and not asked.has(StopJob) and asked.status.reason == "Suspending"
     sentinel_pending = step(asked, obs(10, 5, JobState.PENDING))
-    assert not sentinel_pending.request_checkpoint and sentinel_pending.status.suspend_requested_rollout is None
+    assert not sentinel_pending.has(RequestCheckpoint) and sentinel_pending.status.suspend_requested_rollout is None
     sentinel_written = step(sentinel_pending, obs(20, 5, JobState.SUCCEEDED))
-    assert sentinel_written.status.suspend_requested_rollout == 5 and not sentinel_written.stop_job
+    assert sentinel_written.status.suspend_requested_rollout == 5 and not sentinel_written.has(StopJob)
     saving = step(sentinel_written, obs(30, 6, JobState.SUCCEEDED))  # rollout 6's metrics come before its save
-    assert saving.status.phase is Phase.RUNNING and not saving.stop_job
+    assert saving.status.phase is Phase.RUNNING and not saving.has(StopJob)
     saved = step(saving, obs(40, 7, JobState.SUCCEEDED))
-    assert saved.status.phase is Phase.SUSPENDED and saved.stop_job and saved.delete_cluster
+    assert saved.status.phase is Phase.SUSPENDED and saved.has(StopJob) and saved.has(DeleteRayCluster)
 
 
 def test_suspend_stops_without_a_checkpoint_when_the_sentinel_cannot_be_written() -> None:
@@ -274,7 +278,7 @@ def test_suspend_stops_without_a_checkpoint_when_the_sentinel_cannot_be_written(
             metrics=TrainerMetrics(rollout=4, raw_reward=0.5),
         ),
     )
-    assert failed.status.phase is Phase.SUSPENDED and failed.stop_job
+    assert failed.status.phase is Phase.SUSPENDED and failed.has(StopJob)
 
 
 def test_suspend_without_checkpoint_stops_at_once() -> None:
@@ -285,7 +289,7 @@ def test_suspend_without_checkpoint_stops_at_once() -> None:
         Observation(now=T0, generation=2, suspend=True, cluster=READY, job=job(JobState.RUNNING), metrics=metrics),
         s,
     )
-    assert d.status.phase is Phase.SUSPENDED and d.stop_job and not d.request_checkpoint
+    assert d.status.phase is Phase.SUSPENDED and d.has(StopJob) and not d.has(RequestCheckpoint)
 
 
 # --- issue #12: what miles really does (radixark/miles dec268f7) -------------------------------------------------
@@ -308,9 +312,11 @@ def test_a_resume_after_a_suspend_longer_than_the_stall_timeout_is_a_new_attempt
     )
     assert suspended.status.phase is Phase.SUSPENDED
     later = T0 + timedelta(hours=2)
-    pending = decide(suspended.status, Observation(now=later, generation=3, cluster=READY), s)
-    assert pending.submit_job
-    submitted = new_attempt(pending.status, "grpo-x-g3", JobState.PENDING)
+    pending = decide(
+        suspended.status, Observation(now=later, generation=3, cluster=READY, submission_id="grpo-x-g3"), s
+    )
+    assert pending.has(Submit)
+    submitted = pending.status
     assert submitted.attempt == 2 and submitted.guard_rollout is None
     # The new job runs: model load inside the grace, then rollout 11 (checkpoint 10 + 1) <= the old 12.
     loading = decide(
@@ -482,7 +488,8 @@ def test_observed_generation_keeps_moving_after_a_terminal_phase() -> None:
 def test_every_reason_decide_writes_is_one_the_readme_table_declares() -> None:
     from itertools import product
 
-    from grpo_operator.status.lifecycle import CONDITION_REASONS, REASONS
+    from grpo_operator.api.status import CONDITION_REASONS
+    from grpo_operator.api.status import PHASE_REASONS as REASONS
 
     s = spec({"guards": {"stallTimeoutSeconds": 60, "startupGraceSeconds": 0}})
     jobs = [None, *(job(state, "Job entrypoint command failed with exit code 1\nboom") for state in JobState)]

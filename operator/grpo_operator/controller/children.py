@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from grpo_operator.api import GROUP, VERSION
-from grpo_operator.api.status import TERMINAL_PHASES
+from grpo_operator.api.status import TERMINAL_PHASES, Reason
 from grpo_operator.controller.config import OperatorSettings
 from grpo_operator.edges import endpoints
 from grpo_operator.edges.backoff import Backoff, ray_key
@@ -88,7 +88,7 @@ class Pacing:
         status = body.get("status") or {}
         if status.get("phase") in {p.value for p in TERMINAL_PHASES}:
             return False  # winding down follows Ray; the resync and the RayCluster's deletion event carry it
-        ray_work = bool(status.get("jobSubmissionId")) or status.get("reason") == "Submitting"
+        ray_work = bool(status.get("jobSubmissionId")) or status.get("reason") == Reason.SUBMITTING
         if not ray_work:
             return False
         token = self.kube.known_token(*key)

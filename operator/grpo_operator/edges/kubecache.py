@@ -12,7 +12,7 @@ It reads the run and its children from the operator's watches when it has them (
 kopf indices), falling back to a GET for what they do not hold yet; without a view every read is a request.
 
 It remembers each run's Ray auth token for `token_seconds` (the Secret is immutable when this operator made it,
-kube.py `_auth_secret`; a token someone replaced in their own Secret is read within that time), so a timer tick
+render/auth.py; a token someone replaced in their own Secret is read within that time), so a timer tick
 costs no Secret read, and the timer can tell whether that run's Ray head is in backoff (edges/backoff.py keys a
 head by address and token).
 """

@@ -15,7 +15,7 @@ from prometheus_client import REGISTRY, CollectorRegistry, Counter, Histogram, s
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from grpo_operator.api.status import GRPORunStatus, Phase
+from grpo_operator.api.status import ConditionType, GRPORunStatus, Phase
 
 RECONCILES = Counter("grpo_operator_reconcile", "Reconciles by result", ["result"])
 RECONCILE_SECONDS = Histogram("grpo_operator_reconcile_duration_seconds", "Duration of one reconcile")
@@ -83,7 +83,7 @@ class _RunCollector(Collector):
                 repetition.add_metric([namespace, name], metrics.repetition_frac)
             if metrics is not None and metrics.rollout is not None:
                 rollout.add_metric([namespace, name], metrics.rollout)
-            health = next((c for c in status.conditions if c.type == "Healthy"), None)
+            health = next((c for c in status.conditions if c.type == ConditionType.HEALTHY), None)
             if health is not None and health.status != "Unknown":
                 healthy.add_metric([namespace, name], 1.0 if health.status == "True" else 0.0)
         for key, count in counts.items():
