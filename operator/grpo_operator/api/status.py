@@ -239,7 +239,7 @@ class RunPlan(ApiModel):
     shm_gib: int = Field(description="/dev/shm size of a worker pod.")
     ray_resources: dict[str, float] = Field(description="Custom Ray resources of each worker.")
     distributed_optimizer: bool = Field(
-        description="Always true: miles turns the distributed optimizer on for adam (miles/backends/megatron_utils/arguments.py:15)."
+        description="Always true: miles turns the distributed optimizer on for adam."
     )
     params_billions: float = Field(description="Model parameters, computed from the architecture.")
     actor_gib_per_gpu: float = Field(description="Estimated training peak per GPU.")
