@@ -46,7 +46,7 @@ def kueue(simulated_cluster: SimulatedCluster) -> SimulatedCluster:
 @pytest.fixture
 def queue(kueue: SimulatedCluster, sim_namespace: str) -> Iterator[str]:
     """LocalQueue `team-a` in the test's namespace, of a ClusterQueue with 8 GPUs (and CPU, memory and EFA
-    enough for several runs, so the GPUs are what is short): the YAML README's "Queues" section shows."""
+    enough for several runs, so the GPUs are what is short): the YAML docs/queueing.md shows."""
     flavor, cluster_queue = f"f-{sim_namespace}"[:63], f"cq-{sim_namespace}"[:63]
     quota = {"cpu": "2000", "memory": "64Ti", "nvidia.com/gpu": str(GPU_QUOTA), "vpc.amazonaws.com/efa": "256"}
     objects = [
@@ -174,7 +174,7 @@ def test_a_second_run_waits_whole_while_the_first_holds_the_quota_and_starts_whe
         assert ray_pods(kubectl, ns, "second") == []
         assert phase_is(kubectl, ns, "first", "Running")
         table = kubectl("get", "grporuns", "-n", ns, "-o", "wide").stdout
-        print(table)  # README's "Queues and gangs" section quotes this output
+        print(table)  # docs/queueing.md quotes this output
         [row] = [line.split() for line in table.splitlines()[1:] if line.startswith("second ")]
         assert row[1] == "Pending" and "Queued" in row, table
 
@@ -307,7 +307,7 @@ def two_node_queue(kueue: SimulatedCluster, sim_namespace: str, request: pytest.
     """LocalQueue `team-a` of a ClusterQueue with quota for a whole 2-node p5en run (16 GPUs) and its head: a
     flavor for the p5en nodes and one for the CPU pool (the head's affinity keeps it off GPU nodes). With
     `request.param` true both flavors name a Topology with one level, `kubernetes.io/hostname`: Kueue's Topology
-    Aware Scheduling then admits the run only where every pod fits a node's free capacity (README's YAML)."""
+    Aware Scheduling then admits the run only where every pod fits a node's free capacity (docs/queueing.md's YAML)."""
     tas: bool = request.param
     suffix = sim_namespace[:50]
     topology, cluster_queue = f"t-{suffix}", f"cq-{suffix}"
@@ -345,7 +345,7 @@ def two_node_queue(kueue: SimulatedCluster, sim_namespace: str, request: pytest.
         )
     # StrictFIFO with TAS: the head of the queue is retried every scheduling cycle. Under BestEffortFIFO Kueue
     # v0.17.0 retries an inadmissible workload only on a queue, flavor, node or workload event, and a pod Kueue
-    # does not manage freeing a node is none of those (see README "Queues and gangs").
+    # does not manage freeing a node is none of those (see docs/queueing.md).
     strategy = {"queueingStrategy": "StrictFIFO"} if tas else {}
     objects += cluster_and_local_queue(
         sim_namespace, cluster_queue, {f: quota for f, (_, quota) in flavors.items()}, **strategy

@@ -1,6 +1,6 @@
 """Our reward client (grpo_launcher.reward_client, miles's --custom-rm-path) against the real reward service on
 127.0.0.1: what miles gets back under a full queue (503), an unreadable label (422), a hung service (timeout),
-a restart mid-rollout, and a service that stays down. README "Reward client" tabulates these tests."""
+a restart mid-rollout, and a service that stays down. docs/reward-service.md "Reward client" tabulates these tests."""
 
 from __future__ import annotations
 

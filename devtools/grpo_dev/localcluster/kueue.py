@@ -12,7 +12,7 @@ serving certificate, and nothing calls it. `internalCertManagement` is off (it w
 webhook configurations that do not exist here); the visibility API server (an aggregated API) is off by its
 feature gate. The manager runs as cluster admin: this is a test double of a platform install, not one.
 
-Topology Aware Scheduling (tests/operator/test_kueue.py, README "Queues and gangs") needs nothing more: its
+Topology Aware Scheduling (tests/operator/test_kueue.py, docs/queueing.md) needs nothing more: its
 feature gate is on by default at v0.17.0 (pkg/features/kube_features.go:402-405), the Topology CRD is among
 `versions.KUEUE_CRDS`, and its parts are controllers the manager starts (pkg/controller/tas/controllers.go:28-51:
 topology, flavor, node, non-TAS usage and the ungater), no webhook: the `kueue.x-k8s.io/topology` scheduling

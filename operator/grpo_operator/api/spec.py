@@ -144,8 +144,8 @@ class TrainingSpec(ApiModel):
     @classmethod
     def _no_distributed_optimizer_switch(cls, data: Any) -> Any:
         """`distributedOptimizer` was a switch miles ignores: it turns the distributed optimizer on for adam
-        whatever the flags say (radixark/miles dec268f7 miles/backends/megatron_utils/arguments.py:15), so the
-        field is gone and the plan always shards the optimizer state over data parallelism."""
+        whatever the flags say (docs/integrations/miles.md), so the field is gone and the plan always shards the
+        optimizer state over data parallelism."""
         if isinstance(data, dict) and "distributedOptimizer" in data:
             raise PydanticCustomError(
                 "removed_field",
@@ -381,9 +381,9 @@ class Toleration(ApiModel):
 
 
 class GangScheduler(StrEnum):
-    """The gang schedulers KubeRay v1.5.0 integrates (ray-operator/controllers/ray/batchscheduler/
-    schedulermanager.go:58-70). The platform picks one for the whole KubeRay operator (its `batchScheduler`
-    setting); a run only adds the labels that scheduler reads from the RayCluster."""
+    """The gang schedulers KubeRay v1.5.0 integrates (docs/integrations/kuberay.md). The platform picks one for
+    the whole KubeRay operator (its `batchScheduler` setting); a run only adds the labels that scheduler reads
+    from the RayCluster."""
 
     VOLCANO = "Volcano"
     KAI = "KAI"

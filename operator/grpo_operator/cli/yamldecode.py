@@ -1,25 +1,26 @@
 """Decode untrusted YAML the way kubectl does, with bounds: the only YAML reader for user files.
 
-kubectl reads manifests with sigs.k8s.io/yaml (v1.6.0, yaml.go:146 `YAMLToJSON`), which decodes with
+kubectl reads manifests with sigs.k8s.io/yaml v1.6.0 (`YAMLToJSON`), which decodes with
 go.yaml.in/yaml/v2 v2.4.2 and converts the result to JSON. This module mirrors what a user can observe of
 that path, so `grpo validate` and `kubectl apply` read the same file the same way:
 
-- scalars resolve by go-yaml's table (resolve.go:20-57, 86-197): `1e-6` and `1e-06` are floats, `0x1F`,
+- scalars resolve by go-yaml's table: `1e-6` and `1e-06` are floats, `0x1F`,
   `0o17`, `017` and `1_000` are integers, `yes`/`no`/`on`/`off`/`y`/`n` are booleans (YAML 1.1), integers
-  outside 64 bits become floats and then strings, and timestamps stay strings (decode.go:471-480);
+  outside 64 bits become floats and then strings, and timestamps stay strings;
 - an explicit `!!int`/`!!float`/`!!bool`/`!!null` tag on a value that is not one is refused, as go-yaml's
-  "cannot decode !!str `x` as a !!int" (resolve.go:91-110); unknown tags leave the string as written;
-- alias expansion is budgeted exactly as go-yaml does (decode.go:322-357: past 1000 decoded nodes, at most
+  "cannot decode !!str `x` as a !!int"; unknown tags leave the string as written;
+- alias expansion is budgeted exactly as go-yaml does (past 1000 decoded nodes, at most
   99% of them may come from aliases, falling to 10% at 4 million), and an anchor that contains itself is
-  refused (decode.go:391-394);
-- map keys that are integers or booleans become their decimal / `true` text, as sigs.k8s.io/yaml does
-  (yaml.go:205-247); other non-string keys (null, floats, lists) are refused.
+  refused;
+- map keys that are integers or booleans become their decimal / `true` text, as sigs.k8s.io/yaml does;
+  other non-string keys (null, floats, lists) are refused.
 
 On top of that, bounds kubectl gets from the API server: a file larger than the API server's request
 limit (3 MiB, k8s.io/apiserver's `MaxRequestBodyBytes`) and nesting deeper than `MAX_DEPTH` are refused
 before anything is built. Events come from libyaml's C parser where PyYAML has it (it keeps its own
 stack, so deep nesting cannot exhaust Python's); the tree is built here without recursion. Every
-refusal is a `YamlError`: one line with the line and column where it happened.
+refusal is a `YamlError`: one line with the line and column where it happened. The go-yaml source each
+rule follows: docs/integrations/kubernetes.md.
 """
 
 from __future__ import annotations
@@ -79,7 +80,7 @@ def _where(mark: Any) -> str:
 
 
 def _go_parse_int(text: str) -> int | None:
-    """strconv.ParseInt/ParseUint(text, 0, 64) as go-yaml calls them (resolve.go:150-162)."""
+    """strconv.ParseInt/ParseUint(text, 0, 64) as go-yaml calls them."""
     sign, body = (text[0], text[1:]) if text[:1] in "+-" else ("", text)
     base, digits = 10, body
     if body[:2] in ("0x", "0X"):
@@ -105,7 +106,7 @@ def _go_parse_float(text: str) -> float | None:
 
 
 def resolve_plain(value: str) -> Any:
-    """The value go-yaml v2 gives an untagged plain scalar (resolve.go:114-196)."""
+    """The value go-yaml v2 gives an untagged plain scalar."""
     first = value[:1]
     if value in _NULL:
         return None
@@ -129,7 +130,7 @@ def resolve_plain(value: str) -> Any:
 
 
 def _resolve_tagged(tag: str, value: str, mark: Any) -> Any:
-    """A scalar with an explicit tag: checked like go-yaml's resolve (resolve.go:86-110)."""
+    """A scalar with an explicit tag: checked like go-yaml's resolve."""
     short = "!!" + tag[len(_TAG) :] if tag.startswith(_TAG) else tag
     if short == "!!binary":
         try:
@@ -151,7 +152,7 @@ def _resolve_tagged(tag: str, value: str, mark: Any) -> Any:
 
 
 def _key_text(key: Any, mark: Any) -> str:
-    """A mapping key as sigs.k8s.io/yaml turns it into a JSON key (yaml.go:205-247)."""
+    """A mapping key as sigs.k8s.io/yaml turns it into a JSON key."""
     if isinstance(key, str):
         return key
     if isinstance(key, bool):
@@ -163,7 +164,7 @@ def _key_text(key: Any, mark: Any) -> str:
 
 
 def _allowed_alias_ratio(decodes: int) -> float:
-    """go-yaml's allowedAliasRatio (decode.go:334-347)."""
+    """go-yaml's allowedAliasRatio."""
     if decodes <= _ALIAS_RATIO_LOW:
         return 0.99
     if decodes >= _ALIAS_RATIO_HIGH:
@@ -188,7 +189,7 @@ class _Open:
 
 @dataclass
 class _Budget:
-    """go-yaml's per-document decode and alias counters (decode.go:350-357)."""
+    """go-yaml's per-document decode and alias counters."""
 
     decodes: int = 0
     aliased: int = 0

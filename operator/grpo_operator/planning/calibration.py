@@ -7,8 +7,8 @@ figure from the data and fails if one here differs, so `grpo plan` cannot claim 
 A profile without measurements has no entry: its plan says "not calibrated". Pure data, no I/O.
 
 What a single GPU cannot show is not covered by any figure here: the division by TP, PP, CP, EP and DP
-(taken from Megatron's sharding, cited in planning/memory.py), NCCL communicators of many ranks, and the
-SGLang side (calibrated on the seed's runs only).
+(taken from Megatron's sharding, docs/memory-model.md), NCCL communicators of many ranks, and the
+SGLang side (calibrated on observed runs only).
 """
 
 from __future__ import annotations

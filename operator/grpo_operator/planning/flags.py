@@ -6,10 +6,8 @@ silently win or conflict (miles parses strictly: an unknown flag aborts, a repea
 
 from __future__ import annotations
 
-# What miles's own recipes pass for these dense GQA models (miles scripts/run_qwen3_4b.py:221-228 at dec268f7):
-# Megatron's default dropout is 0.1 (megatron/core/transformer/transformer_config.py:148-151, miles-main) and
-# miles never overrides it. Not for MLA models ("need to comment this when using model with MLA"); no profile
-# here is MLA.
+# What miles's own recipes pass for these dense GQA models: Megatron's default dropout is 0.1 and miles never
+# overrides it. Not for MLA models; no profile here is MLA (docs/integrations/miles.md: recipe flags).
 RECIPE_ARGS: tuple[str, ...] = (
     "--attention-dropout",
     "0.0",

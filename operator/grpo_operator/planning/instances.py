@@ -2,8 +2,7 @@
 
 GPU memory is what `nvidia-smi` reports as total (what a process can allocate before the CUDA context),
 converted to GiB; EFA is the count the EFA device plugin advertises as allocatable, which is what a pod
-must request in full (a partial request passes all-reduce and breaks point-to-point traffic, see
-../shared/seed-review.txt).
+must request in full (a partial request passes all-reduce and breaks point-to-point traffic).
 """
 
 from __future__ import annotations
@@ -40,15 +39,15 @@ class InstanceType:
     def allreduce_floor_gbps(self, gpus: int) -> float:
         """The intra-node all-reduce bus bandwidth a healthy node reaches at least (preflight floor, GB/s).
 
-        A quarter of the per-GPU NVLink bandwidth: NCCL's all-reduce over NVSwitch reaches roughly 70-85% of it
-        at 1 GiB on a healthy node (the seed's p5en measured 327 GB/s of 450), while a node whose NVLink or
-        NVSwitch is degraded falls back to PCIe (at most 64 GB/s per GPU on Gen5), far below the floor. One GPU
-        has no bus to measure: no floor."""
+        A quarter of the per-GPU NVLink bandwidth: NCCL's all-reduce over NVSwitch reaches roughly 70-85% of it at
+        1 GiB on a healthy node (2 x H200: 326-332 GB/s of 450, docs/BENCHMARKS.md), while a node whose NVLink or
+        NVSwitch is degraded falls back to PCIe (at most 64 GB/s per GPU on Gen5), far below the floor. One GPU has
+        no bus to measure: no floor."""
         return ALLREDUCE_FLOOR_FRACTION * self.nvlink_gbps if gpus > 1 else 0.0
 
     @property
     def shm_gib(self) -> int:
-        """`/dev/shm` for a worker pod: what the seed used on p5en (256 GiB), bounded by host memory."""
+        """`/dev/shm` for a worker pod: 256 GiB (what p5en runs use), bounded by an eighth of host memory."""
         return min(256, self.memory_gib // 8)
 
 
@@ -64,7 +63,7 @@ INSTANCES: dict[InstanceTypeName, InstanceType] = {
         memory_gib=2048,
         nvlink_gbps=450,
     ),
-    # AWS p5en.48xlarge: 8x H200 141 GB (143771 MiB in nvidia-smi); the seed verified 15 allocatable
+    # AWS p5en.48xlarge: 8x H200 141 GB (143771 MiB in nvidia-smi); 15 allocatable
     # vpc.amazonaws.com/efa per node (16 physical, one held back by the device plugin).
     InstanceTypeName.P5EN: InstanceType(
         name=InstanceTypeName.P5EN,
@@ -87,7 +86,7 @@ INSTANCES: dict[InstanceTypeName, InstanceType] = {
         memory_gib=2048,
         nvlink_gbps=900,
     ),
-    # AWS p6-b300.48xlarge: 8x B300 288 GB HBM3e; the seed review saw 16 allocatable EFA per node.
+    # AWS p6-b300.48xlarge: 8x B300 288 GB HBM3e; 16 allocatable EFA per node.
     InstanceTypeName.P6_B300: InstanceType(
         name=InstanceTypeName.P6_B300,
         gpu_model="B300",

@@ -1,53 +1,11 @@
 """Per-GPU memory estimates for the Megatron actor and the SGLang rollout engines. Pure arithmetic.
 
-The actor terms are the ones measured with megatron-core 0.19.2 on an H200 (`benchmarks/memory/`, data in
-`benchmarks/memory/measurements.json`, held to them by `tests/api/test_memory_calibration.py`), sharded as
-Megatron shards them. Per GPU, for a stage of L layers, T = maxTokensPerGpu tokens, hidden H, vocabulary V:
-
-- weights: 2 bytes per parameter of the GPU's shard; non-expert parameters are sharded by TP x PP, expert
-  parameters by EP x ETP x PP.
-- gradients: 4 bytes per parameter, never sharded by data parallelism. Megatron turns fp32 gradient
-  accumulation on for `--bf16` (radixark/Megatron-LM miles-main megatron/training/arguments.py:785-787; miles
-  passes no opt-out) and the grad buffer holds every parameter of the rank even with the distributed
-  optimizer, which reduce-scatters into it in place (megatron/core/distributed/param_and_grad_buffer.py:1183).
-- optimizer: fp32 main parameters (4) and Adam's two moments (8), 12 bytes per parameter, divided by the
-  data-parallel size: DP x CP for non-expert parameters, the expert-data-parallel size for experts
-  (distributed_data_parallel.py:221-224, distrib_optimizer.py:441-445). The distributed optimizer is always
-  on: miles sets it for adam (radixark/miles dec268f7 miles/backends/megatron_utils/arguments.py:15).
-- optimizer step transient: 4 bytes per optimizer parameter (torch's foreach AdamW, Megatron's fallback
-  without TE or apex; TE's FusedAdam needs less, so this errs high). The step runs after the activations
-  are freed, so the peak takes the larger of the two.
-- activations, under full recompute of one layer per checkpoint (the rendered argv), the largest of
-  * the logits phase on the last stage: the checkpoints plus 12 bytes x T x V / TP for miles's default
-    log-prob path (Float16Module's fp32 logits, the fp32 copy, Megatron's fused cross entropy and its
-    gradient), 16 when the rollout temperature is not 1 (one more fp32 copy for the division);
-  * the trunk backward on the first stage: the checkpoints of PP micro-batches in flight plus one layer's
-    recompute working set, or the embedding's dense bf16 gradient (2 bytes x V x H / TP, with 6.5 x H
-    bytes per token of gradients reaching it) if larger; a tied
-    output layer also holds its bf16 gradient (2 x V x H / TP) through the trunk backward on one stage.
-  Checkpoints are 2 x H bytes per token per layer (sequence parallel divides them by TP), plus two more
-  hidden states per stage. The working set of one layer is fitted to the three dense profiles measured
-  (`WORKING_SET_*`, bytes per token); MoE layers add a dispatch term per routed copy of a token.
-- context: the CUDA context, cuBLAS workspaces and NCCL, measured on one GPU (2.4-2.5 GiB); communicators of
-  many ranks are not measured here.
-- allocator margin: an explicit allowance for the caching allocator's reserved-but-unallocated memory,
-  `ALLOCATOR_MARGIN` of the allocated peak and at least `ALLOCATOR_MARGIN_MIN_GIB` (measured: 3.8-23.7 GiB
-  over the allocated peak, depending on the sequence of micro-batch sizes; docs/BENCHMARKS.md).
-The reference model used by the KL loss is not on the GPU: miles keeps it in pinned host memory and swaps
-it in (TensorBackuper), so it is counted in host memory.
-
-Rollout (SGLang 0.5.16): SGLang sizes its KV pool as the free memory after loading the weights minus
-`(1 - memFraction) x` the free memory it saw before loading them
-(sglang/srt/mem_cache/kv_cache_configurator.py `_profile_available_bytes`; the post-capture resize is off
-by default, SGLANG_ENABLE_POST_CAPTURE_KV_SIZING, and always off with the memory saver that colocated miles
-turns on). So weights plus KV cache take `memFraction x` the free memory, and the rest must hold SGLang's
-CUDA graphs and activations and, when colocated, what the offloaded actor leaves on the GPU. Those two
-constants are not measured here (no SGLang on the measuring machine): they are calibrated on the seed's
-observations (../shared/research/seed-testcase.md §6): Qwen3-4B colocated on H200 ran at memFraction 0.8
-and ran out of memory at 0.85.
-
-Checkpoint: bf16 weights plus fp32 master weights and two Adam moments, 14 bytes per parameter (the seed
-measured about 53 GB for Qwen3-4B).
+The actor's terms (weights, fp32 gradients, sharded optimizer state, the optimizer step's transient, activations
+under full recompute, the CUDA context, an allocator margin) are sharded as Megatron shards them and fitted to
+measurements on an H200 (`benchmarks/memory/measurements.json`, held to them by
+`tests/api/test_memory_calibration.py`). The rollout side follows how SGLang sizes its KV pool from
+`memFraction`; its remaining constants are calibrated on observed runs, not measured. docs/memory-model.md
+derives each term; docs/integrations/megatron-sglang.md lists the upstream behaviour it relies on.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The run plan: a pure function from a GRPORun to what it needs (pods, GPUs, EFA, memory) and whether it fits.
 
-Everything derived lives here and is computed after the spec is complete, so no value is derived before an
-override is applied (the seed derived WORKER_REPLICAS above the block that changed ACTOR_NUM_NODES).
+Everything derived lives here and is computed after the spec is complete, so no value is derived from a field
+before its final value is known.
 `plan_run` is the one place a plan is made: it returns the `RunPlan` (what `status.plan` and `grpo plan`
 show) together with the unrounded estimates the memory rules of `grpo_operator.planning.validation` judge,
 so validation reads the plan instead of recomputing parts of it.

@@ -86,7 +86,7 @@ def miles_argv(run: GRPORun, plan: RunPlan, settings: RenderSettings) -> list[st
     argv += ["--rollout-shuffle"] if s.data.shuffle else []
     if s.reward.type is RewardType.REMOTE:
         # Our client (trainer image, grpo_launcher/reward_client.py) instead of miles's remote_rm: retries, one
-        # session, batches. miles calls it for every sample when set (miles/rollout/rm_hub/__init__.py:43-48).
+        # session, batches. miles calls it for every sample when set (docs/integrations/miles.md: reward hook).
         argv += ["--rm-type", "remote_rm", "--rm-url", reward_url(run, settings), "--custom-rm-path", REWARD_CLIENT]
     else:
         argv += ["--rm-type", s.reward.type.value]
@@ -167,7 +167,7 @@ def miles_argv(run: GRPORun, plan: RunPlan, settings: RenderSettings) -> list[st
         "--adam-beta2",
         "0.98",
     ]
-    argv += ["--use-distributed-optimizer"]  # what miles does for adam anyway (megatron_utils/arguments.py:15)
+    argv += ["--use-distributed-optimizer"]  # what miles does for adam anyway (docs/integrations/miles.md)
     argv += [
         "--actor-num-nodes",
         str(t.actor.nodes),
@@ -183,7 +183,7 @@ def miles_argv(run: GRPORun, plan: RunPlan, settings: RenderSettings) -> list[st
     argv += ["--colocate"] if t.placement is Placement.COLOCATED else []
     argv += ["--sglang-mem-fraction-static", _num(t.rollout.mem_fraction), "--sglang-log-level", "warning"]
     if profile.moe is not None:
-        # The default flashinfer MoE runner breaks the online weight update (seed §6): use triton.
+        # The default flashinfer MoE runner breaks miles's online weight update: use triton.
         argv += [
             "--sglang-moe-runner-backend",
             "triton",

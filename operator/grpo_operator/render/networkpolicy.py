@@ -17,8 +17,8 @@ Egress stays open (the shared volume, a model hub) unless `egress_cidrs` is set:
 run's pods, cluster DNS and those CIDRs only.
 
 Ports are numbers, never names, so a policy means the same whatever a container calls its ports. KubeRay's
-probes are `exec` (wget on localhost, kuberay v1.5.0 ray-operator/controllers/ray/common/pod.go:364-401), so no
-policy stands in their way. Turned off with `network_policies=False` (clusters without a policy engine).
+probes are `exec` (wget on localhost), so no policy stands in their way (docs/integrations/kuberay.md).
+Turned off with `network_policies=False` (clusters without a policy engine).
 """
 
 from __future__ import annotations
@@ -31,8 +31,8 @@ from grpo_operator.render import names
 from grpo_operator.render.raycluster import metadata
 from grpo_operator.render.settings import RenderSettings
 
-CLIENT_PORT = 10001  # kuberay v1.5.0 ray-operator/controllers/ray/utils/constant.go:96
-RAY_METRICS_PORT = 8080  # KubeRay adds it to every Ray container (constant.go:99, pod.go "metrics" port)
+CLIENT_PORT = 10001  # KubeRay's Ray client server port (docs/integrations/kuberay.md: ports)
+RAY_METRICS_PORT = 8080  # KubeRay adds it to every Ray container as its "metrics" port
 DNS_PORT = 53
 
 

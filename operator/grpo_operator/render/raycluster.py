@@ -1,11 +1,10 @@
 """The RayCluster (ray.io/v1) of a run: a CPU-only head nothing can be scheduled on, and one GPU worker per node.
 
-Seed defects this shape rules out: the head advertised CPUs, so control actors that import CUDA landed on a
-head without libcuda (here `num-cpus: "0"` and `num-gpus: "0"`, on the CPU pool); workers asked for part of
-the node's EFA devices (here the plan's full count); a Service named `prometheus` injected
-`PROMETHEUS_PORT=tcp://...` into miles (here `enableServiceLinks: false` everywhere); the HF token in a
-runtime env (here only a secretKeyRef); a Ray head that ran any job for anyone who reached it (here Ray token
-auth, the token by secretKeyRef).
+The head advertises no CPUs or GPUs (`num-cpus: "0"`, `num-gpus: "0"`, on a CPU node), so no actor that imports
+CUDA lands where there is no libcuda. Each worker asks for all of its node's EFA devices, the count its instance
+type has. `enableServiceLinks: false` everywhere, so a Service named `prometheus` cannot
+inject `PROMETHEUS_PORT=tcp://...` into miles. The HF token and the Ray auth token reach pods only by
+secretKeyRef, never in a runtime env.
 """
 
 from __future__ import annotations
@@ -51,11 +50,9 @@ def pod_env(run: GRPORun) -> list[dict[str, Any]]:
         {"name": "NCCL_DEBUG", "value": "WARN"},
         {"name": "NCCL_SOCKET_IFNAME", "value": "^lo,docker"},
     ]
-    # Token auth on every Ray process (raylet, GCS, dashboard, client server, drivers) and on KubeRay's
-    # `wait-gcs-ready` init container, which copies this env (kuberay v1.5.0 ray-operator/controllers/ray/common/
-    # pod.go:298) for its `ray health-check`. KubeRay's probes need no token: they wget /api/local_raylet_healthz
-    # and /api/gcs_healthz (pod.go:364-376), which Ray 2.56.1 serves without one (dashboard/http_server_head.py:429,
-    # http_server_agent.py:20). The token itself only by reference (docs/SECURITY.md).
+    # Token auth on every Ray process and on KubeRay's `wait-gcs-ready` init container, which copies this env;
+    # KubeRay's probes call health endpoints Ray serves without the token (docs/integrations/kuberay.md, ray.md).
+    # The token itself only by reference (docs/SECURITY.md).
     env += [
         {"name": "RAY_AUTH_MODE", "value": "token"},
         {
@@ -91,10 +88,9 @@ def _place(pod: dict[str, Any], run: GRPORun, node_selector: dict[str, str]) -> 
 
 
 def ray_resources_param(resources: dict[str, float]) -> str:
-    """`rayStartParams.resources` as KubeRay writes it itself: JSON in single quotes, `'{"gpu_node":1}'`
-    (kuberay v1.5.0 ray-operator/controllers/ray/common/pod.go:904 and :1115). KubeRay puts it into the
-    `ray start` shell line verbatim (`--resources=<value>`, pod.go:971) and parses it for its accelerator scan
-    after trimming quotes (pod.go:927-940), which fails (logged per pod) on a doubly encoded value."""
+    """`rayStartParams.resources` as KubeRay writes it itself: JSON in single quotes, `'{"gpu_node":1}'`.
+    KubeRay puts it into the `ray start` shell line verbatim and also parses it, which fails on a doubly
+    encoded value (docs/integrations/kuberay.md: ray start parameters)."""
     return "'" + json.dumps(resources, sort_keys=True, separators=(",", ":")) + "'"
 
 
@@ -235,7 +231,7 @@ def worker_group(run: GRPORun, plan: RunPlan, settings: RenderSettings) -> dict[
     }
     # Workers land only on nodes of the planned instance type (the well-known label every cloud sets): the plan's
     # GPU memory, EFA count and all-reduce floor are that type's, and without it the scheduler picks whichever GPU
-    # node scores best (tests/operator/test_simulated_cluster.py saw a p5en run's worker on a p6-b300 node).
+    # node scores best (for a p5en run, a p6-b300 node with more free memory).
     _place(pod, run, {INSTANCE_TYPE_LABEL: instance.name.value, **spec.scheduling.gpu_node_selector})
     return {
         "groupName": names.WORKER_GROUP,

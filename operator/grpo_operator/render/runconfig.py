@@ -30,7 +30,7 @@ def run_config(run: GRPORun, plan: RunPlan, job: JobSubmission, settings: Render
             "minFreeGpuMemoryGiB": plan.min_free_gpu_gib,
             "shmMinGiB": plan.shm_gib,
             "efaDevices": plan.efa_per_node,
-            # Not required: nothing passes /dev/gdrdrv into the pods (seed review: NET/OFI fell back without it).
+            # Not required: nothing passes /dev/gdrdrv into the pods (NCCL's OFI plugin falls back without it).
             "gdrcopy": False,
             "checkpointDir": plan.checkpoint_dir,
             "checkpointGiB": plan.checkpoint_gib,

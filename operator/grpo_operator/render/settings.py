@@ -29,7 +29,7 @@ class RenderSettings(BaseModel):
         default="cluster.local",
         pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$",
         description="The cluster's DNS domain in Service names (<svc>.<ns>.svc.<domain>). Set it to what KubeRay's "
-        "CLUSTER_DOMAIN is (kuberay v1.5.0 ray-operator/controllers/ray/utils/util.go:64-72).",
+        "CLUSTER_DOMAIN is.",
     )
     head_cpu: str = "2"
     head_memory: str = "8Gi"

@@ -49,7 +49,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog=PROG,
         description="GRPO reward service (miles remote_rm contract). Settings: REWARD_* environment "
-        "variables, listed in the README.",
+        "variables, listed in docs/reward-service.md.",
     )
     parser.add_argument("--host", default="0.0.0.0", help="address to listen on (default 0.0.0.0)")  # noqa: S104
     parser.add_argument("--port", type=_port, default=8000, help="port to listen on (default 8000)")

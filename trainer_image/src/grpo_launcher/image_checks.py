@@ -1,13 +1,13 @@
 """What the trainer image itself must hold for miles and KubeRay, checked at build time and by the preflight.
 
-- prometheus_client must accept metric names with a `.`: miles's collector turns every metric key into a gauge
-  name by replacing only `/`, `-` and `@` (radixark/miles dec268f7 `miles/utils/tracking_utils/prometheus_utils.py:
-  95-105`), in a loop with no try, so a key like `rollout/zero_std/count_0.0` (float rewards) raises and aborts
-  the rest of that update, `rollout/repetition_frac` and `rollout/truncated_ratio` included. prometheus_client
-  0.21.1 rejects such names (`Invalid metric name`); 0.22.0 accepts them (UTF-8 metric names). The check builds
-  that very gauge in a private registry rather than comparing version strings.
-- `wget` must be on PATH: KubeRay's probes run it in the Ray containers (kuberay v1.5.0
-  `ray-operator/controllers/ray/common/pod.go:364-376`, `wget ... /api/local_raylet_healthz`).
+- prometheus_client must accept metric names with a `.`: miles's collector turns every metric key into a gauge name
+  by replacing only `/`, `-` and `@`, in a loop with no try, so a key like `rollout/zero_std/count_0.0` (float
+  rewards) raises and aborts the rest of that update, `rollout/repetition_frac` and `rollout/truncated_ratio`
+  included. prometheus_client 0.21.1 rejects such names (`Invalid metric name`); 0.22.0 accepts them (UTF-8 metric
+  names). The check builds that very gauge in a private registry rather than comparing version strings.
+- `wget` must be on PATH: KubeRay's probes run it in the Ray containers (`wget ... /api/local_raylet_healthz`).
+
+docs/integrations/miles.md and kuberay.md: where miles and KubeRay do this.
 
 `python3 -m grpo_launcher.image_checks` (the Dockerfile's build-time assertion) prints each result and exits 1 on
 a failure.
@@ -29,7 +29,7 @@ DOTTED_KEY = "rollout/zero_std/count_0.0"
 
 
 def miles_gauge_name(key: str) -> str:
-    """The gauge name miles's collector derives from a metric key (prometheus_utils.py:98)."""
+    """The gauge name miles's collector derives from a metric key."""
     return "miles_" + key.replace("/", "_").replace("-", "_").replace("@", "_at_")
 
 

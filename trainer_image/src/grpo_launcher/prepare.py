@@ -1,6 +1,6 @@
 """Argv builders for the optional prepare steps the operator can render as Kubernetes Jobs.
 
-* Download: ``hf download`` from a pinned ``huggingface_hub`` (the ``prepare`` extra). The seed's
+* Download: ``hf download`` from a pinned ``huggingface_hub`` (the ``prepare`` extra). The older
   ``huggingface-cli download`` is a stub that exits 1 in huggingface_hub 1.x. The token reaches the CLI only
   through the ``HF_TOKEN`` environment variable from a Secret, never through argv.
 * Conversion: miles's ``tools/convert_hf_to_torch_dist.py`` with the model's architecture flags, under
@@ -41,7 +41,7 @@ def hf_download_argv(
 
 def model_args_argv(model_type: str, miles_dir: str = MILES_DIR) -> list[str]:
     """Prints a model's architecture flags on one line (miles after 2026-08-09; older images source
-    ``scripts/models/<type>.sh`` instead, see the README's version hazard)."""
+    ``scripts/models/<type>.sh`` instead)."""
     return ["python3", f"{miles_dir}/miles/utils/external_utils/model_args_utils.py", model_type]
 
 

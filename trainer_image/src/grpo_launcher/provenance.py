@@ -1,10 +1,10 @@
 """What is actually inside the image, read at start: commits, package versions, GPU model and driver.
 
-The seed documented versions that did not match the image (miles commit, Ray, SGLang). The launcher
-therefore reads them from the running image and prints them as one JSON line, and serves them as the
-Prometheus info metric ``grpo_trainer_provenance_info``. Nothing here imports torch or touches CUDA: package
-versions come from installed metadata, the GPU model and driver from ``nvidia-smi``. A value that cannot be
-read is stated as ``absent: <why>`` rather than guessed.
+Documented versions drift from what an image holds (miles commit, Ray, SGLang), so the launcher reads them from the
+running image and prints them as one JSON line, and serves them as the Prometheus info metric
+``grpo_trainer_provenance_info``. Nothing here imports torch or touches CUDA: package versions come from installed
+metadata, the GPU model and driver from ``nvidia-smi``. A value that cannot be read is stated as ``absent: <why>``
+rather than guessed.
 """
 
 from __future__ import annotations

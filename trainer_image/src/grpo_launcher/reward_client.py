@@ -1,15 +1,13 @@
 """The remote reward client miles calls through `--custom-rm-path grpo_launcher.reward_client.reward`.
 
-Why not miles's own `remote_rm`: at radixark/miles dec268f7 it opens an aiohttp session per sample with the
-300 s default timeout, has no retry, ignores `Retry-After`, and raises on any non-2xx
-(`miles/rollout/rm_hub/__init__.py:19-29`); the default rollout path re-raises (`rollout/sglang_rollout.py:465`),
-so one honest 503 of the reward service (queue full, a worker being replaced) ends the whole Ray job.
+Why not miles's own `remote_rm`: it opens an aiohttp session per sample with the 300 s default timeout, has no
+retry, ignores `Retry-After`, and raises on any non-2xx; the default rollout path re-raises, so one honest 503
+of the reward service (queue full, a worker being replaced) ends the whole Ray job.
 
-How miles calls it: `--custom-rm-path` names a function by module path (`miles/utils/misc.py:47-62`
-load_function). miles awaits it as `await fn(args, sample)` for one sample (`rm_hub/__init__.py:43-48`
-async_rm, the default, one call per finished sample) and as `await fn(args, samples)` for a list
-(`rm_hub/__init__.py:89-108` batched_async_rm: `--group-rm`, or multi-sample generation), so `reward` takes
-either and returns a float or a list of floats. A sample has `.prompt`, `.response`, `.label`.
+How miles calls it: `--custom-rm-path` names a function by module path; miles awaits it as
+`await fn(args, sample)` for one finished sample (the default) and as `await fn(args, samples)` for a list
+(`--group-rm`, or multi-sample generation), so `reward` takes either and returns a float or a list of floats
+(docs/integrations/miles.md: the reward hook). A sample has `.prompt`, `.response`, `.label`.
 
 What it does:
 - one aiohttp session per event loop, shared by every call (pooled keep-alive connections);
@@ -147,7 +145,7 @@ def _fail(message: str) -> RewardServiceFailed:
         except OSError as exc:
             log.error("could not write %s=%s: %s", FAILURE_FILE_ENV, path, exc)
     # miles calls this client in its RolloutManager actor, which gets the job's runtime env but not the env the
-    # launcher gives miles's driver (miles/ray/placement_group.py:188-189), and may run on another node: the
+    # launcher gives miles's driver, and may run on another node: the
     # same record also goes to stdout, which Ray forwards to the driver's output the launcher reads.
     print(f"{FAILURE_LINE_MARK} {failure}", flush=True)
     log.error("reward service failed: %s", message)

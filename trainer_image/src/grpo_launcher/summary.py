@@ -22,14 +22,12 @@ Contract with the operator (its parser is `operator/grpo_operator/status/summary
 * The operator reads the job's log through the Ray Jobs API when the job ends and takes the last such line.
 
 How the launcher sees the metrics: it reads miles's own output (miles runs as its child with stdout and stderr
-piped through the launcher, which writes every line on unchanged). miles logs each rollout as dict reprs
-(radixark/miles dec268f7): ``rollout <id>: {'rollout/raw_reward': ...}`` from the training actor
-(`miles/backends/training_utils/log_utils.py:66`), ``perf <id>: {'rollout/repetition_frac': ...,
-'rollout/truncated_ratio': ...}`` from the rollout manager (`miles/ray/rollout/metrics.py:79`) and
-``perf <id>: {'perf/step_time': ...}`` (`miles/utils/train_metric_utils.py:50`); Ray forwards the actors'
-lines to the driver's output with a ``(ActorName pid=...)`` prefix. The Prometheus gauges are no substitute:
-they live in a Ray actor that dies with the job (`miles/utils/tracking_utils/base.py:119-121`), so the last
-rollouts would be lost between two scrapes.
+piped through the launcher, which writes every line on unchanged). miles logs each rollout as dict reprs:
+``rollout <id>: {'rollout/raw_reward': ...}`` from the training actor, ``perf <id>: {'rollout/repetition_frac':
+..., 'rollout/truncated_ratio': ...}`` from the rollout manager and ``perf <id>: {'perf/step_time': ...}``
+(docs/integrations/miles.md: log lines); Ray forwards the actors' lines to the driver's output with a
+``(ActorName pid=...)`` prefix. The Prometheus gauges are no substitute: they live in a Ray actor that dies
+with the job, so the last rollouts would be lost between two scrapes.
 """
 
 from __future__ import annotations

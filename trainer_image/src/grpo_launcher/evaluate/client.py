@@ -2,8 +2,8 @@
 
 Readiness (``GET /health``): 200 is ready; 503 is what SGLang answers while it starts (and while it shuts
 down), so it is waited on; a refused connection is waited on; any other HTTP status fails at once, and so does
-the deadline. (The seed polled with ``curl -s``, which exits 0 on a 4xx or 5xx, and announced a broken server
-as ready.) Generation uses ``POST /v1/chat/completions`` so the server applies the model's chat template.
+the deadline (``curl -s`` exits 0 on a 4xx or 5xx, so polling with it announces a broken server as ready).
+Generation uses ``POST /v1/chat/completions`` so the server applies the model's chat template.
 """
 
 from __future__ import annotations

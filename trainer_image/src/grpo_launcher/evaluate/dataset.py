@@ -1,6 +1,6 @@
 """The evaluation set: JSONL rows with a prompt (a chat message list or a string) and a label.
 
-The AIME-2024 file of the seed has exactly ``prompt`` and ``label`` per line, 30 lines, and labels may be
+The AIME-2024 file has exactly ``prompt`` and ``label`` per line, 30 lines, and labels may be
 numbers; both keys are configurable. A bad line is reported with its line number, the key and the fix.
 """
 
