@@ -238,9 +238,7 @@ class RunPlan(ApiModel):
     efa_per_node: int = Field(description="EFA devices requested per worker pod.")
     shm_gib: int = Field(description="/dev/shm size of a worker pod.")
     ray_resources: dict[str, float] = Field(description="Custom Ray resources of each worker.")
-    distributed_optimizer: bool = Field(
-        description="Always true: miles turns the distributed optimizer on for adam."
-    )
+    distributed_optimizer: bool = Field(description="Always true: miles turns the distributed optimizer on for adam.")
     params_billions: float = Field(description="Model parameters, computed from the architecture.")
     actor_gib_per_gpu: float = Field(description="Estimated training peak per GPU.")
     rollout_gib_per_gpu: float = Field(description="Estimated rollout reservation per GPU.")

@@ -244,7 +244,7 @@ class Reconciler:
             return self._read_log(ctx, obs, prev.job_submission_id)
         return obs
 
-    def _reward(self, namespace: str, name: str) -> RewardObservation:
+    def _reward(self, namespace: str, name: str) -> RewardObservation | None:
         deployment = self.kube.reward_deployment(namespace, name)
         ratio = self._reward_error_ratio(namespace, name) if deployment is not None else None
         return childstate.reward_observation(deployment, ratio, self.settings.reward_error_ratio_max)
