@@ -112,7 +112,7 @@ def before_submit(draft: Draft, ready: bool) -> Decision:
     return draft.decide(
         Phase.PROVISIONING,
         R.SUBMITTING,
-        f"submitted Ray job {submission}",
+        f"submitting Ray job {submission}",
         (Submit(submission),),
         ray_cluster_name=obs.ray_cluster_name,
         **attempts.submitted(draft, submission),
