@@ -1,16 +1,7 @@
-"""Children watched instead of polled: a change of a run's RayCluster or reward Deployment reconciles the run at
-once, and the timer skips the ticks that could only re-read what the watches already report.
-
-kopf watches RayClusters and Deployments carrying the run label (render/names.py RUN_LABEL); an event names its
-owner through the label and the ownerReference (the owner's uid, so Events can be posted on it without reading
-it first) and runs the owner's reconcile, serialised per run by `Reconciler.reconcile`. A RayCluster event also
-retries the run's Ray head now (edges/backoff.py): its head may just have become reachable. A deleted child
-makes the next reconcile apply the run's children again (edges/kubecache.py).
-
-The timer (controller/handlers.py, every `reconcile_interval_seconds`) is what polls Ray and the metrics
-endpoints, which no watch reports. `due` lets a tick through when the run has Ray work (a job submitted, or one
-to submit) and its head is not in backoff; every other run is reconciled on its children's events and at least
-every `resync_seconds` (pods, whose problems no watched child reports, and drift).
+"""Children watched instead of polled: a change of a run's RayCluster or reward Deployment (labelled with the run,
+owned by it) reconciles the run at once, and `Pacing.due` lets a timer tick through only for a run with Ray work
+(a job submitted, or one to submit) whose head is not in backoff; every other run is reconciled on its children's
+events and at least every `resync_seconds` (pods, whose problems no watched child reports, and drift).
 """
 
 from __future__ import annotations
