@@ -8,7 +8,8 @@ from typing import Any
 
 from grpo_operator.api.status import Phase
 from grpo_operator.edges.childstate import cluster_observation
-from grpo_operator.status.lifecycle import Decision, decide
+from grpo_operator.status.decision import Decision, DeleteRayCluster, StopJob, Submit
+from grpo_operator.status.lifecycle import decide
 from grpo_operator.status.observation import ClusterObservation, JobObservation, JobState, Observation
 
 from tests.support.builders import base, check, merge
@@ -50,7 +51,7 @@ def test_a_run_waiting_for_admission_is_pending_queued_and_says_in_which_queue()
     assert "LocalQueue team-a" in (d.status.message or "")
     status, reason, message = cond(d, "ResourcesReady")
     assert (status, reason) == ("False", "WaitingForAdmission") and "LocalQueue team-a" in message
-    assert not (d.submit_job or d.delete_cluster or d.stop_job)
+    assert not (d.has(Submit) or d.has(DeleteRayCluster) or d.has(StopJob))
 
 
 def test_a_remote_reward_is_not_created_while_the_run_waits_for_admission() -> None:
@@ -63,7 +64,7 @@ def test_a_remote_reward_is_not_created_while_the_run_waits_for_admission() -> N
 
 def test_a_preempted_run_is_suspended_preempted_keeps_its_cluster_and_starts_a_new_attempt_once_readmitted() -> None:
     running = decide(None, Observation(now=T0, generation=1, cluster=ClusterObservation(ready=True)), spec())
-    assert running.submit_job
+    assert running.has(Submit)
     prev = running.status.model_copy(update={"job_submission_id": "grpo-r-1", "attempt": 1})
     on = decide(
         prev,
@@ -79,16 +80,23 @@ def test_a_preempted_run_is_suspended_preempted_keeps_its_cluster_and_starts_a_n
     queued = cluster_observation(raycluster(True), 1, [])
     pre = decide(on.status, Observation(now=T0 + timedelta(minutes=2), generation=1, cluster=queued), spec())
     assert (pre.status.phase, pre.status.reason) == (Phase.SUSPENDED, "Preempted")
-    assert "LocalQueue team-a" in (pre.status.message or "") and not pre.delete_cluster  # Kueue re-admits it
+    assert "LocalQueue team-a" in (pre.status.message or "") and not pre.has(DeleteRayCluster)  # Kueue re-admits it
     assert cond(pre, "JobRunning")[:2] == ("False", "Preempted")
     still = decide(pre.status, Observation(now=T0 + timedelta(minutes=3), generation=1, cluster=queued), spec())
     assert (still.status.phase, still.status.reason) == (Phase.SUSPENDED, "Preempted")
     back = decide(
         still.status,
-        Observation(now=T0 + timedelta(minutes=4), generation=1, cluster=ClusterObservation(ready=True)),
+        Observation(
+            now=T0 + timedelta(minutes=4),
+            generation=1,
+            cluster=ClusterObservation(ready=True),
+            submission_id="grpo-r-1-a2",
+        ),
         spec(),
     )
-    assert back.submit_job and back.status.job_submission_id is None  # a new attempt, as after spec.suspend
+    # A new attempt with its own id, as after spec.suspend; the decision to submit it already holds it.
+    assert back.actions[-1] == Submit("grpo-r-1-a2")
+    assert (back.status.job_submission_id, back.status.attempt) == ("grpo-r-1-a2", 2)
 
 
 def test_a_queued_run_that_never_ran_is_not_called_preempted() -> None:

@@ -1,506 +1,82 @@
-"""The run lifecycle as a table: previous status + observation -> phase, conditions and actions."""
+"""`decide` as one table: the observed state picks the concern, and the Decision lists every action the reconcile
+takes, in order: suspend, guard stop, success and deletion among them."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
-
 import pytest
-from grpo_operator.api.spec import GRPORunSpec
-from grpo_operator.api.status import Phase
-from grpo_operator.status.lifecycle import Decision, decide, new_attempt
-from grpo_operator.status.observation import (
-    ClusterObservation,
-    Failure,
-    JobObservation,
-    JobState,
-    Observation,
-    RewardObservation,
-    RunSummary,
-    TrainerMetrics,
+from grpo_operator.api.status import GRPORunStatus, Phase, Reason, RunLogs
+from grpo_operator.status.decision import (
+    Action,
+    ApplyChildren,
+    CreateTokenSecret,
+    DeleteRayCluster,
+    KeepLogs,
+    StopJob,
+    Submit,
 )
+from grpo_operator.status.lifecycle import decide, on_delete
+from grpo_operator.status.observation import JobState, Observation, RunSummary
 
-from tests.support.builders import spec
+from tests.status.runs import READY, healthy, job, observe, spec
 
-T0 = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
-READY = ClusterObservation(ready=True)
-
-
-def job(state: JobState, message: str = "", submission_id: str = "grpo-x-1") -> JobObservation:
-    return JobObservation(submission_id, state, message, driver_ip="10.0.0.5")
-
-
-def step(prev: Decision | None, obs: Observation, s: GRPORunSpec | None = None) -> Decision:
-    return decide(prev.status if prev else None, obs, s or spec())
+LOGS = RunLogs(config_map="x-job-logs", key="log", submission_id="grpo-x-1", bytes=3, truncated=False)
+DONE = RunSummary(exit_code=0, last_rollout=99, rollouts=(healthy(99),))
+RUNNING = job(JobState.RUNNING)
+S = {"storage": {"checkpointOnSuspend": False}}
+LOW = {"guards": {"minReward": {"value": 0.1, "afterRollouts": 1}}}
 
 
-def cond(decision: Decision, type_: str) -> tuple[str, str]:
-    c = next(c for c in decision.status.conditions if c.type == type_)
-    return c.status, c.reason
-
-
-def test_an_invalid_spec_fails_with_validated_false_and_no_actions() -> None:
-    d = decide(None, Observation(now=T0, generation=1, problems=("spec.rollout.batchSize: bad",)), None)
-    assert d.status.phase is Phase.FAILED and d.status.reason == "InvalidSpec"
-    assert cond(d, "Validated") == ("False", "InvalidSpec")
-    assert not (d.apply_children or d.submit_job or d.stop_job)
-
-
-def test_a_new_run_is_pending_and_creates_its_children() -> None:
-    d = step(None, Observation(now=T0, generation=1))
-    assert d.status.phase is Phase.PENDING and d.apply_children and not d.submit_job
-    assert d.status.progress == "0/100"
-
-
-def test_a_cluster_with_unschedulable_pods_is_provisioning_in_the_schedulers_words() -> None:
-    msg = "pod w-1 unschedulable: 0/3 nodes are available: 3 Insufficient nvidia.com/gpu."
-    d = step(None, Observation(now=T0, generation=1, cluster=ClusterObservation(ready=False, message=msg)))
-    assert d.status.phase is Phase.PROVISIONING
-    assert d.status.message == msg
-    assert cond(d, "ResourcesReady") == ("False", "Provisioning")
-
-
-def test_a_ready_cluster_gets_the_job_submitted() -> None:
-    d = step(None, Observation(now=T0, generation=1, cluster=READY))
-    assert d.submit_job and d.status.phase is Phase.PROVISIONING
-
-
-def test_a_remote_reward_run_waits_for_the_reward_service() -> None:
-    obs = Observation(
-        now=T0,
-        generation=1,
-        cluster=READY,
-        reward_required=True,
-        reward=RewardObservation(False, "NotReady", "no reward service replica is ready"),
-    )
-    d = step(None, obs)
-    assert not d.submit_job and d.status.phase is Phase.PROVISIONING
-    assert cond(d, "RewardServiceReady") == ("False", "NotReady")
-
-
-def test_a_running_job_with_healthy_metrics_is_running_with_progress() -> None:
-    metrics = TrainerMetrics(rollout=36, raw_reward=0.53, repetition_frac=0.0)
-    d = step(None, Observation(now=T0, generation=1, cluster=READY, job=job(JobState.RUNNING), metrics=metrics))
-    assert d.status.phase is Phase.RUNNING and d.status.progress == "37/100"
-    assert d.status.metrics is not None and d.status.metrics.raw_reward == 0.53
-    assert cond(d, "Healthy") == ("True", "MetricsHealthy")
-    assert cond(d, "JobRunning") == ("True", "Running")
-
-
-def test_repetition_for_consecutive_rollouts_stops_the_job_and_fails_the_run() -> None:
-    degenerate = TrainerMetrics(rollout=0, raw_reward=0.4, repetition_frac=0.56)
-    first = step(None, Observation(now=T0, generation=1, cluster=READY, job=job(JobState.RUNNING), metrics=degenerate))
-    assert first.status.phase is Phase.RUNNING  # one rollout is not yet a streak of two
-    second_metrics = TrainerMetrics(rollout=1, raw_reward=0.4, repetition_frac=0.6)
-    second = step(
-        first,
-        Observation(
-            now=T0 + timedelta(minutes=1),
-            generation=1,
-            cluster=READY,
-            job=job(JobState.RUNNING),
-            metrics=second_metrics,
+@pytest.mark.parametrize(
+    ("patch", "seen", "phase", "reason", "actions"),
+    [
+        ({}, observe(token_secret=False), Phase.PENDING, Reason.PROVISIONING, (CreateTokenSecret(), ApplyChildren())),
+        ({}, observe(cluster=READY), Phase.PROVISIONING, Reason.SUBMITTING, (ApplyChildren(), Submit("grpo-x-1"))),
+        (
+            {},
+            observe(cluster=READY, job=RUNNING, metrics=healthy(4)),
+            Phase.RUNNING,
+            Reason.RUNNING,
+            (ApplyChildren(),),
         ),
-    )
-    assert second.status.phase is Phase.FAILED and second.status.reason == "DegenerateOutput"
-    assert second.stop_job
-    assert cond(second, "Healthy") == ("False", "DegenerateOutput")
-
-
-def test_the_same_rollout_scraped_twice_counts_once() -> None:
-    metrics = TrainerMetrics(rollout=0, raw_reward=0.4, repetition_frac=0.9)
-    obs = Observation(now=T0, generation=1, cluster=READY, job=job(JobState.RUNNING), metrics=metrics)
-    d = step(step(step(None, obs), obs), obs)
-    assert d.status.phase is Phase.RUNNING and d.status.repetition_streak == 1
-
-
-def test_warn_action_keeps_running_with_healthy_false() -> None:
-    s = spec({"guards": {"action": "Warn", "consecutiveRollouts": 1}})
-    metrics = TrainerMetrics(rollout=0, raw_reward=0.4, repetition_frac=0.9)
-    d = decide(None, Observation(now=T0, generation=1, cluster=READY, job=job(JobState.RUNNING), metrics=metrics), s)
-    assert d.status.phase is Phase.RUNNING and not d.stop_job and d.warnings
-    assert cond(d, "Healthy") == ("False", "DegenerateOutput")
-
-
-def test_reward_at_the_floor_after_warmup_is_degenerate() -> None:
-    metrics = TrainerMetrics(rollout=2, raw_reward=0.0, repetition_frac=0.0)
-    d = step(None, Observation(now=T0, generation=1, cluster=READY, job=job(JobState.RUNNING), metrics=metrics))
-    assert d.status.phase is Phase.FAILED and "raw_reward 0 at or below" in (d.status.message or "")
-
-
-def test_a_succeeded_job_with_degenerate_metrics_is_not_succeeded() -> None:
-    metrics = TrainerMetrics(rollout=99, raw_reward=0.0, repetition_frac=0.56)
-    d = step(None, Observation(now=T0, generation=1, cluster=READY, job=job(JobState.SUCCEEDED), metrics=metrics))
-    assert d.status.phase is Phase.FAILED and d.status.reason == "DegenerateOutput"
-    assert "succeeded but the output is degenerate" in (d.status.message or "")
-
-
-def test_a_succeeded_job_with_healthy_metrics_succeeds_and_keeps_them() -> None:
-    metrics = TrainerMetrics(rollout=99, raw_reward=0.53, repetition_frac=0.0)
-    running = step(None, Observation(now=T0, generation=1, cluster=READY, job=job(JobState.RUNNING), metrics=metrics))
-    done = step(running, Observation(now=T0, generation=1, cluster=READY, job=job(JobState.SUCCEEDED), metrics=None))
-    assert done.status.phase is Phase.SUCCEEDED and done.status.progress == "100/100"
-    assert done.status.metrics is not None and done.status.metrics.raw_reward == 0.53
-    assert done.status.completion_time is not None
-
-
-def test_no_progress_past_the_stall_timeout_is_a_stall() -> None:
-    metrics = TrainerMetrics(rollout=3, raw_reward=0.5, repetition_frac=0.0)
-    first = step(None, Observation(now=T0, generation=1, cluster=READY, job=job(JobState.RUNNING), metrics=metrics))
-    later = step(
-        first,
-        Observation(
-            now=T0 + timedelta(seconds=3601), generation=1, cluster=READY, job=job(JobState.RUNNING), metrics=metrics
+        (
+            S,
+            observe(suspend=True, cluster=READY, job=RUNNING),
+            Phase.SUSPENDED,
+            Reason.SUSPENDED,
+            (StopJob("grpo-x-1"), DeleteRayCluster()),
         ),
-    )
-    assert later.status.phase is Phase.FAILED and later.status.reason == "Stalled" and later.stop_job
-
-
-def test_a_failed_preflight_is_reported_in_its_own_words() -> None:
-    message = "Job entrypoint command failed with exit code 3, last logs:\n...\npreflight failed: gpus: 7 visible, plan needs 8"
-    d = step(None, Observation(now=T0, generation=1, cluster=READY, job=job(JobState.FAILED, message)))
-    assert d.status.phase is Phase.FAILED and d.status.reason == "PreflightFailed"
-    assert d.status.message == "preflight failed: gpus: 7 visible, plan needs 8"
-
-
-def test_terminal_phases_never_change() -> None:
-    done = step(
-        None,
-        Observation(
-            now=T0,
-            generation=1,
-            cluster=READY,
-            job=job(JobState.SUCCEEDED),
-            metrics=TrainerMetrics(rollout=99, raw_reward=0.5, repetition_frac=0.0),
+        (
+            LOW,
+            observe(cluster=READY, job=RUNNING, metrics=healthy(4, reward=0.0)),
+            Phase.FAILED,
+            Reason.DEGENERATE_OUTPUT,
+            (ApplyChildren(), StopJob("grpo-x-1")),
         ),
-    )
-    later = step(done, Observation(now=T0, generation=2, cluster=READY, job=job(JobState.FAILED, "boom")))
-    assert later.status.model_copy(update={"observed_generation": 1}) == done.status
-
-
-def test_suspend_stops_the_job_and_deletes_the_cluster() -> None:
-    d = step(None, Observation(now=T0, generation=2, suspend=True, cluster=READY, job=job(JobState.RUNNING)))
-    assert d.status.phase is Phase.SUSPENDED and d.stop_job and d.delete_cluster
-
-
-@pytest.mark.parametrize("state", [JobState.RUNNING, JobState.PENDING])
-def test_condition_transition_times_move_only_on_change(state: JobState) -> None:
-    obs = Observation(now=T0, generation=1, cluster=READY, job=job(state))
-    first = step(None, obs)
-    second = step(first, Observation(now=T0 + timedelta(minutes=5), generation=1, cluster=READY, job=job(state)))
-    assert [c.last_transition_time for c in first.status.conditions] == [
-        c.last_transition_time for c in second.status.conditions
-    ]
-
-
-def test_a_resumed_run_forgets_the_suspended_job() -> None:
-    running = step(None, Observation(now=T0, generation=1, cluster=READY, job=job(JobState.RUNNING)))
-    suspended = step(running, Observation(now=T0, generation=2, suspend=True, cluster=READY, job=job(JobState.RUNNING)))
-    resumed = step(suspended, Observation(now=T0, generation=3))
-    assert resumed.status.phase is Phase.PENDING and resumed.status.job_submission_id is None
-
-
-def test_suspend_asks_for_a_checkpoint_and_stops_once_it_is_surely_saved() -> None:
-    def obs(seconds: int, rollout: int, sentinel: JobState | None = None) -> Observation:
-        return Observation(
-            now=T0 + timedelta(seconds=seconds),
-            generation=2,
-            suspend=True,
-            cluster=READY,
-            job=job(JobState.RUNNING),
-            checkpoint_job=sentinel,
-            metrics=TrainerMetrics(rollout=rollout, raw_reward=0.5, repetition_frac=0.0),
-        )
-
-    running = step(
-        None,
-        Observation(
-            now=T0,
-            generation=1,
-            cluster=READY,
-            job=job(JobState.RUNNING),
-            metrics=TrainerMetrics(rollout=4, raw_reward=0.5, repetition_frac=0.0),
+        (
+            {},
+            observe(cluster=READY, job=job(JobState.SUCCEEDED), summary=DONE, logs=LOGS),
+            Phase.SUCCEEDED,
+            Reason.SUCCEEDED,
+            (ApplyChildren(), KeepLogs("grpo-x-1")),
         ),
-    )
-    asked = step(running, obs(0, 4))
-    assert asked.request_checkpoint and not asked.stop_job and asked.status.reason == "Suspending"
-    sentinel_pending = step(asked, obs(10, 5, JobState.PENDING))
-    assert not sentinel_pending.request_checkpoint and sentinel_pending.status.suspend_requested_rollout is None
-    sentinel_written = step(sentinel_pending, obs(20, 5, JobState.SUCCEEDED))
-    assert sentinel_written.status.suspend_requested_rollout == 5 and not sentinel_written.stop_job
-    saving = step(sentinel_written, obs(30, 6, JobState.SUCCEEDED))  # rollout 6's metrics come before its save
-    assert saving.status.phase is Phase.RUNNING and not saving.stop_job
-    saved = step(saving, obs(40, 7, JobState.SUCCEEDED))
-    assert saved.status.phase is Phase.SUSPENDED and saved.stop_job and saved.delete_cluster
+    ],
+)
+def test_the_decision_lists_every_action_in_order(
+    patch: dict[str, object], seen: Observation, phase: Phase, reason: Reason, actions: tuple[Action, ...]
+) -> None:
+    d = decide(None, seen, spec(patch))
+    assert (d.status.phase, d.status.reason, d.actions) == (phase, reason, actions)
 
 
-def test_suspend_stops_without_a_checkpoint_when_the_sentinel_cannot_be_written() -> None:
-    running = step(
-        None,
-        Observation(
-            now=T0,
-            generation=1,
-            cluster=READY,
-            job=job(JobState.RUNNING),
-            metrics=TrainerMetrics(rollout=4, raw_reward=0.5),
-        ),
-    )
-    asked = step(
-        running,
-        Observation(
-            now=T0,
-            generation=2,
-            suspend=True,
-            cluster=READY,
-            job=job(JobState.RUNNING),
-            metrics=TrainerMetrics(rollout=4, raw_reward=0.5),
-        ),
-    )
-    failed = step(
-        asked,
-        Observation(
-            now=T0,
-            generation=2,
-            suspend=True,
-            cluster=READY,
-            job=job(JobState.RUNNING),
-            checkpoint_job=JobState.FAILED,
-            metrics=TrainerMetrics(rollout=4, raw_reward=0.5),
-        ),
-    )
-    assert failed.status.phase is Phase.SUSPENDED and failed.stop_job
+def test_deleting_a_run_stops_its_active_job_and_nothing_else() -> None:
+    prev = GRPORunStatus(phase=Phase.RUNNING, job_submission_id="grpo-x-1")
+    stop = on_delete(prev, RUNNING)
+    assert stop is not None and stop.actions == (StopJob("grpo-x-1"),)
+    ended = on_delete(prev, job(JobState.SUCCEEDED))
+    assert ended is not None and ended.actions == ()
+    assert on_delete(None, None) is None
 
 
-def test_suspend_without_checkpoint_stops_at_once() -> None:
-    s = spec({"storage": {"checkpointOnSuspend": False}})
-    metrics = TrainerMetrics(rollout=4, raw_reward=0.5, repetition_frac=0.0)
-    d = decide(
-        None,
-        Observation(now=T0, generation=2, suspend=True, cluster=READY, job=job(JobState.RUNNING), metrics=metrics),
-        s,
-    )
-    assert d.status.phase is Phase.SUSPENDED and d.stop_job and not d.request_checkpoint
-
-
-# --- issue #12: what miles really does (radixark/miles dec268f7) -------------------------------------------------
-
-
-def healthy(rollout: int) -> TrainerMetrics:
-    return TrainerMetrics(rollout=rollout, raw_reward=0.5, repetition_frac=0.0)
-
-
-def test_a_resume_after_a_suspend_longer_than_the_stall_timeout_is_a_new_attempt_not_a_stall() -> None:
-    # miles restarts at checkpoint + 1 (backends/megatron_utils/actor.py:196): at or below the old rollout.
-    s = spec({"guards": {"stallTimeoutSeconds": 600, "startupGraceSeconds": 300}})
-    running = decide(
-        None, Observation(now=T0, generation=1, cluster=READY, job=job(JobState.RUNNING), metrics=healthy(12)), s
-    )
-    suspended = decide(
-        running.status,
-        Observation(now=T0, generation=2, suspend=True, cluster=READY, job=job(JobState.RUNNING), metrics=healthy(12)),
-        spec({"storage": {"checkpointOnSuspend": False}}),
-    )
-    assert suspended.status.phase is Phase.SUSPENDED
-    later = T0 + timedelta(hours=2)
-    pending = decide(suspended.status, Observation(now=later, generation=3, cluster=READY), s)
-    assert pending.submit_job
-    submitted = new_attempt(pending.status, "grpo-x-g3", JobState.PENDING)
-    assert submitted.attempt == 2 and submitted.guard_rollout is None
-    # The new job runs: model load inside the grace, then rollout 11 (checkpoint 10 + 1) <= the old 12.
-    loading = decide(
-        submitted,
-        Observation(
-            now=later + timedelta(seconds=30),
-            generation=3,
-            cluster=READY,
-            job=job(JobState.RUNNING, submission_id="grpo-x-g3"),
-            metrics=TrainerMetrics(),
-        ),
-        s,
-    )
-    assert loading.status.phase is Phase.RUNNING, loading.status.message
-    first = decide(
-        loading.status,
-        Observation(
-            now=later + timedelta(seconds=400),
-            generation=3,
-            cluster=READY,
-            job=job(JobState.RUNNING, submission_id="grpo-x-g3"),
-            metrics=healthy(11),
-        ),
-        s,
-    )
-    assert first.status.phase is Phase.RUNNING and first.status.reason == "Running", first.status.message
-    assert first.status.guard_rollout == 11 and first.status.attempt == 2
-    assert first.status.last_progress_time == "2026-11-30T14:06:40Z"
-
-
-def test_a_new_attempt_waits_the_startup_grace_before_its_stall_clock_runs() -> None:
-    s = spec({"guards": {"stallTimeoutSeconds": 600, "startupGraceSeconds": 1200}})
-
-    def obs(sec: int) -> Observation:
-        return Observation(
-            now=T0 + timedelta(seconds=sec),
-            generation=1,
-            cluster=READY,
-            job=job(JobState.RUNNING),
-            metrics=TrainerMetrics(),
-        )
-
-    d = decide(None, obs(0), s)
-    d = decide(d.status, obs(1700), s)
-    assert d.status.phase is Phase.RUNNING
-    d = decide(d.status, obs(1801), s)
-    assert d.status.phase is Phase.FAILED and d.status.reason == "Stalled"
-
-
-def test_a_succeeded_job_whose_last_rollouts_were_never_scraped_is_unverified_not_succeeded() -> None:
-    running = step(
-        None, Observation(now=T0, generation=1, cluster=READY, job=job(JobState.RUNNING), metrics=healthy(16))
-    )
-    assert running.status.progress == "17/100"
-    done = step(
-        running, Observation(now=T0 + timedelta(seconds=15), generation=1, cluster=READY, job=job(JobState.SUCCEEDED))
-    )
-    assert done.status.phase is Phase.FAILED and done.status.reason == "Unverified"
-    assert "17/100" in (done.status.message or "") and done.warnings
-    assert cond(done, "Complete") == ("True", "Unverified")
-
-
-def test_a_succeeded_job_never_scraped_at_all_is_unverified() -> None:
-    done = step(None, Observation(now=T0, generation=1, cluster=READY, job=job(JobState.SUCCEEDED)))
-    assert done.status.phase is Phase.FAILED and done.status.reason == "Unverified"
-    assert done.status.progress == "0/100"
-
-
-def test_the_end_of_run_summary_gives_the_real_last_rollout_and_verifies_success() -> None:
-    running = step(
-        None, Observation(now=T0, generation=1, cluster=READY, job=job(JobState.RUNNING), metrics=healthy(16))
-    )
-    summary = RunSummary(
-        exit_code=0,
-        last_rollout=99,
-        rollouts=tuple(healthy(r) for r in range(90, 100)),
-        provenance={"miles_commit": "dec268f7", "ray": "2.49.2"},
-    )
-    done = step(
-        running,
-        Observation(
-            now=T0 + timedelta(seconds=15), generation=1, cluster=READY, job=job(JobState.SUCCEEDED), summary=summary
-        ),
-    )
-    assert done.status.phase is Phase.SUCCEEDED and done.status.progress == "100/100"
-    assert done.status.metrics is not None and done.status.metrics.source == "RunSummary"
-    assert done.status.provenance is not None and done.status.provenance.miles_commit == "dec268f7"
-    assert cond(done, "MetricsAvailable") == ("True", "RunSummary")
-
-
-def test_degenerate_final_rollouts_seen_only_in_the_summary_fail_the_run() -> None:
-    running = step(
-        None, Observation(now=T0, generation=1, cluster=READY, job=job(JobState.RUNNING), metrics=healthy(96))
-    )
-    tail = tuple(TrainerMetrics(rollout=r, raw_reward=0.4, repetition_frac=0.6) for r in (97, 98, 99))
-    summary = RunSummary(exit_code=0, last_rollout=99, rollouts=(healthy(96), *tail))
-    done = step(
-        running,
-        Observation(
-            now=T0 + timedelta(seconds=15), generation=1, cluster=READY, job=job(JobState.SUCCEEDED), summary=summary
-        ),
-    )
-    assert done.status.phase is Phase.FAILED and done.status.reason == "DegenerateOutput"
-    assert done.status.repetition_streak == 3
-
-
-def test_a_failure_file_reason_names_the_failure_in_one_line() -> None:
-    message = "Job entrypoint command failed with exit code 1, last available logs (truncated to 20,000 chars):\nTraceback\n  ...\nRuntimeError: boom"
-    summary = RunSummary(exit_code=1, failure=Failure("RewardServiceFailed", "reward service answered 503 for 10 min"))
-    d = step(None, Observation(now=T0, generation=1, cluster=READY, job=job(JobState.FAILED, message), summary=summary))
-    assert d.status.reason == "RewardServiceFailed" and d.status.message == "reward service answered 503 for 10 min"
-    plain = step(None, Observation(now=T0, generation=1, cluster=READY, job=job(JobState.FAILED, message)))
-    assert plain.status.reason == "JobFailed"
-    assert plain.status.message == "the Ray job failed with exit code 1: RuntimeError: boom"
-
-
-def test_a_failing_scrape_is_metrics_unavailable_not_a_stall_and_a_long_outage_warns_once() -> None:
-    s = spec({"guards": {"stallTimeoutSeconds": 600, "startupGraceSeconds": 0}})
-
-    def obs(sec: int, metrics: TrainerMetrics | None = None, error: str | None = None) -> Observation:
-        return Observation(
-            now=T0 + timedelta(seconds=sec),
-            generation=1,
-            cluster=READY,
-            job=job(JobState.RUNNING),
-            metrics=metrics,
-            metrics_error=error,
-        )
-
-    d = decide(None, obs(0, healthy(3)), s)
-    d = decide(d.status, obs(60, error="connection refused"), s)
-    assert cond(d, "MetricsAvailable") == ("False", "ScrapeFailed") and not d.warnings
-    d = decide(d.status, obs(700, error="connection refused"), s)
-    assert d.status.phase is Phase.RUNNING and cond(d, "MetricsAvailable") == ("False", "ScrapeOutage")
-    assert d.warnings and "could not be read" in d.warnings[0]
-    d = decide(d.status, obs(800, error="connection refused"), s)
-    assert d.status.phase is Phase.RUNNING and not d.warnings  # warned once
-    d = decide(d.status, obs(900, healthy(9)), s)
-    assert d.status.phase is Phase.RUNNING and cond(d, "MetricsAvailable") == ("True", "Scraped")
-
-
-def test_conditions_persist_while_suspended_with_their_transition_times() -> None:
-    running = step(
-        None, Observation(now=T0, generation=1, cluster=READY, job=job(JobState.RUNNING), metrics=healthy(4))
-    )
-    s = spec({"storage": {"checkpointOnSuspend": False}})
-    suspended = decide(
-        running.status,
-        Observation(
-            now=T0 + timedelta(minutes=5), generation=2, suspend=True, cluster=READY, job=job(JobState.RUNNING)
-        ),
-        s,
-    )
-    types = {c.type for c in suspended.status.conditions}
-    assert {"Healthy", "Complete", "RewardServiceReady", "Validated"} <= types
-    before = {c.type: c.last_transition_time for c in running.status.conditions}
-    after = {c.type: c.last_transition_time for c in suspended.status.conditions}
-    assert after["Healthy"] == before["Healthy"] and after["JobRunning"] != before["JobRunning"]
-
-
-def test_observed_generation_keeps_moving_after_a_terminal_phase() -> None:
-    done = step(
-        None, Observation(now=T0, generation=1, cluster=READY, job=job(JobState.SUCCEEDED), metrics=healthy(99))
-    )
-    later = decide(done.status, Observation(now=T0, generation=4), spec())
-    assert later.status.phase is Phase.SUCCEEDED and later.status.observed_generation == 4
-
-
-def test_every_reason_decide_writes_is_one_the_readme_table_declares() -> None:
-    from itertools import product
-
-    from grpo_operator.status.lifecycle import CONDITION_REASONS, REASONS
-
-    s = spec({"guards": {"stallTimeoutSeconds": 60, "startupGraceSeconds": 0}})
-    jobs = [None, *(job(state, "Job entrypoint command failed with exit code 1\nboom") for state in JobState)]
-    metrics = [None, TrainerMetrics(), healthy(99), TrainerMetrics(rollout=5, raw_reward=0.0, repetition_frac=0.9)]
-    seen = 0
-    for j, m, suspend, error, cluster in product(
-        jobs, metrics, (False, True), (None, "refused"), (None, READY, ClusterObservation(False, "waiting"))
-    ):
-        d: Decision | None = None
-        for sec in (0, 30, 4000):
-            d = step(
-                d,
-                Observation(
-                    now=T0 + timedelta(seconds=sec),
-                    generation=1,
-                    suspend=suspend,
-                    cluster=cluster,
-                    job=j,
-                    metrics=m,
-                    metrics_error=error if m is None else None,
-                ),
-                s,
-            )
-            assert d.status.phase is not None and d.status.reason in REASONS[d.status.phase], d.status
-            for c in d.status.conditions:
-                assert c.reason in CONDITION_REASONS[c.type], c
-            seen += 1
-    assert seen > 500
+def test_an_invalid_spec_takes_no_action_not_even_the_token_secret() -> None:
+    d = decide(None, observe(problems=("spec.x: bad",), token_secret=False), None)
+    assert d.actions == () and d.status.reason == Reason.INVALID_SPEC

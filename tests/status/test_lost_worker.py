@@ -7,6 +7,7 @@ from datetime import UTC, datetime, timedelta
 
 from grpo_operator.api.status import Phase
 from grpo_operator.edges.childstate import cluster_observation
+from grpo_operator.status.decision import DeleteRayCluster, StopJob, Submit
 from grpo_operator.status.lifecycle import decide
 from grpo_operator.status.observation import JobObservation, JobState, Observation
 
@@ -45,7 +46,7 @@ def test_a_running_run_that_loses_its_worker_is_provisioning_and_running_again_o
     )
     assert lost.status.phase is Phase.PROVISIONING and lost.status.reason == "Provisioning"
     assert lost.status.message == "waiting for KubeRay: 0/1 workers ready"
-    assert not (lost.stop_job or lost.submit_job or lost.delete_cluster)
+    assert not (lost.has(StopJob) or lost.has(Submit) or lost.has(DeleteRayCluster))
     back = decide(
         lost.status,
         Observation(

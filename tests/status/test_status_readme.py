@@ -1,13 +1,12 @@
 """README's "Run status" tables say exactly which phases, conditions and reasons the operator writes: a reason
-added to or dropped from `grpo_operator.status.lifecycle` without the README (or the other way) fails here."""
+added to or dropped from `grpo_operator.api.status` without the README (or the other way) fails here."""
 
 from __future__ import annotations
 
 import re
 from pathlib import Path
 
-from grpo_operator.api.status import Phase
-from grpo_operator.status.lifecycle import CONDITION_ORDER, CONDITION_REASONS, REASONS
+from grpo_operator.api.status import CONDITION_REASONS, PHASE_REASONS, ConditionType, Phase
 
 README = Path(__file__).resolve().parents[2] / "README.md"
 
@@ -28,11 +27,11 @@ def _tables() -> dict[str, dict[str, set[str]]]:
 
 def test_the_readme_phase_table_lists_every_phase_and_exactly_its_reasons() -> None:
     documented = _tables()["phase"]
-    assert documented == {phase.value: set(reasons) for phase, reasons in REASONS.items()}
+    assert documented == {phase.value: set(reasons) for phase, reasons in PHASE_REASONS.items()}
     assert set(documented) == {p.value for p in Phase}
 
 
 def test_the_readme_condition_table_lists_every_condition_and_exactly_its_reasons() -> None:
     documented = _tables()["condition"]
-    assert documented == {kind: set(reasons) for kind, reasons in CONDITION_REASONS.items()}
-    assert list(documented) == list(CONDITION_ORDER)
+    assert documented == {kind.value: set(reasons) for kind, reasons in CONDITION_REASONS.items()}
+    assert list(documented) == [c.value for c in ConditionType]

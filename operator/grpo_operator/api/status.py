@@ -1,8 +1,7 @@
-"""`GRPORun.status` and the run plan: every key the operator writes is declared here.
-
-The API server silently prunes status keys the CRD does not declare, so the status types are part of the
-schema like the spec. The plan (`RunPlan`) is computed by `grpo_operator.planning.plan` and stored in
-`status.plan`; `grpo plan -o json` prints the same object.
+"""`GRPORun.status`, the run plan and the status vocabulary: every key, phase, reason and condition type the
+operator writes is declared here (the API server silently prunes undeclared status keys, and a reason typed as a
+bare string elsewhere would be a new reason by typo). `PHASE_REASONS` and `CONDITION_REASONS` say which reasons
+each phase and condition can carry; README's status tables are checked against them.
 """
 
 from __future__ import annotations
@@ -29,15 +28,119 @@ class Phase(StrEnum):
 TERMINAL_PHASES = frozenset({Phase.SUCCEEDED, Phase.FAILED})
 
 
+class ConditionType(StrEnum):
+    """In the order `kubectl describe` shows them."""
+
+    VALIDATED = "Validated"
+    RESOURCES_READY = "ResourcesReady"
+    REWARD_SERVICE_READY = "RewardServiceReady"
+    JOB_RUNNING = "JobRunning"
+    METRICS_AVAILABLE = "MetricsAvailable"
+    HEALTHY = "Healthy"
+    COMPLETE = "Complete"
+
+
+class Reason(StrEnum):
+    """Every reason of a phase or a condition (a failure file's own reason is added to `Failed`)."""
+
+    # phases
+    PROVISIONING = "Provisioning"
+    QUEUED = "Queued"
+    SUBMITTING = "Submitting"
+    WAITING_FOR_DRIVER = "WaitingForDriver"
+    RUNNING = "Running"
+    SUSPENDING = "Suspending"
+    SUSPENDED = "Suspended"
+    PREEMPTED = "Preempted"
+    SUCCEEDED = "Succeeded"
+    INVALID_SPEC = "InvalidSpec"
+    DEGENERATE_OUTPUT = "DegenerateOutput"
+    STALLED = "Stalled"
+    UNVERIFIED = "Unverified"
+    PREFLIGHT_FAILED = "PreflightFailed"
+    JOB_FAILED = "JobFailed"
+    JOB_STOPPED = "JobStopped"
+    # conditions
+    VALID = "Valid"
+    READY = "Ready"
+    WAITING_FOR_ADMISSION = "WaitingForAdmission"
+    NOT_REQUIRED = "NotRequired"
+    NOT_CREATED = "NotCreated"
+    NOT_READY = "NotReady"
+    SCORING_ERRORS = "ScoringErrors"
+    NOT_SUBMITTED = "NotSubmitted"
+    PENDING = "Pending"
+    STOPPED = "Stopped"
+    FAILED = "Failed"
+    NOT_RUNNING = "NotRunning"
+    NOT_SCRAPED = "NotScraped"
+    SCRAPED = "Scraped"
+    NO_ROLLOUT_YET = "NoRolloutYet"
+    SCRAPE_FAILED = "ScrapeFailed"
+    SCRAPE_OUTAGE = "ScrapeOutage"
+    RUN_SUMMARY = "RunSummary"
+    NO_RUN_SUMMARY = "NoRunSummary"
+    NO_METRICS = "NoMetrics"
+    METRICS_HEALTHY = "MetricsHealthy"
+    IN_PROGRESS = "InProgress"
+    # events
+    LOGS_KEPT = "LogsKept"
+
+
+R = Reason
+_ENDINGS = (R.DEGENERATE_OUTPUT, R.STALLED, R.UNVERIFIED, R.PREFLIGHT_FAILED, R.JOB_FAILED, R.JOB_STOPPED)
+PHASE_REASONS: dict[Phase, tuple[Reason, ...]] = {
+    Phase.PENDING: (R.PROVISIONING, R.QUEUED),
+    Phase.PROVISIONING: (R.PROVISIONING, R.SUBMITTING, R.WAITING_FOR_DRIVER),
+    Phase.RUNNING: (R.RUNNING, R.SUSPENDING, R.DEGENERATE_OUTPUT, R.STALLED),
+    Phase.SUSPENDED: (R.SUSPENDED, R.PREEMPTED),
+    Phase.SUCCEEDED: (R.SUCCEEDED,),
+    Phase.FAILED: (R.INVALID_SPEC, *_ENDINGS),
+}
+CONDITION_REASONS: dict[ConditionType, tuple[Reason, ...]] = {
+    ConditionType.VALIDATED: (R.VALID, R.INVALID_SPEC),
+    ConditionType.RESOURCES_READY: (R.READY, R.PROVISIONING, R.SUSPENDED, R.WAITING_FOR_ADMISSION),
+    ConditionType.REWARD_SERVICE_READY: (R.NOT_REQUIRED, R.NOT_CREATED, R.NOT_READY, R.SCORING_ERRORS, R.READY),
+    ConditionType.JOB_RUNNING: (
+        R.NOT_SUBMITTED,
+        R.PENDING,
+        R.RUNNING,
+        R.SUSPENDING,
+        R.SUSPENDED,
+        R.PREEMPTED,
+        R.STOPPED,
+        R.SUCCEEDED,
+        R.FAILED,
+    ),
+    ConditionType.METRICS_AVAILABLE: (
+        R.NOT_RUNNING,
+        R.NOT_SCRAPED,
+        R.SCRAPED,
+        R.NO_ROLLOUT_YET,
+        R.SCRAPE_FAILED,
+        R.SCRAPE_OUTAGE,
+        R.RUN_SUMMARY,
+        R.NO_RUN_SUMMARY,
+    ),
+    ConditionType.HEALTHY: (R.NO_METRICS, R.METRICS_HEALTHY, R.DEGENERATE_OUTPUT, R.STALLED),
+    ConditionType.COMPLETE: (R.IN_PROGRESS, R.SUCCEEDED, *_ENDINGS),
+}
+
+
 class Condition(ApiModel):
     """metav1.Condition."""
 
-    type: Annotated[str, StringConstraints(max_length=316)] = Field(description="Condition type, e.g. Validated.")
+    type: ConditionType = Field(description="Condition type, e.g. Validated.")
     status: Literal["True", "False", "Unknown"] = Field(description="True, False or Unknown.")
     reason: Annotated[str, StringConstraints(max_length=1024)] = Field(description="One-word CamelCase reason.")
     message: Text = Field(default="", description="Human-readable detail.")
     last_transition_time: str = Field(description="When the status last changed (RFC 3339).")
     observed_generation: int | None = Field(default=None, ge=0, description="Spec generation the condition reflects.")
+
+
+class MetricsSource(StrEnum):
+    SCRAPE = "Scrape"  # miles's gauges
+    RUN_SUMMARY = "RunSummary"  # the launcher's end-of-run record
 
 
 class RunMetrics(ApiModel):
@@ -47,7 +150,7 @@ class RunMetrics(ApiModel):
     truncated_ratio: float | None = Field(default=None, description="rollout/truncated_ratio of the last rollout.")
     step_time_seconds: float | None = Field(default=None, description="perf/step_time of the last step.")
     updated_at: str | None = Field(default=None, description="When the metrics were scraped (RFC 3339).")
-    source: Literal["Scrape", "RunSummary"] | None = Field(
+    source: MetricsSource | None = Field(
         default=None, description="Scrape: miles's gauges; RunSummary: the launcher's end-of-run record."
     )
 
@@ -135,9 +238,7 @@ class RunPlan(ApiModel):
     efa_per_node: int = Field(description="EFA devices requested per worker pod.")
     shm_gib: int = Field(description="/dev/shm size of a worker pod.")
     ray_resources: dict[str, float] = Field(description="Custom Ray resources of each worker.")
-    distributed_optimizer: bool = Field(
-        description="Always true: miles turns the distributed optimizer on for adam (miles/backends/megatron_utils/arguments.py:15)."
-    )
+    distributed_optimizer: bool = Field(description="Always true: miles turns the distributed optimizer on for adam.")
     params_billions: float = Field(description="Model parameters, computed from the architecture.")
     actor_gib_per_gpu: float = Field(description="Estimated training peak per GPU.")
     rollout_gib_per_gpu: float = Field(description="Estimated rollout reservation per GPU.")

@@ -1,16 +1,7 @@
-"""Children watched instead of polled: a change of a run's RayCluster or reward Deployment reconciles the run at
-once, and the timer skips the ticks that could only re-read what the watches already report.
-
-kopf watches RayClusters and Deployments carrying the run label (render/names.py RUN_LABEL); an event names its
-owner through the label and the ownerReference (the owner's uid, so Events can be posted on it without reading
-it first) and runs the owner's reconcile, serialised per run by `Reconciler.reconcile`. A RayCluster event also
-retries the run's Ray head now (edges/backoff.py): its head may just have become reachable. A deleted child
-makes the next reconcile apply the run's children again (edges/kubecache.py `forget_run`).
-
-The timer (controller/handlers.py, every `reconcile_interval_seconds`) is what polls Ray and the metrics
-endpoints, which no watch reports. `due` lets a tick through when the run has Ray work (a job submitted, or one
-to submit) and its head is not in backoff; every other run is reconciled on its children's events and at least
-every `resync_seconds` (pods, whose problems no watched child reports, and drift).
+"""Children watched instead of polled: a change of a run's RayCluster or reward Deployment (labelled with the run,
+owned by it) reconciles the run at once, and `Pacing.due` lets a timer tick through only for a run with Ray work
+(a job submitted, or one to submit) whose head is not in backoff; every other run is reconciled on its children's
+events and at least every `resync_seconds` (pods, whose problems no watched child reports, and drift).
 """
 
 from __future__ import annotations
@@ -22,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from grpo_operator.api import GROUP, VERSION
-from grpo_operator.api.status import TERMINAL_PHASES
+from grpo_operator.api.status import TERMINAL_PHASES, Reason
 from grpo_operator.controller.config import OperatorSettings
 from grpo_operator.edges import endpoints
 from grpo_operator.edges.backoff import Backoff, ray_key
@@ -88,7 +79,7 @@ class Pacing:
         status = body.get("status") or {}
         if status.get("phase") in {p.value for p in TERMINAL_PHASES}:
             return False  # winding down follows Ray; the resync and the RayCluster's deletion event carry it
-        ray_work = bool(status.get("jobSubmissionId")) or status.get("reason") == "Submitting"
+        ray_work = bool(status.get("jobSubmissionId")) or status.get("reason") == Reason.SUBMITTING
         if not ray_work:
             return False
         token = self.cache.known_token(*key)

@@ -1,16 +1,9 @@
-"""One reconcile of one GRPORun: parse -> check (validate + plan, once) -> render -> apply -> submit -> observe -> status.
-
-Level-triggered and idempotent: every call re-reads the world, so a crash at any point converges on the
-next call. The decision is the pure `lifecycle.decide`; this module only gathers the observation and
-carries out the actions (apply, submit, stop, delete, keep the job's log tail, patch status).
-
-One reconcile at a time per run: kopf runs the create/update/resume handlers and the timer of one object
-concurrently (sync handlers on its thread pool), so `reconcile` holds a per-run lock, starts from the newest
-version of the run this process knows (the operator's watch of the runs when it holds the version this process
-last wrote or read, else a GET: edges/kubecache.py `get_run`; never kopf's handler body, which may predate our
-last status write), and writes the status with that object's resourceVersion: a status written meanwhile makes
-the write fail with 409 and the reconcile start over from a GET of the newer one, so no update (e.g. the
-repetition streak) is silently lost.
+"""One reconcile of one GRPORun: parse, check (the plan once), render, observe, `decide`, carry out the decision's
+actions in order, write the status once. Level-triggered and idempotent: every call re-reads the world, so a
+crash at any point converges on the next call. One reconcile at a time per run, started from the newest version
+of the run this process knows (edges/kubecache.py `get_run`), and the status is written with that version's
+resourceVersion: a status written meanwhile fails the write with 409 and the reconcile starts over from a GET,
+so no update (e.g. the repetition streak) is silently lost.
 """
 
 from __future__ import annotations
@@ -28,10 +21,10 @@ from pydantic import ValidationError
 
 from grpo_operator.api import GRPORun
 from grpo_operator.api.spec import RewardType
-from grpo_operator.api.status import TERMINAL_PHASES, GRPORunStatus, Phase, RunLogs, RunPlan
+from grpo_operator.api.status import TERMINAL_PHASES, GRPORunStatus, Phase
 from grpo_operator.controller.config import OperatorSettings
 from grpo_operator.edges import childstate, endpoints, scrape
-from grpo_operator.edges.kube import Kube, StatusConflict
+from grpo_operator.edges.kube import ChildRefused, Kube, StatusConflict
 from grpo_operator.edges.opmetrics import OperatorMetrics
 from grpo_operator.edges.rayjobs import RayJobs, RayUnavailable
 from grpo_operator.planning.documents import parse_run
@@ -40,8 +33,25 @@ from grpo_operator.render import MissingRewardImage, Rendered, names, queueing, 
 from grpo_operator.render.job import checkpoint_request
 from grpo_operator.render.joblogs import job_logs_config_map
 from grpo_operator.status import summary
-from grpo_operator.status.lifecycle import Decision, decide, new_attempt
-from grpo_operator.status.observation import JobObservation, JobState, Observation, TrainerMetrics
+from grpo_operator.status.decision import (
+    Action,
+    ApplyChildren,
+    CreateTokenSecret,
+    Decision,
+    DeleteRayCluster,
+    KeepLogs,
+    RequestCheckpoint,
+    StopJob,
+    Submit,
+)
+from grpo_operator.status.lifecycle import decide, on_delete
+from grpo_operator.status.observation import (
+    JobObservation,
+    JobState,
+    Observation,
+    RewardObservation,
+    TrainerMetrics,
+)
 
 log = logging.getLogger(__name__)
 
@@ -54,6 +64,7 @@ class Outcome:
     status: GRPORunStatus
     warnings: list[str] = field(default_factory=list)
     notes: list[tuple[str, str]] = field(default_factory=list)  # (reason, message) of Normal events
+    decision: Decision | None = None  # what the reconcile decided and carried out
 
     @property
     def transitioned(self) -> bool:
@@ -126,44 +137,47 @@ class Reconciler:
     def _reconcile_once(self, body: Mapping[str, Any]) -> Outcome:
         meta = body["metadata"]
         namespace, name = meta["namespace"], meta["name"]
-        generation = int(meta.get("generation") or 1)
         prev = previous_status(body)
-        now = self.clock()
+        now, generation = self.clock(), int(meta.get("generation") or 1)
+        run, rendered, problems = self._checked(body)
+        if run is None or rendered is None:
+            obs = Observation(now=now, generation=generation, problems=tuple(problems))
+            return self._finish(body, prev, decide(prev, obs, None))
+        token = self.kube.ray_auth_token(namespace, name, run.metadata.uid, create=False)
+        ray = self.ray_for(endpoints.ray_address(namespace, name, self.settings), token)
+        ctx = _Context(run, rendered, ray)
+        if prev is not None and prev.phase in TERMINAL_PHASES:
+            obs = self._observe_ended_run(ctx, prev, now, generation)
+        else:
+            obs = self._observe(ctx, prev, now=now, generation=generation, token_secret=token is not None)
+        decision = decide(prev, obs, run.spec)
+        refused = self._carry_out(ctx, decision)
+        if refused is not None:  # the API server refused a child: the spec cannot run, in the server's words
+            obs = Observation(now=now, generation=generation, problems=(refused,))
+            decision = decide(prev, obs, None)
+        return self._finish(body, prev, decision, ctx.failures)
+
+    def _checked(self, body: Mapping[str, Any]) -> tuple[GRPORun | None, Rendered | None, list[str]]:
+        """The run, its children rendered from the one plan of this reconcile, or the problems that stop it."""
+        namespace = body["metadata"]["namespace"]
         doc = {k: body[k] for k in ("apiVersion", "kind", "metadata", "spec") if k in body}
         run, structural = parse_run(doc)
         problems = [str(p) for p in structural]
-        rendered: Rendered | None = None
-        if run is not None:
-            checked = check(run)  # the plan is made once per reconcile, here
-            problems += [str(p) for p in errors(checked.problems)]
-            if not problems and checked.plan is not None:
-                try:
-                    rendered = render(run, checked.plan, self.settings.render)
-                except MissingRewardImage as exc:
-                    problems.append(str(exc))
-            if rendered is not None:  # Kubernetes' own pod rules, before any child exists
-                problems += self.kube.pod_template_problems(namespace, rendered.children)
-                rendered = None if problems else rendered
-        if run is None or rendered is None:
-            decision = decide(prev, Observation(now=now, generation=generation, problems=tuple(problems)), None)
-            return self._finish(namespace, name, body, prev, decision)
-
-        submission_id = self._submission_id(prev, run)
-        terminal = prev is not None and prev.phase in TERMINAL_PHASES
-        # Before any child: the Ray pods start only with the token Secret they reference.
-        token = self.kube.ray_auth_token(namespace, name, run.metadata.uid, create=not terminal)
-        ray = self.ray_for(endpoints.ray_address(namespace, name, self.settings), token)
-        if prev is not None and terminal:
-            logs = self._wind_down(run, ray, prev)
-            decision = decide(prev, Observation(now=now, generation=generation, logs=logs), run.spec)
-            return self._finish(namespace, name, body, prev, decision)
-        if not run.spec.suspend:
-            self._apply_children(run, rendered)
-        obs = self._observe(run, ray, submission_id, plan=rendered.plan, prev=prev, now=now, generation=generation)
-        obs = self._ended(run, ray, obs)
-        decision = decide(prev, obs, run.spec)
-        decision = self._act(decision, run, rendered, ray, submission_id)
-        return self._finish(namespace, name, body, prev, decision)
+        if run is None:
+            return None, None, problems
+        checked = check(run)  # the plan is made once per reconcile, here
+        problems += [str(p) for p in errors(checked.problems)]
+        if problems or checked.plan is None:
+            return run, None, problems
+        try:
+            rendered = render(run, checked.plan, self.settings.render)
+        except MissingRewardImage as exc:
+            return run, None, [str(exc)]
+        # Kubernetes' own rules on every pod template, and on every whole child before the first exists.
+        problems += self.kube.pod_template_problems(namespace, rendered.children)
+        if not problems and self.kube.ray_cluster(namespace, run.metadata.name) is None:
+            problems += self.kube.dry_run_problems(rendered.children)
+        return run, (None if problems else rendered), problems
 
     def _apply_children(self, run: GRPORun, rendered: Rendered) -> None:
         """Every child in place; under a Kueue queue the RayCluster is created suspended and the reward
@@ -179,55 +193,32 @@ class Reconciler:
                 self.kube.apply(child)
 
     # --- observation -------------------------------------------------------------------------------
-    def _submission_id(self, prev: GRPORunStatus | None, run: GRPORun) -> str:
-        if prev is not None and prev.job_submission_id and prev.phase is not Phase.SUSPENDED:
-            return prev.job_submission_id
-        meta = run.metadata
-        first = names.submission_id(meta.name, meta.uid or "nouid", meta.generation or 1)
-        # A later attempt of the same generation (the resume after a Kueue preemption, which edits no spec) needs an
-        # id of its own: the Ray head, or its GCS store, may still know the stopped job by the earlier one. Still
-        # deterministic: the attempt count moves only with the status write after a submission.
-        return f"{first}-a{prev.attempt + 1}" if prev is not None and prev.attempt else first
-
     def _observe(
-        self,
-        run: GRPORun,
-        ray: RayJobs,
-        submission_id: str,
-        *,
-        plan: RunPlan,
-        prev: GRPORunStatus | None,
-        now: datetime,
-        generation: int,
+        self, ctx: _Context, prev: GRPORunStatus | None, *, now: datetime, generation: int, token_secret: bool
     ) -> Observation:
+        run, plan = ctx.run, ctx.rendered.plan
         ns, name = run.metadata.namespace, run.metadata.name
+        submission_id = names.submission_id(name, run.metadata.uid or "nouid", run.metadata.generation or 1, prev)
         cluster_obj = self.kube.ray_cluster(ns, name)
         pods = self.kube.run_pods(ns, name) if cluster_obj is not None else []
         cluster = childstate.cluster_observation(cluster_obj, plan.worker_replicas, pods)
         remote = run.spec.reward.type is RewardType.REMOTE
-        reward = None
-        if remote:
-            deployment = self.kube.reward_deployment(ns, name)
-            ratio = self._reward_error_ratio(ns, name) if deployment is not None else None
-            reward = childstate.reward_observation(deployment, ratio, self.settings.reward_error_ratio_max)
-        job: JobObservation | None = None
+        reward = self._reward(ns, name) if remote else None
+        job = None
         if (cluster is not None and cluster.ready) or (prev is not None and prev.job_submission_id):
-            try:
-                job = ray.find(submission_id)
-            except RayUnavailable as exc:
-                log.info("%s/%s: %s", ns, name, exc)
+            job = self._find(ctx, submission_id)
         metrics, metrics_error = self._trainer_metrics(job, name)
         image, image_id = childstate.trainer_image(pods)
         checkpoint_job = None
         if run.spec.suspend and prev is not None and prev.suspend_requested_time:
-            try:
-                found = ray.find(f"{submission_id}-save")
-                checkpoint_job = found.state if found else None
-            except RayUnavailable as exc:
-                log.info("%s/%s: %s", ns, name, exc)
-        return Observation(
+            found = self._find(ctx, names.checkpoint_submission_id(submission_id))
+            checkpoint_job = found.state if found else None
+        obs = Observation(
             now=now,
             generation=generation,
+            submission_id=submission_id,
+            ray_cluster_name=names.ray_cluster(name),
+            token_secret=token_secret,
             plan=plan,
             suspend=run.spec.suspend,
             cluster=cluster,
@@ -240,26 +231,50 @@ class Reconciler:
             trainer_image=image,
             trainer_image_id=image_id,
         )
+        return self._read_log(ctx, obs) if job is not None and not job.state.active else obs
 
-    def _ended(self, run: GRPORun, ray: RayJobs, obs: Observation) -> Observation:
-        """Once the job has ended: keep its log tail (before anything deletes the RayCluster) and read the
-        launcher's end-of-run summary from it."""
-        if obs.job is None or obs.job.state.active:
+    def _observe_ended_run(self, ctx: _Context, prev: GRPORunStatus, now: datetime, generation: int) -> Observation:
+        """What winding a terminal run down needs: its RayCluster, its job, and the job's log unless kept."""
+        ns, name = ctx.run.metadata.namespace, ctx.run.metadata.name
+        obs = Observation(now=now, generation=generation)
+        cluster_obj = self.kube.ray_cluster(ns, name)
+        if cluster_obj is None:
             return obs
-        text, logs = self._keep_logs(run, ray, obs.job.submission_id)
-        parsed = summary.parse(text) if text is not None else None
-        return dataclasses.replace(obs, summary=parsed, logs=logs)
+        obs = dataclasses.replace(obs, cluster=childstate.cluster_observation(cluster_obj, 0, []))
+        job = self._find(ctx, prev.job_submission_id) if prev.job_submission_id else None
+        obs = dataclasses.replace(obs, job=job)
+        if prev.logs is None and prev.job_submission_id and not (job is not None and job.state.active):
+            return self._read_log(ctx, obs, prev.job_submission_id)
+        return obs
 
-    def _keep_logs(self, run: GRPORun, ray: RayJobs, submission_id: str) -> tuple[str | None, RunLogs | None]:
-        ns, name = run.metadata.namespace, run.metadata.name
+    def _reward(self, namespace: str, name: str) -> RewardObservation | None:
+        deployment = self.kube.reward_deployment(namespace, name)
+        ratio = self._reward_error_ratio(namespace, name) if deployment is not None else None
+        return childstate.reward_observation(deployment, ratio, self.settings.reward_error_ratio_max)
+
+    def _find(self, ctx: _Context, submission_id: str) -> JobObservation | None:
         try:
-            text = ray.logs(submission_id)
+            return ctx.ray.find(submission_id)
+        except RayUnavailable as exc:
+            log.info("%s/%s: %s", ctx.run.metadata.namespace, ctx.run.metadata.name, exc)
+            return None
+
+    def _read_log(self, ctx: _Context, obs: Observation, submission_id: str | None = None) -> Observation:
+        """An ended job's log: the end-of-run summary in it, and the ConfigMap its tail is kept in (a KeepLogs
+        action writes it, before anything deletes the RayCluster)."""
+        run = ctx.run
+        ns, name = run.metadata.namespace, run.metadata.name
+        submission_id = submission_id or (obs.job.submission_id if obs.job else None)
+        if submission_id is None:
+            return obs
+        try:
+            text = ctx.ray.logs(submission_id)
         except RayUnavailable as exc:
             log.info("%s/%s: the log of %s cannot be read: %s", ns, name, submission_id, exc)
-            return None, None
+            return obs
         manifest, ref = job_logs_config_map(ns, name, run.metadata.uid, submission_id, text)
-        self.kube.apply(manifest)
-        return text, ref
+        ctx.log_manifests[submission_id] = manifest
+        return dataclasses.replace(obs, summary=summary.parse(text), logs=ref)
 
     def _reward_error_ratio(self, namespace: str, name: str) -> float | None:
         url = endpoints.reward_metrics_url(namespace, name, self.settings)
@@ -283,98 +298,103 @@ class Reconciler:
             return None, str(exc)
 
     # --- actions -----------------------------------------------------------------------------------
-    def _act(self, decision: Decision, run: GRPORun, rendered: Rendered, ray: RayJobs, submission_id: str) -> Decision:
+    def _carry_out(self, ctx: _Context, decision: Decision) -> str | None:
+        """Every action of the decision, in order. Returns the API server's words when it refused a child."""
+        for action in decision.actions:
+            refused = self._do(ctx, action)
+            if refused is not None:
+                return refused
+        return None
+
+    def _do(self, ctx: _Context, action: Action) -> str | None:
+        run = ctx.run
         ns, name = run.metadata.namespace, run.metadata.name
-        status = decision.status
-        if decision.stop_job:
-            ray.stop(submission_id)
-        if decision.request_checkpoint:
-            try:
-                ray.submit(checkpoint_request(run, rendered.plan, self.settings.render, submission_id))
-            except RayUnavailable as exc:
-                log.info("%s/%s: checkpoint request not sent: %s", ns, name, exc)
-        if decision.delete_cluster:
-            self.kube.delete_ray_cluster(ns, name)
-        if decision.submit_job:
-            job = dataclasses.replace(rendered.job, submission_id=submission_id)
-            try:
-                observed = ray.submit(job)
-            except RayUnavailable as exc:
-                return dataclasses.replace(decision, status=status.model_copy(update={"message": str(exc)}))
-            # A new attempt only for a job this status does not know: when a Ray API hiccup hid the current job,
-            # the submit finds that job again, and its guard state (e.g. the repetition streak) must stay.
-            known = observed.submission_id == status.job_submission_id
-            status = (
-                status.model_copy(update={"job_status": observed.state.value})
-                if known
-                else new_attempt(status, observed.submission_id, observed.state)
-            ).model_copy(
-                update={
-                    "ray_cluster_name": names.ray_cluster(name),
-                    "message": f"submitted Ray job {observed.submission_id}",
-                }
-            )
-        return dataclasses.replace(decision, status=status)
+        match action:
+            case CreateTokenSecret():
+                token = self.kube.ray_auth_token(ns, name, run.metadata.uid, create=True)
+                ctx.ray = self.ray_for(endpoints.ray_address(ns, name, self.settings), token)
+            case ApplyChildren():
+                return self._apply_children_or_refusal(run, ctx.rendered)
+            case Submit(submission_id=submission_id):
+                self._ray(
+                    ctx,
+                    "submit",
+                    lambda: ctx.ray.submit(dataclasses.replace(ctx.rendered.job, submission_id=submission_id)),
+                )
+            case StopJob(submission_id=submission_id):
+                self._ray(ctx, "stop", lambda: ctx.ray.stop(submission_id))
+            case RequestCheckpoint(submission_id=submission_id):
+                request = checkpoint_request(run, ctx.rendered.plan, self.settings.render, submission_id)
+                self._ray(ctx, "checkpoint request", lambda: ctx.ray.submit(request))
+            case KeepLogs(submission_id=submission_id):
+                self.kube.apply(ctx.log_manifests[submission_id])
+            case DeleteRayCluster():
+                self.kube.delete_ray_cluster(ns, name)
+        return None
+
+    def _ray(self, ctx: _Context, what: str, call: Callable[[], object]) -> None:
+        """A Ray call the next reconcile retries when the head cannot be reached (it observes what happened)."""
+        try:
+            call()
+        except RayUnavailable as exc:
+            log.info("%s/%s: %s not sent: %s", ctx.run.metadata.namespace, ctx.run.metadata.name, what, exc)
+            ctx.failures.append(f"Ray job {what} not sent: {exc}")
+
+    def _apply_children_or_refusal(self, run: GRPORun, rendered: Rendered) -> str | None:
+        try:
+            self._apply_children(run, rendered)
+        except ChildRefused as exc:
+            return str(exc)
+        return None
 
     def _finish(
-        self, namespace: str, name: str, body: Mapping[str, Any], prev: GRPORunStatus | None, decision: Decision
+        self, body: Mapping[str, Any], prev: GRPORunStatus | None, decision: Decision, failures: list[str] | None = None
     ) -> Outcome:
+        """The one status write of this reconcile, when the status changed."""
+        meta = body["metadata"]
+        namespace, name = meta["namespace"], meta["name"]
         patch = status_patch(body.get("status"), decision.status)
         if patch is not None:
-            self.kube.patch_status(namespace, name, patch, resource_version=body["metadata"].get("resourceVersion"))
+            self.kube.patch_status(namespace, name, patch, resource_version=meta.get("resourceVersion"))
         self.metrics.runs.update(namespace, name, decision.status)
-        notes = []
-        logs = decision.status.logs
-        if logs is not None and (prev is None or prev.logs != logs):
-            notes.append(
-                (
-                    "LogsKept",
-                    f"the log tail of Ray job {logs.submission_id} ({logs.bytes} bytes"
-                    f"{', truncated' if logs.truncated else ''}) is kept in ConfigMap "
-                    f"{logs.config_map}, key {logs.key}",
-                )
-            )
+        notes = [(e.reason, e.message) for e in decision.events if e.type == "Normal"]
         return Outcome(
-            previous=prev.phase if prev else None, status=decision.status, warnings=decision.warnings, notes=notes
+            previous=prev.phase if prev else None,
+            status=decision.status,
+            warnings=[*decision.warnings, *(failures or [])],
+            notes=notes,
+            decision=decision,
         )
 
-    def _wind_down(self, run: GRPORun, ray: RayJobs, prev: GRPORunStatus) -> RunLogs | None:
-        """A finished run keeps its status and gives its GPUs back: stop the job if it still runs, keep its log
-        tail unless that is done, then delete the RayCluster. Returns where the log tail was kept now."""
-        ns, name = run.metadata.namespace, run.metadata.name
-        self.metrics.runs.update(ns, name, prev)
-        if self.kube.ray_cluster(ns, name) is None:
-            return None
-        job = None
-        if prev.job_submission_id:
-            try:
-                job = ray.find(prev.job_submission_id)
-            except RayUnavailable as exc:
-                log.info("%s/%s: %s", ns, name, exc)
-        if job is not None and job.state.active:
-            ray.stop(job.submission_id)
-            return None  # delete the cluster once the job has stopped
-        logs = None
-        if prev.logs is None and prev.job_submission_id:
-            _, logs = self._keep_logs(run, ray, prev.job_submission_id)
-        self.kube.delete_ray_cluster(ns, name)
-        return logs
-
     # --- deletion ----------------------------------------------------------------------------------
-    def stop_for_deletion(self, body: Mapping[str, Any]) -> None:
+    def stop_for_deletion(self, body: Mapping[str, Any]) -> Decision | None:
         """Stop the Ray job before the children go (they follow by owner reference)."""
         meta = body["metadata"]
         prev = previous_status(body)
         self.metrics.runs.forget(meta["namespace"], meta["name"])
         self.forget(meta["namespace"], meta["name"])
         if prev is None or not prev.job_submission_id:
-            return
+            return on_delete(prev, None)
         token = self.kube.ray_auth_token(meta["namespace"], meta["name"], meta.get("uid"), create=False)
         ray = self.ray_for(endpoints.ray_address(meta["namespace"], meta["name"], self.settings), token)
         try:
             job = ray.find(prev.job_submission_id)
         except RayUnavailable as exc:
             log.info("not stopping %s: %s", prev.job_submission_id, exc)
-            return
-        if job is not None and job.state.active:
-            ray.stop(prev.job_submission_id)
+            return None
+        decision = on_delete(prev, job)
+        for action in decision.actions if decision else ():
+            if isinstance(action, StopJob):
+                ray.stop(action.submission_id)
+        return decision
+
+
+@dataclass
+class _Context:
+    """What the actions of one reconcile work with."""
+
+    run: GRPORun
+    rendered: Rendered
+    ray: RayJobs
+    log_manifests: dict[str, dict[str, Any]] = field(default_factory=dict)
+    failures: list[str] = field(default_factory=list)

@@ -8,6 +8,7 @@ from typing import Any
 
 from kubernetes import client
 
+from grpo_operator.api.status import Reason
 from grpo_operator.render import names, queueing
 from grpo_operator.status.observation import ClusterObservation, RewardObservation
 
@@ -126,9 +127,9 @@ def reward_observation(
     status = deployment.status
     ready = int((status.ready_replicas if status else 0) or 0)
     if ready < 1:
-        return RewardObservation(False, "NotReady", "no reward service replica is ready")
+        return RewardObservation(False, Reason.NOT_READY, "no reward service replica is ready")
     if error_ratio is not None and error_ratio > max_ratio:
         return RewardObservation(
-            False, "ScoringErrors", f"service error ratio {error_ratio:g} above {max_ratio:g}: scoring is failing"
+            False, Reason.SCORING_ERRORS, f"service error ratio {error_ratio:g} above {max_ratio:g}: scoring is failing"
         )
-    return RewardObservation(True, "Ready", f"{ready} replica(s) ready")
+    return RewardObservation(True, Reason.READY, f"{ready} replica(s) ready")

@@ -25,6 +25,7 @@ from kubernetes.dynamic import DynamicClient
 from grpo_operator.api import GROUP, PLURAL, VERSION
 from grpo_operator.edges.kubecache import KubeCache
 from grpo_operator.render import names
+from grpo_operator.render.auth import ray_auth_secret
 
 FIELD_MANAGER = "grpo-operator"
 # Verdicts kept (a digest and a line each, about 200 bytes): a run has two or three pod templates, so this holds
@@ -51,16 +52,28 @@ def pod_templates(children: list[dict[str, Any]]) -> list[tuple[str, dict[str, A
     return found
 
 
-def _refusal(where: str, exc: ApiException) -> str:
-    """The API server's words for a refused template, one line: its causes, else its message."""
+def _server_words(exc: ApiException, strip: str = "") -> str:
+    """The API server's words for a refusal, one line: its causes, else its message."""
     try:
         body = json.loads(exc.body or "{}")
     except ValueError:
         body = {}
     causes = (body.get("details") or {}).get("causes") or []
-    said = "; ".join(f"{str(c.get('field', '')).removeprefix('template.')}: {c.get('message', '')}" for c in causes)
-    said = said or str(body.get("message") or exc.reason)
-    return f"{where}: the API server refuses its pod template: {said[:900]}"
+    said = "; ".join(f"{str(c.get('field', '')).removeprefix(strip)}: {c.get('message', '')}" for c in causes)
+    return (said or str(body.get("message") or exc.reason))[:900]
+
+
+def _refusal(where: str, exc: ApiException) -> str:
+    return f"{where}: the API server refuses its pod template: {_server_words(exc, 'template.')}"
+
+
+def refusal(where: str, exc: ApiException) -> str:
+    """One line naming what the API server refused and why, in its words."""
+    return f"{where}: the API server refuses it: {_server_words(exc)}"
+
+
+class ChildRefused(RuntimeError):
+    """The API server refused a child of the run (400 or 422): the spec cannot run as it is."""
 
 
 class Kube:
@@ -72,6 +85,7 @@ class Kube:
         self.custom = client.CustomObjectsApi(api_client)
         self.apps = client.AppsV1Api(api_client)
         self._template_verdicts: dict[str, str | None] = {}
+        self._child_verdicts: dict[str, str | None] = {}
 
     @property
     def dynamic(self) -> DynamicClient:
@@ -80,17 +94,23 @@ class Kube:
         return self._dynamic
 
     def apply(self, manifest: dict[str, Any]) -> None:
-        """Server-side apply `manifest`, unless this very manifest went out within the cache's resync period."""
+        """Server-side apply `manifest`, unless this very manifest went out within the cache's resync period; a
+        child the API server refuses raises `ChildRefused` in its words."""
         if self.cache.applied_recently(manifest):
             return
         resource = self.dynamic.resources.get(api_version=manifest["apiVersion"], kind=manifest["kind"])
-        self.dynamic.server_side_apply(  # type: ignore[no-untyped-call]
-            resource,
-            body=manifest,
-            namespace=manifest["metadata"].get("namespace"),
-            field_manager=FIELD_MANAGER,
-            force_conflicts=True,
-        )
+        try:
+            self.dynamic.server_side_apply(  # type: ignore[no-untyped-call]
+                resource,
+                body=manifest,
+                namespace=manifest["metadata"].get("namespace"),
+                field_manager=FIELD_MANAGER,
+                force_conflicts=True,
+            )
+        except ApiException as exc:
+            if exc.status in (400, 422):
+                raise ChildRefused(refusal(f"{manifest['kind']} {manifest['metadata'].get('name')}", exc)) from exc
+            raise
         self.cache.applied(manifest)
 
     def create(self, manifest: dict[str, Any]) -> bool:
@@ -107,6 +127,8 @@ class Kube:
         except ApiException as exc:
             if exc.status == 409:
                 return False
+            if exc.status in (400, 422):
+                raise ChildRefused(refusal(f"{manifest['kind']} {manifest['metadata'].get('name')}", exc)) from exc
             raise
         return True
 
@@ -126,6 +148,41 @@ class Kube:
             if problem:
                 problems.append(problem)
         return problems
+
+    def dry_run_problems(self, children: list[dict[str, Any]]) -> list[str]:
+        """The API server's verdict on every child as a whole (metadata included: a label value from the spec, a
+        name), by a server-side apply with dryRun=All, before the first child exists. Kept per content."""
+        problems = []
+        for child in children:
+            digest = hashlib.sha256(json.dumps(child, sort_keys=True).encode()).hexdigest()
+            if digest not in self._child_verdicts:
+                self._child_verdicts[digest] = self._dry_run_child(child)
+                if len(self._child_verdicts) > TEMPLATE_VERDICTS:
+                    self._child_verdicts.pop(next(iter(self._child_verdicts)))
+            problem = self._child_verdicts[digest]
+            if problem:
+                problems.append(problem)
+        return problems
+
+    def _dry_run_child(self, child: dict[str, Any]) -> str | None:
+        resource = self.dynamic.resources.get(api_version=child["apiVersion"], kind=child["kind"])
+        try:
+            self.dynamic.server_side_apply(  # type: ignore[no-untyped-call]
+                resource,
+                body=child,
+                namespace=child["metadata"].get("namespace"),
+                field_manager=FIELD_MANAGER,
+                force_conflicts=True,
+                dry_run="All",
+            )
+        except ApiException as exc:
+            if exc.status in (400, 422):
+                return refusal(f"{child['kind']} {child['metadata'].get('name')}", exc)
+            if exc.status == 403:
+                log.warning("cannot dry-run %s (%s); its refusal shows on apply instead", child["kind"], exc.reason)
+                return None
+            raise
+        return None
 
     def _dry_run_template(self, namespace: str, where: str, template: dict[str, Any]) -> str | None:
         body: Any = {
@@ -211,7 +268,7 @@ class Kube:
             if not create:
                 return None
             try:
-                body: Any = _auth_secret(namespace, run, uid)  # the client sends a dict body as it is
+                body: Any = ray_auth_secret(namespace, run, uid, secrets.token_urlsafe(32))  # 256 bits
                 secret = self.core.create_namespaced_secret(namespace, body)
             except ApiException as conflict:
                 if conflict.status != 409:  # made meanwhile (a concurrent reconcile): read that one
@@ -276,23 +333,4 @@ class StatusConflict(RuntimeError):
     """The GRPORun changed since it was read: reconcile again from the newer one."""
 
 
-def _auth_secret(namespace: str, run: str, uid: str | None) -> dict[str, Any]:
-    meta: dict[str, Any] = {
-        "name": names.ray_auth_secret(run),
-        "namespace": namespace,
-        "labels": names.labels(run, "ray-auth"),
-    }
-    if uid:
-        meta["ownerReferences"] = [names.owner_reference(run, uid)]
-    token = secrets.token_urlsafe(32)  # 256 bits
-    return {
-        "apiVersion": "v1",
-        "kind": "Secret",
-        "metadata": meta,
-        "type": "Opaque",
-        "immutable": True,
-        "stringData": {names.AUTH_TOKEN_KEY: token},
-    }
-
-
-__all__ = ["FIELD_MANAGER", "Kube", "StatusConflict"]
+__all__ = ["FIELD_MANAGER", "ChildRefused", "Kube", "StatusConflict", "refusal"]

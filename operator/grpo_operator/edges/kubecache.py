@@ -5,7 +5,7 @@ Applying an unchanged manifest changes nothing on the server but is one PATCH pe
 largest share of an idle run's requests: a manifest applied within `resync_seconds` is not sent again (a changed
 spec renders a changed manifest and goes out at once; a child someone deleted is seen by the child watch,
 which calls `forget_run`; drift in a child's spec is undone at the first reconcile after `resync_seconds`).
-A token is kept `token_seconds` (the Secret this operator makes is immutable; a token someone replaced in
+A token is kept `token_seconds` (the Secret this operator makes, render/auth.py, is immutable; a token someone replaced in
 their own Secret is read within that time), so a timer tick costs no Secret read and the timer can tell
 whether that run's Ray head is in backoff (edges/backoff.py keys a head by address and token).
 Reads come from `view` (edges/watchcache.py) once the handlers have set it. `KubeCache(resync_seconds=0)` with

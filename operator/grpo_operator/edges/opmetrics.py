@@ -23,7 +23,7 @@ from prometheus_client import (
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from grpo_operator.api.status import GRPORunStatus, Phase
+from grpo_operator.api.status import ConditionType, GRPORunStatus, Phase
 
 
 class RunCollector(Collector):
@@ -87,7 +87,7 @@ class RunCollector(Collector):
                 repetition.add_metric([namespace, name], metrics.repetition_frac)
             if metrics is not None and metrics.rollout is not None:
                 rollout.add_metric([namespace, name], metrics.rollout)
-            health = next((c for c in status.conditions if c.type == "Healthy"), None)
+            health = next((c for c in status.conditions if c.type == ConditionType.HEALTHY), None)
             if health is not None and health.status != "Unknown":
                 healthy.add_metric([namespace, name], 1.0 if health.status == "True" else 0.0)
         for key, count in counts.items():

@@ -265,7 +265,7 @@ def checkpoint_request(run: GRPORun, plan: RunPlan, settings: RenderSettings, su
     )
     argv = (settings.python, "-c", script, save_sentinel(plan))
     return JobSubmission(
-        submission_id=f"{submission_id}-save",
+        submission_id=names.checkpoint_submission_id(submission_id),
         entrypoint_argv=argv,
         miles_argv=(),
         runtime_env={"env_vars": {"PYTHONUNBUFFERED": "1"}},

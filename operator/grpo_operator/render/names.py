@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from grpo_operator.api import API_VERSION, KIND
+from grpo_operator.api.status import GRPORunStatus, Phase
 
 MANAGED_BY = "grpo-operator"
 RUN_LABEL = "grpo.dev/run"
@@ -72,7 +73,17 @@ def owner_reference(run: str, uid: str) -> dict[str, object]:
     }
 
 
-def submission_id(run: str, uid: str, generation: int) -> str:
-    """Deterministic: the same run and spec generation always give the same id, so a restarted operator
-    finds the job it submitted instead of submitting a second one."""
-    return f"grpo-{run}-{uid[:8]}-g{generation}"
+def submission_id(run: str, uid: str, generation: int, prev: GRPORunStatus | None = None) -> str:
+    """The Ray job id of the run's current attempt; the only place it is made. Deterministic (a restarted
+    operator finds the job it submitted instead of submitting a second one): the job the status tracks, unless
+    the run is suspended; else one per spec generation, and per attempt after the first, since a resume of the
+    same generation (after a Kueue preemption) needs an id the Ray head does not know yet."""
+    if prev is not None and prev.job_submission_id and prev.phase is not Phase.SUSPENDED:
+        return prev.job_submission_id
+    first = f"grpo-{run}-{uid[:8]}-g{generation}"
+    return f"{first}-a{prev.attempt + 1}" if prev is not None and prev.attempt else first
+
+
+def checkpoint_submission_id(submission_id: str) -> str:
+    """The one-line job that asks the job `submission_id` for a checkpoint before a suspend."""
+    return f"{submission_id}-save"

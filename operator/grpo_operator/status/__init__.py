@@ -1,5 +1,2 @@
-"""Status: from what was observed (Ray job, KubeRay, miles's gauges) to the GRPORun's status.
-
-Observation types, the guards (repetition, reward floor, stall) and the lifecycle decision. Pure: no clock
-is read here, the caller passes the time.
-"""
+"""Status: from what one reconcile observed (Ray job, KubeRay, miles's gauges) to the GRPORun's next status and
+the actions that reconcile takes. Pure: no I/O, and the caller passes the time."""

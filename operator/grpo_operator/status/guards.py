@@ -1,16 +1,8 @@
-"""Guards: decide from the trainer's metrics whether a run degenerates or stalls. Pure.
-
-The seed's 30B MoE run finished SUCCEEDED with reward 0.0 and repetition 0.56 after 20 minutes on 16 GPUs;
-these rules are what would have stopped it: repetition above `maxRepetitionFrac` for `consecutiveRollouts`
-rollouts in a row, reward at or below `minReward.value` once `minReward.afterRollouts` rollouts are done,
-or no rollout progress for `stallTimeoutSeconds` while the job runs and its metrics can be read.
-
-The state is per attempt: a resumed job restarts miles's rollout numbering at the checkpoint + 1
-(radixark/miles dec268f7 `miles/backends/megatron_utils/actor.py:196`, `start_rollout_id = loaded_rollout_id
-+ 1`), at or below what the suspended job reached, so a resume starts from a fresh `GuardState` and progress
-is "the rollout changed", not "the rollout grew". The stall clock of an attempt starts after
-`startupGraceSeconds` (model load and engine start take minutes) and only runs while metrics are available:
-a metrics endpoint that cannot be read is `MetricsAvailable=False`, not a stall.
+"""Guards: from the trainer's metrics, whether a run degenerates (repetition above `maxRepetitionFrac` for
+`consecutiveRollouts` rollouts in a row, or reward at or below `minReward.value` once `minReward.afterRollouts`
+rollouts are done) or stalls (no new rollout for `stallTimeoutSeconds` while the metrics can be read, the clock
+starting `startupGraceSeconds` after the attempt's start). The state is per attempt: a resumed miles restarts its
+rollout numbering at the checkpoint (docs/integrations/miles.md), so progress means "the rollout changed".
 """
 
 from __future__ import annotations
@@ -19,10 +11,11 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from grpo_operator.api.spec import GuardsSpec
+from grpo_operator.api.status import Reason
 from grpo_operator.status.observation import TrainerMetrics
 
-DEGENERATE = "DegenerateOutput"
-STALLED = "Stalled"
+DEGENERATE = Reason.DEGENERATE_OUTPUT
+STALLED = Reason.STALLED
 
 
 @dataclass(frozen=True)
@@ -36,7 +29,7 @@ class GuardState:
 
 @dataclass(frozen=True)
 class Trip:
-    reason: str
+    reason: Reason
     message: str
 
 

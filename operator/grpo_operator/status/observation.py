@@ -1,8 +1,6 @@
-"""What one reconcile observed about a run's children, its Ray job and its trainer: plain values, no I/O.
-
-The reconciler fills these in from the API server, the Ray Jobs API and the metrics endpoints; the pure
-functions in `grpo_operator.status.lifecycle` and `grpo_operator.status.guards` turn them into a status.
-"""
+"""What one reconcile observed about a run's children, its Ray job and its trainer: plain values, no I/O. The
+reconciler fills them in from the API server, the Ray Jobs API and the metrics endpoints; `status.lifecycle`
+turns them into a decision."""
 
 from __future__ import annotations
 
@@ -10,7 +8,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from enum import StrEnum
 
-from grpo_operator.api.status import RunLogs, RunPlan
+from grpo_operator.api.status import Reason, RunLogs, RunPlan
 
 
 class JobState(StrEnum):
@@ -37,7 +35,7 @@ class ClusterObservation:
 @dataclass(frozen=True)
 class RewardObservation:
     ready: bool
-    reason: str = "Ready"
+    reason: Reason = Reason.READY
     message: str = ""
 
 
@@ -87,6 +85,9 @@ class RunSummary:
 class Observation:
     now: datetime
     generation: int
+    submission_id: str = ""  # the job this reconcile would submit (render/names.py `submission_id`)
+    ray_cluster_name: str | None = None
+    token_secret: bool = True  # the run's Ray auth token Secret exists
     problems: tuple[str, ...] = ()
     plan: RunPlan | None = None
     suspend: bool = False
@@ -98,7 +99,7 @@ class Observation:
     metrics: TrainerMetrics | None = None
     metrics_error: str | None = None  # the trainer's metrics endpoint could not be read this time
     summary: RunSummary | None = None  # read from the job's log once the job ended
-    logs: RunLogs | None = None  # where the reconciler kept the job's log tail
+    logs: RunLogs | None = None  # where the ended job's log tail, read this reconcile, is kept
     trainer_image: str | None = None
     trainer_image_id: str | None = None
 

@@ -1,27 +1,16 @@
 """The end-of-run record: the one `GRPO_RUN_SUMMARY {json}` line the trainer launcher prints last. Pure parsing.
 
-Why: miles serves its gauges from a Ray actor pinned to the driver's node (radixark/miles dec268f7,
-`miles/utils/tracking_utils/prometheus_utils.py:29-45`, server started at `:88-89`) whose lifetime is the
-job's (`tracking_utils/base.py:119-121`: "The actor lifetime is tied to the Ray job"), so the rollouts
-between the operator's last scrape and the job's end are never scraped. The launcher
-(`trainer_image/src/grpo_launcher/launch.py`, `summary.py`) reads every `rollout <id>: {...}` and
-`perf <id>: {...}` line miles logs (`backends/training_utils/log_utils.py:66`, `ray/rollout/metrics.py:79`)
-and prints, as the last line of the job's output:
+miles's gauges die with the job (docs/integrations/miles.md), so the rollouts between the operator's last scrape
+and the job's end are never scraped; the launcher collects the `rollout <id>: {...}` and `perf <id>: {...}` lines
+miles logs and prints them, one line of `json.dumps`, as the job's last output:
 
     GRPO_RUN_SUMMARY {"version": 1, "exit_code": 0, "first_rollout": 0, "last_rollout": 5, "rollouts_logged": 6,
                       "rollouts": [{"rollout": 5, "raw_reward": 0.5, "repetition_frac": 0.0, ...}, ...],
                       "provenance": {"miles_commit": "...", "ray": "2.x", ...}, "failure": null}
 
-(one line, `json.dumps`). Keys: `version` (1); `exit_code` (miles's, as the launcher returns it);
-`first_rollout`/`last_rollout` (rollout ids miles logged in this job, null when none); `rollouts_logged`;
-`rollouts` (the last rollouts in order, at most `MAX_ROLLOUTS`, each with `rollout`, `raw_reward`,
-`repetition_frac`, `truncated_ratio`, `step_time_seconds`, any of them null when miles did not log it);
-`provenance` (the launcher's facts, strings); `failure` (null, or `{"reason", "message"}` read from the file
-named by `GRPO_FAILURE_FILE`, which a component inside miles writes before it ends the run on purpose, or from
-a `GRPO_FAILURE {json}` output line when the component runs in a Ray actor that lacks that variable).
-
-The operator reads the job's log through the Ray Jobs API when the job ends and takes the LAST such line; a
-line that does not parse is ignored (the run then ends unverified rather than on a guess).
+`rollouts` holds the last `MAX_ROLLOUTS` in order (a value is null when miles did not log it); `failure` is null or
+the `{"reason", "message"}` a component inside miles wrote before ending the run on purpose. The LAST such line of
+the job's log counts; a line that does not parse is ignored (the run then ends unverified rather than on a guess).
 """
 
 from __future__ import annotations

@@ -76,6 +76,7 @@ def test_an_unchanged_watched_run_is_reconciled_without_one_request_and_never_fr
     indices: Indices = {"runs": {}, "clusters": {}, "pods": {}, "deployments": {}}
     view = cached.cache.view = WatchView(**indices)
     reconciler(cached).reconcile({"metadata": {"namespace": namespace, "name": RUN}})  # children made, status written
+    reconciler(cached).reconcile({"metadata": {"namespace": namespace, "name": RUN}})  # the cluster they made observed
     first = get_run(kubectl, namespace, RUN)
     assert first["status"]["phase"] in ("Pending", "Provisioning"), first["status"]
 

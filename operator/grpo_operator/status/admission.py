@@ -1,0 +1,127 @@
+"""Before the job runs: the spec's verdict, Kueue's admission (`Pending/Queued`, or `Suspended/Preempted` when a
+preemption suspends the RayCluster again), the RayCluster and reward service getting ready, the submission, and
+the driver waiting to start. A preempted job cannot save a checkpoint first (KubeRay deletes a suspended cluster's
+pods at once: docs/integrations/kuberay.md); once readmitted, a new attempt resumes from the last checkpoint."""
+
+from __future__ import annotations
+
+from grpo_operator.api.status import ConditionType, GRPORunStatus, Phase, Reason
+from grpo_operator.status import attempts
+from grpo_operator.status.conditions import Conditions
+from grpo_operator.status.decision import Decision, Draft, Event, StopJob, Submit
+from grpo_operator.status.observation import Observation, rfc3339
+
+C, R = ConditionType, Reason
+
+
+def invalid(prev: GRPORunStatus | None, obs: Observation, conds: Conditions) -> Decision:
+    """The spec cannot run: Failed/InvalidSpec in the validator's (or the API server's) words."""
+    text = "; ".join(obs.problems) or "the spec could not be read"
+    conds.set(C.VALIDATED, False, R.INVALID_SPEC, text)
+    keep = prev.model_dump(include={"start_time", "attempt", "ray_cluster_name", "job_submission_id"}) if prev else {}
+    status = GRPORunStatus.model_validate(
+        {
+            **keep,
+            "observed_generation": obs.generation,
+            "phase": Phase.FAILED,
+            "reason": R.INVALID_SPEC,
+            "message": text,
+            "conditions": conds.all(),
+            "completion_time": rfc3339(obs.now),
+            "logs": prev.logs if prev else None,
+        }
+    )
+    return Decision(status, (), (Event("Warning", "Warning", text),))
+
+
+def _preempted(draft: Draft) -> bool:
+    """A job of this run ran or was submitted before the RayCluster was suspended for admission again."""
+    prev, job = draft.prev, draft.obs.job
+    if job is not None and job.state.active:
+        return True
+    if prev is None:
+        return False
+    submitted = prev.job_submission_id is not None and prev.phase in (Phase.RUNNING, Phase.PROVISIONING)
+    return submitted or (prev.phase is Phase.SUSPENDED and prev.reason == R.PREEMPTED)
+
+
+def waiting_for_admission(draft: Draft, queue: str) -> Decision:
+    """The RayCluster is suspended under a Kueue queue: not admitted yet, or preempted."""
+    conds, obs = draft.conds, draft.obs
+    where = f"LocalQueue {queue}"
+    conds.set(
+        C.RESOURCES_READY, False, R.WAITING_FOR_ADMISSION, f"waiting for Kueue to admit the RayCluster in {where}"
+    )
+    conds.set(C.METRICS_AVAILABLE, None, R.NOT_RUNNING, "the trainer is not running")
+    if obs.reward_required:
+        created_later = "the reward service is created once Kueue admits the RayCluster"
+        conds.set(C.REWARD_SERVICE_READY, False, R.NOT_CREATED, created_later)
+    conds.set(C.COMPLETE, False, R.IN_PROGRESS, "")
+    if _preempted(draft):
+        message = (
+            f"preempted by Kueue ({where}): KubeRay deleted the Ray pods; the run resumes from its last "
+            "checkpoint once Kueue admits it again"
+        )
+        conds.set(C.JOB_RUNNING, False, R.PREEMPTED, message)
+        job = obs.job
+        stop = (StopJob(job.submission_id),) if job is not None and job.state.active else ()
+        return draft.decide(Phase.SUSPENDED, R.PREEMPTED, message, stop)
+    conds.set(C.JOB_RUNNING, False, R.NOT_SUBMITTED, "waiting for admission")
+    message = f"waiting for Kueue to admit the RayCluster (all of its pods at once) in {where}"
+    return draft.decide(Phase.PENDING, R.QUEUED, message)
+
+
+def resources(draft: Draft) -> bool:
+    """Set RewardServiceReady and ResourcesReady; whether both the RayCluster and the reward service are ready."""
+    obs, conds = draft.obs, draft.conds
+    reward_ok = True
+    if obs.reward_required:
+        reward = obs.reward
+        reward_ok = reward is not None and reward.ready
+        if reward is None:
+            conds.set(C.REWARD_SERVICE_READY, False, R.NOT_CREATED, "the reward service is not created yet")
+        else:
+            conds.set(C.REWARD_SERVICE_READY, reward.ready, reward.reason, reward.message)
+    else:
+        conds.set(C.REWARD_SERVICE_READY, True, R.NOT_REQUIRED, "reward is computed inside miles")
+    cluster_ok = obs.cluster is not None and obs.cluster.ready
+    ended = obs.job is not None and not obs.job.state.active
+    if cluster_ok and reward_ok:
+        conds.set(C.RESOURCES_READY, True, R.READY, "the RayCluster is ready")
+    elif not ended:
+        detail = obs.cluster.message if obs.cluster else "creating the RayCluster"
+        conds.set(C.RESOURCES_READY, False, R.PROVISIONING, detail)
+    return cluster_ok and reward_ok
+
+
+def before_submit(draft: Draft, ready: bool) -> Decision:
+    """No job yet: keep the children applied until everything is ready, then submit."""
+    obs, conds = draft.obs, draft.conds
+    conds.set(C.JOB_RUNNING, False, R.NOT_SUBMITTED, "waiting for resources")
+    if draft.progress.metrics is None:
+        conds.set(C.HEALTHY, None, R.NO_METRICS, "no metrics yet")
+    conds.set(C.COMPLETE, False, R.IN_PROGRESS, "")
+    if not ready:
+        cluster = obs.cluster
+        message = "creating the RayCluster" if cluster is None else (cluster.message or "waiting for the RayCluster")
+        if obs.reward_required and not (obs.reward is not None and obs.reward.ready):
+            message = f"{message}; reward service: {obs.reward.message if obs.reward else 'not created yet'}"
+        phase = Phase.PENDING if cluster is None else Phase.PROVISIONING
+        return draft.decide(phase, R.PROVISIONING, message)
+    submission = obs.submission_id
+    return draft.decide(
+        Phase.PROVISIONING,
+        R.SUBMITTING,
+        f"submitting Ray job {submission}",
+        (Submit(submission),),
+        ray_cluster_name=obs.ray_cluster_name,
+        **attempts.submitted(draft, submission),
+    )
+
+
+def waiting_for_driver(draft: Draft) -> Decision:
+    job = draft.obs.job
+    assert job is not None
+    draft.conds.set(C.JOB_RUNNING, False, R.PENDING, job.message or "waiting for the driver to start")
+    draft.conds.set(C.COMPLETE, False, R.IN_PROGRESS, "")
+    return draft.decide(Phase.PROVISIONING, R.WAITING_FOR_DRIVER, job.message or "job pending")

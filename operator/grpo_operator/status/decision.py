@@ -1,0 +1,172 @@
+"""What one reconcile does: the `Decision` (the status to write, the actions in the order the reconciler carries
+them out, and the events to post) and the `Draft` the concern modules fill in while deciding."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Literal
+
+from grpo_operator.api.spec import GRPORunSpec
+from grpo_operator.api.status import TERMINAL_PHASES, GRPORunStatus, Phase, RunMetrics, RunProvenance
+from grpo_operator.status.conditions import Conditions
+from grpo_operator.status.guards import GuardState
+from grpo_operator.status.observation import Observation, rfc3339
+
+
+@dataclass(frozen=True)
+class CreateTokenSecret:
+    """Make the run's Ray auth token Secret: the Ray pods start only with the Secret they reference."""
+
+
+@dataclass(frozen=True)
+class ApplyChildren:
+    """Every child in place (under a Kueue queue the RayCluster is created suspended)."""
+
+
+@dataclass(frozen=True)
+class Submit:
+    submission_id: str
+
+
+@dataclass(frozen=True)
+class StopJob:
+    submission_id: str
+
+
+@dataclass(frozen=True)
+class RequestCheckpoint:
+    """Ask miles for a checkpoint before the job of `submission_id` stops."""
+
+    submission_id: str
+
+
+@dataclass(frozen=True)
+class KeepLogs:
+    """Keep the ended job's log tail in the run's log ConfigMap (the RayCluster, and Ray's copy, go later)."""
+
+    submission_id: str
+
+
+@dataclass(frozen=True)
+class DeleteRayCluster:
+    """Give the GPUs back."""
+
+
+Action = CreateTokenSecret | ApplyChildren | Submit | StopJob | RequestCheckpoint | KeepLogs | DeleteRayCluster
+
+
+@dataclass(frozen=True)
+class Event:
+    type: Literal["Normal", "Warning"]
+    reason: str
+    message: str
+
+
+@dataclass(frozen=True)
+class Decision:
+    status: GRPORunStatus
+    actions: tuple[Action, ...] = ()
+    events: tuple[Event, ...] = ()
+
+    def has(self, kind: type) -> bool:
+        return any(isinstance(a, kind) for a in self.actions)
+
+    @property
+    def warnings(self) -> list[str]:
+        return [e.message for e in self.events if e.type == "Warning"]
+
+
+@dataclass(frozen=True)
+class Attempt:
+    """The job the status tracks: a resume, or a job this status has not seen, is a new attempt."""
+
+    job_submission_id: str | None
+    job_status: str | None
+    attempt: int | None
+    start_time: str | None
+    attempt_start_time: str | None
+    same: bool  # the previous status tracked this attempt already: its guard state carries over
+
+
+@dataclass(frozen=True)
+class Progress:
+    """The trainer's numbers as far as they are known, and the guards' memory of this attempt."""
+
+    metrics: RunMetrics | None
+    guard: GuardState
+    total: int
+
+    @property
+    def text(self) -> str:
+        done = self.metrics.rollout + 1 if self.metrics and self.metrics.rollout is not None else 0
+        return f"{done}/{self.total}"
+
+
+@dataclass
+class Draft:
+    """The status being decided: what every phase carries, and the conditions set so far."""
+
+    prev: GRPORunStatus | None
+    obs: Observation
+    spec: GRPORunSpec
+    conds: Conditions
+    attempt: Attempt
+    progress: Progress
+    metrics_available: bool = False
+    events: list[Event] = field(default_factory=list)
+
+    @property
+    def now(self) -> datetime:
+        return self.obs.now
+
+    def warn(self, message: str) -> None:
+        self.events.append(Event("Warning", "Warning", message))
+
+    def decide(
+        self, phase: Phase, reason: str, message: str, actions: tuple[Action, ...] = (), **extra: object
+    ) -> Decision:
+        guard = self.progress.guard
+        values: dict[str, object] = {
+            "observed_generation": self.obs.generation,
+            "plan": self.obs.plan,
+            "ray_cluster_name": self.prev.ray_cluster_name if self.prev else None,
+            "job_submission_id": self.attempt.job_submission_id,
+            "job_status": self.attempt.job_status,
+            "attempt": self.attempt.attempt,
+            "start_time": self.attempt.start_time,
+            "attempt_start_time": self.attempt.attempt_start_time,
+            "logs": self.obs.logs or (self.prev.logs if self.prev else None),
+            "provenance": provenance(self.prev, self.obs),
+            "metrics": self.progress.metrics,
+            "progress": self.progress.text,
+            "guard_rollout": guard.last_rollout,
+            "repetition_streak": guard.streak,
+            "last_progress_time": rfc3339(guard.last_progress) if guard.last_progress else None,
+            "phase": phase,
+            "reason": reason,
+            "message": message,
+            "conditions": self.conds.all(),
+            **extra,
+        }
+        if phase in TERMINAL_PHASES:
+            values["completion_time"] = rfc3339(self.now)
+        return Decision(GRPORunStatus.model_validate(values), actions, tuple(self.events))
+
+
+_PROVENANCE_FACTS = ("miles_commit", "megatron_commit", "ray", "sglang", "megatron", "torch", "launcher")
+
+
+def provenance(prev: GRPORunStatus | None, obs: Observation) -> RunProvenance | None:
+    """What ran: the image from the pods, the rest from the end-of-run summary; facts once known are kept."""
+    old = prev.provenance if prev is not None else None
+    facts = obs.summary.provenance if obs.summary is not None else {}
+    values = old.model_dump() if old is not None else {}
+    if obs.trainer_image:
+        values["image"] = obs.trainer_image
+    if obs.trainer_image_id:
+        values["image_id"] = obs.trainer_image_id
+    for key in _PROVENANCE_FACTS:
+        if facts.get(key):
+            values[key] = facts[key]
+    return RunProvenance.model_validate(values) if any(v is not None for v in values.values()) else None

@@ -1,0 +1,90 @@
+"""A running job: metrics availability, the guards (their state per attempt), stopping on a trip."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from grpo_operator.api.status import ConditionType, Phase, Reason
+from grpo_operator.status.decision import ApplyChildren, StopJob
+from grpo_operator.status.lifecycle import decide
+from grpo_operator.status.observation import JobState, TrainerMetrics
+
+from tests.status.runs import READY, T0, cond, healthy, job, observe, run_through, spec
+
+C = ConditionType
+RUNNING = {"cluster": READY, "job": job(JobState.RUNNING)}
+
+
+def _rollouts(reps: list[float], action: str = "Stop") -> tuple[Phase | None, str | None, int | None]:
+    s = spec({"guards": {"maxRepetitionFrac": 0.5, "consecutiveRollouts": 3, "action": action}})
+    obs = [
+        observe(**RUNNING, now=T0 + timedelta(seconds=10 * i), metrics=healthy(i, repetition=r))
+        for i, r in enumerate(reps)
+    ]
+    d = run_through(s, *obs)
+    return d.status.phase, d.status.reason, d.status.repetition_streak
+
+
+@pytest.mark.parametrize(
+    ("reps", "expected"),
+    [
+        ([0.6, 0.0, 0.6, 0.0, 0.6], (Phase.RUNNING, "Running", 1)),  # a healthy rollout in between resets the streak
+        ([0.6, 0.6, 0.0, 0.6, 0.6], (Phase.RUNNING, "Running", 2)),
+        ([0.0, 0.6, 0.6, 0.6], (Phase.FAILED, "DegenerateOutput", 3)),
+        ([0.6, 0.6], (Phase.RUNNING, "Running", 2)),
+    ],
+)
+def test_repetition_stops_only_after_consecutive_repetitive_rollouts(
+    reps: list[float], expected: tuple[Phase, str, int]
+) -> None:
+    assert _rollouts(reps) == expected
+
+
+def test_a_guard_trip_under_stop_fails_the_run_and_stops_its_job() -> None:
+    s = spec({"guards": {"minReward": {"value": 0.1, "afterRollouts": 1}}})
+    d = decide(None, observe(**RUNNING, metrics=healthy(3, reward=0.0)), s)
+    assert (d.status.phase, d.status.reason) == (Phase.FAILED, Reason.DEGENERATE_OUTPUT)
+    assert d.actions == (ApplyChildren(), StopJob("grpo-x-1"))
+    assert cond(d, C.JOB_RUNNING) == ("False", "Stopped") and d.warnings
+
+
+def test_a_guard_trip_under_warn_keeps_the_job_running_and_warns() -> None:
+    s = spec({"guards": {"action": "Warn", "minReward": {"value": 0.1, "afterRollouts": 1}}})
+    d = decide(None, observe(**RUNNING, metrics=healthy(3, reward=0.0)), s)
+    assert (d.status.phase, d.status.reason) == (Phase.RUNNING, Reason.DEGENERATE_OUTPUT)
+    assert not any(isinstance(a, StopJob) for a in d.actions) and d.warnings
+
+
+@pytest.mark.parametrize(
+    ("seen", "expected"),
+    [
+        ({"metrics": TrainerMetrics()}, ("True", "NoRolloutYet")),
+        ({"metrics": healthy(2)}, ("True", "Scraped")),
+        ({"metrics_error": "connection refused"}, ("False", "ScrapeFailed")),
+        ({}, ("Unknown", "NotScraped")),
+    ],
+)
+def test_metrics_availability_of_a_running_job(seen: dict[str, object], expected: tuple[str, str]) -> None:
+    assert cond(decide(None, observe(**RUNNING, **seen), spec()), C.METRICS_AVAILABLE) == expected
+
+
+def test_a_scrape_outage_past_the_stall_timeout_warns_once_and_keeps_its_transition_time() -> None:
+    s = spec({"guards": {"stallTimeoutSeconds": 60}})
+    first = decide(None, observe(**RUNNING, metrics_error="refused"), s)
+    outage = decide(first.status, observe(**RUNNING, now=T0 + timedelta(seconds=90), metrics_error="refused"), s)
+    again = decide(outage.status, observe(**RUNNING, now=T0 + timedelta(seconds=120), metrics_error="refused"), s)
+    assert cond(outage, C.METRICS_AVAILABLE) == ("False", "ScrapeOutage") and outage.warnings and not again.warnings
+    times = [
+        next(c for c in d.status.conditions if c.type == C.METRICS_AVAILABLE).last_transition_time
+        for d in (first, outage)
+    ]
+    assert times[0] == times[1]
+
+
+def test_a_lost_worker_is_provisioning_and_not_stopped() -> None:
+    from grpo_operator.status.observation import ClusterObservation
+
+    d = decide(None, observe(cluster=ClusterObservation(False, "1/2 workers ready"), job=job(JobState.RUNNING)), spec())
+    assert (d.status.phase, d.status.reason) == (Phase.PROVISIONING, Reason.PROVISIONING)
+    assert d.actions == (ApplyChildren(),)
