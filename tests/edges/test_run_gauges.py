@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from grpo_operator.api.status import Condition, GRPORunStatus, Phase
+from grpo_operator.api.status import Condition, ConditionType, GRPORunStatus, Phase
 from grpo_operator.edges import opmetrics
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
@@ -29,8 +29,8 @@ def test_a_runs_conditions_and_reason_are_gauges_and_all_its_series_go_when_it_i
         reason="DegenerateOutput",
         attempt=2,
         conditions=[
-            Condition(type="Healthy", status="False", reason="DegenerateOutput", last_transition_time=now),
-            Condition(type="MetricsAvailable", status="True", reason="RunSummary", last_transition_time=now),
+            Condition(type=ConditionType.HEALTHY, status="False", reason="DegenerateOutput", last_transition_time=now),
+            Condition(type=ConditionType.METRICS_AVAILABLE, status="True", reason="RunSummary", last_transition_time=now),
         ],
     )
     collector.update("ml", "r", status)
