@@ -29,6 +29,7 @@ import contextlib
 import fcntl
 import json
 import os
+import shlex
 import shutil
 import signal
 import subprocess
@@ -135,7 +136,7 @@ def _remove_kube_chains() -> None:
         for table in ("filter", "nat", "mangle"):
             lines = _iptables_lines(binary, table)
             for line in lines:
-                parts = line.split()
+                parts = shlex.split(line)  # kube-proxy's rules carry quoted comments
                 if parts[:1] == ["-A"] and not parts[1].startswith("KUBE-") and "-j" in parts:
                     target = parts[parts.index("-j") + 1]
                     if target.startswith("KUBE-"):
@@ -303,8 +304,8 @@ class RealNode:
 
     def prepare_host(self) -> None:
         ensure_host_tools(report=self._report)
-        binaries = {name: tool_path(name, self._report) for name in ("kubelet", "kube-proxy", "coredns", "pause")}
-        del binaries
+        for name in ("kubelet", "kube-proxy", "coredns", "pause"):  # built (once) before the host is touched
+            tool_path(name, self._report)
         self._lock = contextlib.ExitStack()
         self._lock.enter_context(_machine_lock())
         try:
