@@ -30,7 +30,9 @@ def test_a_runs_conditions_and_reason_are_gauges_and_all_its_series_go_when_it_i
         attempt=2,
         conditions=[
             Condition(type=ConditionType.HEALTHY, status="False", reason="DegenerateOutput", last_transition_time=now),
-            Condition(type=ConditionType.METRICS_AVAILABLE, status="True", reason="RunSummary", last_transition_time=now),
+            Condition(
+                type=ConditionType.METRICS_AVAILABLE, status="True", reason="RunSummary", last_transition_time=now
+            ),
         ],
     )
     collector.update("ml", "r", status)

@@ -4,7 +4,8 @@
 built and how long that took, then the cache size. `python -m grpo_dev.localcluster up --kubeconfig
 .grpo/kubeconfig` starts a control plane, writes its admin kubeconfig there, and keeps it running until
 SIGINT/SIGTERM (then removes everything, the kubeconfig included); `up --simulated` runs a `SimulatedCluster`
-instead (kube-scheduler, kwok GPU/EFA and CPU nodes, the KubeRay operator).
+instead (kube-scheduler, kwok GPU/EFA and CPU nodes, the KubeRay operator); `up --real-node` adds a real
+kubelet node (containerd, runc, a CNI bridge, kube-proxy, CoreDNS; root only) beside the kwok nodes.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from grpo_dev.localcluster import versions
 from grpo_dev.localcluster.build import BuildError, build_all, directory_size
 from grpo_dev.localcluster.controlplane import ControlPlane, ControlPlaneError
 from grpo_dev.localcluster.processes import Terminated
+from grpo_dev.localcluster.realnode import RealNodeError, RealNodeUnavailable
 from grpo_dev.localcluster.simcluster import SimulatedCluster
 
 
@@ -25,10 +27,10 @@ def _print(line: str) -> None:
     print(line, flush=True)
 
 
-def _build() -> int:
+def _build(real_node: bool) -> int:
     started = time.monotonic()
     print(f"control-plane components (cache: {versions.cache_root()})", flush=True)
-    outcomes = build_all(lambda line: print(line, flush=True))
+    outcomes = build_all(lambda line: print(line, flush=True), real_node=real_node)
     total = sum(directory_size(o.directory) for o in outcomes if o.action != "external")
     print(
         f"done in {time.monotonic() - started:.1f}s; binaries and CRDs use {total / 2**20:.0f} MiB "
@@ -37,11 +39,11 @@ def _build() -> int:
     return 0
 
 
-def _up(kubeconfig: Path, scheduler: bool, crds: bool, simulated: bool) -> int:
+def _up(kubeconfig: Path, scheduler: bool, crds: bool, simulated: bool, real_node: bool) -> int:
     crd_dirs: list[Path] | None = None if crds else []
     plane = (
-        SimulatedCluster(kubeconfig=kubeconfig.resolve(), report=_print)
-        if simulated
+        SimulatedCluster(kubeconfig=kubeconfig.resolve(), real_node=real_node, report=_print)
+        if simulated or real_node
         else ControlPlane(
             kubeconfig=kubeconfig.resolve(), scheduler=scheduler, crd_dirs=crd_dirs, kuberay_crds=crds, report=_print
         )
@@ -61,12 +63,13 @@ def _up(kubeconfig: Path, scheduler: bool, crds: bool, simulated: bool) -> int:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m grpo_dev.localcluster", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
-    commands.add_parser(
+    build = commands.add_parser(
         "build",
         help="obtain etcd, kube-apiserver, kube-controller-manager, kube-scheduler, "
         "kubectl, helm, kwok and its stages, the KubeRay CRDs and operator into the "
         "cache (no-op when present)",
     )
+    build.add_argument("--real-node", action="store_true", help="also kubelet, kube-proxy, CoreDNS and the pause image")
     up = commands.add_parser("up", help="run a control plane until Ctrl-C")
     up.add_argument(
         "--kubeconfig",
@@ -81,12 +84,18 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="a simulated GPU cluster: kube-scheduler, kwok nodes and the KubeRay operator as well",
     )
+    up.add_argument(
+        "--real-node",
+        action="store_true",
+        help="the simulated cluster plus a real kubelet node running containers (root; installs containerd, "
+        "runc and the CNI plugins with apt-get when missing)",
+    )
     args = parser.parse_args(argv)
     try:
         if args.command == "build":
-            return _build()
-        return _up(args.kubeconfig, args.scheduler, args.crds, args.simulated)
-    except (BuildError, ControlPlaneError) as error:
+            return _build(args.real_node)
+        return _up(args.kubeconfig, args.scheduler, args.crds, args.simulated, args.real_node)
+    except (BuildError, ControlPlaneError, RealNodeError, RealNodeUnavailable) as error:
         print(f"error: {error}", file=sys.stderr)
         return 1
     except KeyboardInterrupt as interrupt:

@@ -7,7 +7,9 @@ This module owns turning the pins in `versions` into files on disk with no manua
   published `v0.Y.Z` tag (`go install ...@version` cannot work: the module requires them at `v0.0.0`).
   kubectl has its own scratch module and cache directory, and shares the Go build cache with the others.
 - etcd: `go build` of the main package `go.etcd.io/etcd/server/v3` through a scratch module.
-- helm, kwok, the KubeRay operator and Kueue's manager: `go install <main package>@<version>` (their go.mod files have no
+- kubelet and kube-proxy (the real node): the same build of `k8s.io/kubernetes`, in a cache directory of their own.
+- pause (the real node's sandbox image): a ten-line static Go program, packed here as a `docker save` archive.
+- helm, kwok, the KubeRay operator, Kueue's manager and CoreDNS: `go install <main package>@<version>` (their go.mod files have no
   `replace` directives, so the published module builds as it is).
 - the kwok stage files, the KubeRay CRDs and Kueue's CRDs: copied from the modules (`kustomize/stage/...` of
   `sigs.k8s.io/kwok`, `config/crd/bases/` of `github.com/ray-project/kuberay/ray-operator`), fetched with
@@ -23,11 +25,14 @@ an interrupted or concurrent build never leaves a half-filled directory that loo
 from __future__ import annotations
 
 import fcntl
+import hashlib
+import io
 import json
 import os
 import re
 import shutil
 import subprocess
+import tarfile
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -112,11 +117,13 @@ _DATA_DIRS: dict[v.Component, tuple[str, Callable[[Report], Path]]] = {
 }
 
 
-def build_all(report: Report = print) -> list[Outcome]:
-    """Make sure every component is present; report for each whether it was cached or built, and the time."""
+def build_all(report: Report = print, real_node: bool = False) -> list[Outcome]:
+    """Make sure every component is present; report for each whether it was cached or built, and the time.
+
+    `real_node` adds kubelet, kube-proxy, CoreDNS and the pause image (`versions.REAL_NODE_COMPONENTS`)."""
     outcomes: list[Outcome] = []
     override = os.environ.get(v.BIN_DIR_ENV)
-    for component in v.COMPONENTS:
+    for component in v.COMPONENTS + (v.REAL_NODE_COMPONENTS if real_node else ()):
         external = bool(override) and all((Path(override or "").expanduser() / f).is_file() for f in component.files)
         if external:
             outcomes.append(Outcome(component, "external", 0.0, Path(override or "").expanduser()))
@@ -340,6 +347,69 @@ def _fetch_kuberay_crds(component: v.Component, out: Path, report: Report) -> No
         shutil.copyfile(bases / name, out / name)
 
 
+def _build_coredns(component: v.Component, out: Path, report: Report) -> None:
+    _go_install(component, "github.com/coredns/coredns", out, report)
+
+
+PAUSE_REFERENCE = f"localhost/grpo-pause:{v.PAUSE_VERSION}"
+# The sandbox process of every pod: it only has to live until it is signalled.
+_PAUSE_GO = """package main
+
+import (
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+func main() {
+	stop := make(chan os.Signal, 1)
+	signal.Notify(stop, syscall.SIGINT, syscall.SIGTERM)
+	<-stop
+}
+"""
+
+
+def docker_archive(binary: Path, reference: str, entrypoint: str) -> bytes:
+    """A one-layer image holding `binary` at `/<entrypoint>`, in the `docker save` format (`ctr images import`
+    and `podman load` read it): manifest.json, the config named by its digest, the layer tar by its diff ID."""
+    layer_buffer = io.BytesIO()
+    with tarfile.open(fileobj=layer_buffer, mode="w", format=tarfile.USTAR_FORMAT) as layer:
+        info = tarfile.TarInfo(entrypoint)
+        data = binary.read_bytes()
+        info.size, info.mode, info.mtime = len(data), 0o755, 0
+        layer.addfile(info, io.BytesIO(data))
+    layer_bytes = layer_buffer.getvalue()
+    diff_id = hashlib.sha256(layer_bytes).hexdigest()
+    config = {
+        "architecture": "amd64",
+        "os": "linux",
+        "config": {"Entrypoint": [f"/{entrypoint}"]},
+        "rootfs": {"type": "layers", "diff_ids": [f"sha256:{diff_id}"]},
+    }
+    config_bytes = json.dumps(config, sort_keys=True).encode()
+    config_name = f"{hashlib.sha256(config_bytes).hexdigest()}.json"
+    manifest = [{"Config": config_name, "RepoTags": [reference], "Layers": [f"{diff_id}/layer.tar"]}]
+    archive_buffer = io.BytesIO()
+    with tarfile.open(fileobj=archive_buffer, mode="w", format=tarfile.USTAR_FORMAT) as archive:
+        for name, payload in (
+            (config_name, config_bytes),
+            (f"{diff_id}/layer.tar", layer_bytes),
+            ("manifest.json", json.dumps(manifest).encode()),
+        ):
+            member = tarfile.TarInfo(name)
+            member.size, member.mode, member.mtime = len(payload), 0o644, 0
+            archive.addfile(member, io.BytesIO(payload))
+    return archive_buffer.getvalue()
+
+
+def _build_pause(component: v.Component, out: Path, report: Report) -> None:
+    workdir, log = _scratch_module(component, "pause")
+    (workdir / "main.go").write_text(_PAUSE_GO)
+    report(f"  go build pause (log: {log})")
+    _go(["build", "-ldflags", "-s -w", "-o", str(out / "pause"), "."], workdir, log)
+    (out / "pause.tar").write_bytes(docker_archive(out / "pause", PAUSE_REFERENCE, "pause"))
+
+
 _BUILDERS: dict[str, Callable[[v.Component, Path, Report], None]] = {
     v.KUBERNETES.name: _build_kubernetes,
     v.ETCD.name: _build_etcd,
@@ -350,6 +420,9 @@ _BUILDERS: dict[str, Callable[[v.Component, Path, Report], None]] = {
     v.KWOK_STAGE_FILES.name: _fetch_kwok_stages,
     v.KUBERAY_OPERATOR.name: _build_kuberay_operator,
     v.KUEUE.name: _build_kueue,
+    v.NODE.name: _build_kubernetes,
+    v.COREDNS.name: _build_coredns,
+    v.PAUSE.name: _build_pause,
 }
 
 

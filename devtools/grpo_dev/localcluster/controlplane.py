@@ -81,10 +81,14 @@ class ControlPlane:
         crd_dirs: Sequence[Path] | None = None,
         kuberay_crds: bool = True,
         scheduler: bool = False,
+        advertise_address: str | None = None,
         start_timeout: float = 180.0,
         report: Callable[[str], None] = _quiet,
     ) -> None:
         self._requested_kubeconfig = kubeconfig
+        # Where pods reach the API server (the real node's bridge gateway): kube-apiserver listens there instead
+        # of on 127.0.0.1 and the `kubernetes` Service's endpoints name it.
+        self._advertise = advertise_address
         self._crd_dirs = list(crd_dirs) if crd_dirs is not None else [REPO_CRD_DIR]
         self._kuberay_crds = kuberay_crds
         self._scheduler = scheduler
@@ -161,7 +165,7 @@ class ControlPlane:
     def _start(self, binaries: dict[str, Path]) -> None:
         work = self.workdir
         started = time.monotonic()
-        pki = pkimod.generate(work / "pki")
+        pki = pkimod.generate(work / "pki", (self._advertise,) if self._advertise else ())
         etcd_port, peer_port, api_port = _free_port(), _free_port(), _free_port()
         etcd_url = f"http://127.0.0.1:{etcd_port}"
         self._launch(
@@ -182,13 +186,16 @@ class ControlPlane:
         )
         self._wait("etcd", lambda: self._http_ok(f"{etcd_url}/health"))
 
-        self.server = f"https://127.0.0.1:{api_port}"
+        address = self._advertise or "127.0.0.1"
+        self.server = f"https://{address}:{api_port}"
+        # the endpoints of `kubernetes` cannot hold a loopback address, so they are only kept where pods exist
+        reconciler = "lease" if self._advertise else "none"
         self._launch(
             "kube-apiserver",
             [
                 str(binaries["kube-apiserver"]),
-                "--advertise-address=127.0.0.1",
-                "--bind-address=127.0.0.1",
+                f"--advertise-address={address}",
+                f"--bind-address={address}",
                 f"--secure-port={api_port}",
                 f"--cert-dir={work / 'pki'}",
                 f"--tls-cert-file={pki.serving_cert}",
@@ -201,7 +208,12 @@ class ControlPlane:
                 "--authorization-mode=Node,RBAC",
                 f"--service-cluster-ip-range={SERVICE_CLUSTER_IP_RANGE}",
                 "--allow-privileged=true",
-                "--endpoint-reconciler-type=none",
+                f"--endpoint-reconciler-type={reconciler}",
+                f"--kubelet-client-certificate={pki.kubelet_client_cert}",
+                f"--kubelet-client-key={pki.kubelet_client_key}",
+                f"--kubelet-certificate-authority={pki.ca_cert}",
+                # a node's Hostname address (its name) resolves nowhere here; its InternalIP is where it serves
+                "--kubelet-preferred-address-types=InternalIP,Hostname",
             ],
         )
         self._ssl = ssl.create_default_context(cafile=str(pki.ca_cert))

@@ -1,9 +1,11 @@
 """Certificates and keys for one throw-away control plane, and the kubeconfig files that use them.
 
 This module owns the PKI the local control plane runs with, modelled on controller-runtime's envtest:
-one CA (ECDSA P-256) that signs the kube-apiserver serving certificate (SANs 127.0.0.1 and localhost) and
-the client certificates (CN = user, O = groups; the admin is in `system:masters`), plus an RSA key pair
-that signs and verifies ServiceAccount tokens. Everything lives in a private directory of the run and is
+one CA (ECDSA P-256) that signs the kube-apiserver serving certificate (SANs 127.0.0.1, localhost, the
+`kubernetes` Service's ClusterIP and names, and the address pods reach it on where there is one) and the
+client certificates (CN = user, O = groups; the admin and the API server's kubelet client are in
+`system:masters`), plus an RSA key pair that signs and verifies ServiceAccount tokens. `issue` signs more
+(the real node's kubelet serving and client certificates). Everything lives in a private directory of the run and is
 valid for one week.
 """
 
@@ -54,6 +56,14 @@ class Pki:
     @property
     def admin_key(self) -> Path:
         return self.directory / "admin.key"
+
+    @property
+    def kubelet_client_cert(self) -> Path:
+        return self.directory / "apiserver-kubelet-client.crt"
+
+    @property
+    def kubelet_client_key(self) -> Path:
+        return self.directory / "apiserver-kubelet-client.key"
 
     @property
     def sa_key(self) -> Path:
@@ -122,8 +132,53 @@ def _leaf(
     return builder.sign(ca_key, hashes.SHA256()), key
 
 
-def generate(directory: Path) -> Pki:
-    """Write a fresh CA, serving cert, admin client cert and ServiceAccount key pair into `directory`."""
+# The `kubernetes` Service: its ClusterIP (the first address of the service range) and DNS names.
+KUBERNETES_SERVICE_IP = "10.96.0.1"
+KUBERNETES_SERVICE_NAMES = (
+    "kubernetes",
+    "kubernetes.default",
+    "kubernetes.default.svc",
+    "kubernetes.default.svc.cluster.local",
+)
+
+
+def _sans(dns: tuple[str, ...], ips: tuple[str, ...]) -> list[x509.GeneralName]:
+    names: list[x509.GeneralName] = [x509.DNSName(name) for name in dns]
+    return names + [x509.IPAddress(ipaddress.ip_address(ip)) for ip in ips]
+
+
+def _write_leaf(path_cert: Path, path_key: Path, cert: x509.Certificate, key: ec.EllipticCurvePrivateKey) -> None:
+    path_cert.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    _write_private(path_key, _key_pem(key))
+
+
+def issue(
+    pki: Pki,
+    stem: str,
+    common_name: str,
+    organizations: tuple[str, ...] = (),
+    *,
+    server: bool = False,
+    dns: tuple[str, ...] = (),
+    ips: tuple[str, ...] = (),
+) -> tuple[Path, Path]:
+    """Sign `<stem>.crt`/`<stem>.key` in the PKI's directory with its CA: a client certificate, or a serving
+    one (`server`) for the names and addresses given. Returns the two paths."""
+    ca_key = serialization.load_pem_private_key(pki.ca_key.read_bytes(), password=None)
+    if not isinstance(ca_key, ec.EllipticCurvePrivateKey):
+        raise TypeError(f"{pki.ca_key}: not the EC key this module writes")
+    ca_name = x509.load_pem_x509_certificate(pki.ca_cert.read_bytes()).subject
+    usage = ExtendedKeyUsageOID.SERVER_AUTH if server else ExtendedKeyUsageOID.CLIENT_AUTH
+    cert, key = _leaf(ca_key, ca_name, _name(common_name, organizations), usage, _sans(dns, ips))
+    paths = (pki.directory / f"{stem}.crt", pki.directory / f"{stem}.key")
+    _write_leaf(*paths, cert, key)
+    return paths
+
+
+def generate(directory: Path, extra_ips: tuple[str, ...] = ()) -> Pki:
+    """Write a fresh CA, serving cert, admin and kubelet-client certs and ServiceAccount key pair into `directory`.
+
+    `extra_ips`: more addresses the API server is reached on (the real node's pod-facing address)."""
     directory.mkdir(parents=True, exist_ok=True, mode=0o700)
     pki = Pki(directory)
     ca_key = ec.generate_private_key(ec.SECP256R1())
@@ -162,10 +217,20 @@ def generate(directory: Path) -> Pki:
         ca_name,
         _name("localhost"),
         ExtendedKeyUsageOID.SERVER_AUTH,
-        [x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))],
+        _sans(("localhost", *KUBERNETES_SERVICE_NAMES), ("127.0.0.1", KUBERNETES_SERVICE_IP, *extra_ips)),
     )
-    pki.serving_cert.write_bytes(serving.public_bytes(serialization.Encoding.PEM))
-    _write_private(pki.serving_key, _key_pem(serving_key))
+    _write_leaf(pki.serving_cert, pki.serving_key, serving, serving_key)
+
+    # kube-apiserver's identity towards kubelets (logs, exec, port-forward): kubelets authorize it by
+    # SubjectAccessReview, which `system:masters` passes.
+    kubelet_client, kubelet_client_key = _leaf(
+        ca_key,
+        ca_name,
+        _name("grpo-apiserver-kubelet-client", ("system:masters",)),
+        ExtendedKeyUsageOID.CLIENT_AUTH,
+        [],
+    )
+    _write_leaf(pki.kubelet_client_cert, pki.kubelet_client_key, kubelet_client, kubelet_client_key)
 
     admin, admin_key = _leaf(ca_key, ca_name, _name("admin", ("system:masters",)), ExtendedKeyUsageOID.CLIENT_AUTH, [])
     pki.admin_cert.write_bytes(admin.public_bytes(serialization.Encoding.PEM))

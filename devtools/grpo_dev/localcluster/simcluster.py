@@ -31,6 +31,7 @@ from grpo_operator.planning.instances import INSTANCES, InstanceType
 from grpo_dev.localcluster import versions as v
 from grpo_dev.localcluster.build import kwok_stage_dir, tool_path
 from grpo_dev.localcluster.controlplane import ControlPlane, _free_port
+from grpo_dev.localcluster.realnode import GATEWAY, RealNode
 
 KWOK_ANNOTATION = {"kwok.x-k8s.io/node": "fake"}
 GPU_TAINT = {"key": "nvidia.com/gpu", "value": "true", "effect": "NoSchedule"}
@@ -162,7 +163,8 @@ def default_nodes(
 class SimulatedCluster(ControlPlane):
     """`ControlPlane` + kube-scheduler + kwok + the KubeRay operator + fake EKS nodes (see the module doc).
 
-    Extra attributes after start: `nodes` (the node names), `kuberay_log` (path of KubeRay's JSON log).
+    Extra attributes after start: `nodes` (the node names), `kuberay_log` (path of KubeRay's JSON log),
+    `real_node` (the `RealNode` when asked for with `real_node=True`: a kubelet node beside the kwok ones).
     `add_nodes(manifests)` registers more nodes and waits until kwok has made them Ready.
     """
 
@@ -170,13 +172,46 @@ class SimulatedCluster(ControlPlane):
         self,
         *,
         nodes: list[dict[str, Any]] | None = None,
+        real_node: bool = False,
         start_timeout: float = 180.0,
         report: Callable[[str], None] = lambda _: None,
         **kwargs: Any,
     ) -> None:
+        if real_node:
+            kwargs["advertise_address"] = GATEWAY
         super().__init__(scheduler=True, start_timeout=start_timeout, report=report, **kwargs)
         self._node_manifests = default_nodes() if nodes is None else nodes
         self.nodes: list[str] = []
+        self.real_node = RealNode(report, start_timeout) if real_node else None
+
+    def start(self) -> None:
+        # the bridge must exist before kube-apiserver listens on its address
+        if self.real_node is not None:
+            self.real_node.prepare_host()
+        try:
+            super().start()
+        except BaseException:
+            if self.real_node is not None:
+                self.real_node.stop()
+            raise
+
+    def _stop_processes(self) -> None:
+        # the node's daemons go first, while the API server they report to is still there
+        try:
+            if self.real_node is not None:
+                self.real_node.stop_daemons()
+        finally:
+            super()._stop_processes()
+
+    def stop(self) -> None:
+        try:
+            super().stop()
+        finally:
+            if self.real_node is not None:
+                self.real_node.stop()
+
+    def dead(self) -> list[str]:
+        return super().dead() + (self.real_node.dead() if self.real_node is not None else [])
 
     @property
     def kuberay_log(self) -> Path:
@@ -213,7 +248,10 @@ class SimulatedCluster(ControlPlane):
             ],
         )
         self._wait("the KubeRay operator /readyz", lambda: self._http_ok(f"http://127.0.0.1:{probe}/readyz"))
-        self._report(f"simulated cluster: {len(self.nodes)} kwok nodes, kube-scheduler, KubeRay {v.KUBERAY_VERSION}")
+        if self.real_node is not None:
+            self.real_node.start(self)
+            self.nodes.append(self.real_node.name)
+        self._report(f"simulated cluster: {len(self.nodes)} nodes, kube-scheduler, KubeRay {v.KUBERAY_VERSION}")
 
     def add_nodes(self, manifests: list[dict[str, Any]]) -> list[str]:
         """Create the nodes and wait until each is Ready (kwok's node-initialize stage)."""

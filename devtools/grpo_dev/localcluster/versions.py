@@ -4,7 +4,8 @@ This module owns the single list of what the test control plane and the simulate
 (kube-apiserver, kube-controller-manager, kube-scheduler and kubectl from `k8s.io/kubernetes`, etcd from
 `go.etcd.io/etcd/server/v3`, helm from `helm.sh/helm/v4`, kwok and its stage files from `sigs.k8s.io/kwok`,
 the KubeRay operator and its CRDs from the `ray-operator` Go module, Kueue's manager and CRDs from
-`sigs.k8s.io/kueue`) and the cache layout
+`sigs.k8s.io/kueue`; for the real node kubelet and kube-proxy from `k8s.io/kubernetes`, CoreDNS from
+`github.com/coredns/coredns` and a locally made pause image) and the cache layout
 `<cache>/<component>-<version>/`. Changing a version here is the only step needed to move to another
 release: the new directory is built on next use and the old one is left alone.
 """
@@ -26,6 +27,10 @@ KWOK_VERSION = "v0.8.0"
 # worker group templates, replicas, numOfHosts) are the same in the v1.5.0 CRDs installed here. Its client talks
 # to the v1.37 API server only through GA APIs (v1 core, coordination, admissionregistration, apiextensions).
 KUEUE_VERSION = "v0.17.0"
+# CoreDNS serves the real node's cluster DNS; its go.mod has no `replace`, so `go install` builds it as published.
+COREDNS_VERSION = "v1.15.0"
+# The real node's sandbox ("pause") image: a static Go program made here; bump when pause.go changes.
+PAUSE_VERSION = "1"
 
 KUBERNETES_BINARIES = ("kube-apiserver", "kube-controller-manager", "kube-scheduler")
 KUBERAY_CRDS = ("ray.io_rayclusters.yaml", "ray.io_rayjobs.yaml", "ray.io_rayservices.yaml")
@@ -87,7 +92,13 @@ KWOK = Component("kwok", KWOK_VERSION, ("kwok",))
 KWOK_STAGE_FILES = Component("kwok-stages", KWOK_VERSION, tuple(KWOK_STAGES))
 KUBERAY_OPERATOR = Component("kuberay-operator", KUBERAY_VERSION, ("ray-operator",))
 KUEUE = Component("kueue", KUEUE_VERSION, ("kueue", *KUEUE_CRDS))
+# The real node (see realnode.py): kubelet and kube-proxy from the control plane's k8s.io/kubernetes release,
+# CoreDNS, and the pause binary with its image as a docker-archive tarball for `ctr images import`.
+NODE = Component("kubelet", KUBERNETES_VERSION, ("kubelet", "kube-proxy"))
+COREDNS = Component("coredns", COREDNS_VERSION, ("coredns",))
+PAUSE = Component("pause", PAUSE_VERSION, ("pause", "pause.tar"))
 COMPONENTS = (ETCD, KUBERNETES, KUBECTL, HELM, KUBERAY, KWOK, KWOK_STAGE_FILES, KUBERAY_OPERATOR, KUEUE)
+REAL_NODE_COMPONENTS = (NODE, COREDNS, PAUSE)
 
 TOOL_COMPONENT = {
     "etcd": ETCD,
@@ -99,6 +110,10 @@ TOOL_COMPONENT = {
     "kwok": KWOK,
     "ray-operator": KUBERAY_OPERATOR,
     "kueue": KUEUE,
+    "kubelet": NODE,
+    "kube-proxy": NODE,
+    "coredns": COREDNS,
+    "pause": PAUSE,
 }
 
 
