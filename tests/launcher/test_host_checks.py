@@ -285,3 +285,27 @@ def test_a_nearly_full_lustre_filesystem_is_a_warning(
     assert result.status is Status.WARN
     assert result.data["fs_type"] == "lustre"
     assert "ENOSPC" in result.reason
+
+
+def test_a_checkpoint_dir_that_dotdots_out_of_the_shared_volume_fails_naming_its_real_path(
+    host: HostPaths, tmp_path: Path
+) -> None:
+    shared = tmp_path / "fsx"
+    shared.mkdir()
+    (tmp_path / "tmp").mkdir()
+    result = check_checkpoint_dir(host, shared / ".." / "tmp" / "ckpt", checkpoint_gib=0.001, shared_mount=shared)
+    assert result.status is Status.FAIL
+    assert f"real path {tmp_path / 'tmp'} is outside the shared volume at {shared}" in result.reason
+
+
+def test_a_symlink_out_of_the_shared_volume_fails_and_one_within_it_passes(host: HostPaths, tmp_path: Path) -> None:
+    shared = tmp_path / "fsx"
+    (shared / "runs").mkdir(parents=True)
+    (tmp_path / "local").mkdir()
+    (shared / "escape").symlink_to(tmp_path / "local")
+    (shared / "inside").symlink_to(shared / "runs")
+    escaped = check_checkpoint_dir(host, shared / "escape" / "ckpt", checkpoint_gib=0.001, shared_mount=shared)
+    assert escaped.status is Status.FAIL
+    assert "outside the shared volume" in escaped.reason
+    inside = check_checkpoint_dir(host, shared / "inside" / "ckpt", checkpoint_gib=0.001, shared_mount=shared)
+    assert inside.status is Status.PASS, inside.reason

@@ -34,6 +34,7 @@ def run_config(run: GRPORun, plan: RunPlan, job: JobSubmission, settings: Render
             "gdrcopy": False,
             "checkpointDir": plan.checkpoint_dir,
             "checkpointGiB": plan.checkpoint_gib,
+            "sharedMount": run.spec.storage.mount_path,
             "minBusBandwidthGBps": INSTANCES[run.spec.topology.instance_type].allreduce_floor_gbps(plan.gpus_per_node),
             "metricsPort": settings.launcher_metrics_port,
         },

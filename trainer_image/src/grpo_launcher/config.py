@@ -89,6 +89,9 @@ class PreflightSpec(_Strict):
     gdrcopy: bool = Field(description="whether /dev/gdrdrv must be present")
     checkpoint_dir: str = Field(min_length=1, description="directory miles saves checkpoints into")
     checkpoint_gib: float = Field(ge=0, alias="checkpointGiB", description="size of one checkpoint, GiB")
+    shared_mount: str | None = Field(
+        default=None, min_length=1, description="where the shared volume is mounted; checkpoints must be under it"
+    )
     min_bus_bandwidth_gbps: float = Field(
         default=0.0, ge=0, alias="minBusBandwidthGBps", description="all-reduce floor; 0 reports only"
     )

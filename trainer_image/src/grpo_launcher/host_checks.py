@@ -259,11 +259,22 @@ def _shown(directory: Path, limit: int = 120) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-def check_checkpoint_dir(paths: HostPaths, directory: Path, checkpoint_gib: float) -> CheckResult:
-    """The checkpoint directory (or, when miles has yet to create it, its nearest existing ancestor) is
-    writable and has room for two checkpoints of the planned size. The check changes nothing: it creates no
-    directory (Megatron's save makes the path itself, checkpointing.py `ensure_directory_exists`:
-    os.makedirs), and its write probe is removed whatever happens."""
+def _off_the_shared_volume(where: Path, shared: Path) -> str | None:
+    """Why `where` (an existing path) is not on the shared volume mounted at `shared`, or None when it is. Its
+    real path counts: a `..` or a symlink out of the mount lands on the pod's own disk, lost with the pod."""
+    real, mount = os.path.realpath(where), os.path.realpath(shared)
+    if real == mount or real.startswith(mount.rstrip("/") + "/"):
+        return None
+    return f"its real path {_shown(Path(real))} is outside the shared volume at {_shown(shared)}"
+
+
+def check_checkpoint_dir(
+    paths: HostPaths, directory: Path, checkpoint_gib: float, shared_mount: Path | None = None
+) -> CheckResult:
+    """The checkpoint directory (or, when miles has yet to create it, its nearest existing ancestor) is on the
+    shared volume (`shared_mount`, when given: by its real path), writable, and has room for two checkpoints of
+    the planned size. The check changes nothing: it creates no directory (Megatron's save makes the path
+    itself), and its write probe is removed whatever happens."""
     name = "checkpoint"
     try:
         where = _existing(directory)
@@ -272,6 +283,13 @@ def check_checkpoint_dir(paths: HostPaths, directory: Path, checkpoint_gib: floa
             name,
             f"{_shown(directory)} cannot hold checkpoints: {exc}; fix: point checkpointDir at a "
             "directory on the shared volume that the trainer's uid can enter and write",
+        )
+    outside = _off_the_shared_volume(where, shared_mount) if shared_mount is not None else None
+    if outside is not None:
+        return failed(
+            name,
+            f"{_shown(directory)} cannot hold checkpoints: {outside}, so they would be lost with the pod; fix: "
+            "point checkpointDir at a directory under the shared volume (no symlink leading out of it)",
         )
     try:
         if not where.is_dir():

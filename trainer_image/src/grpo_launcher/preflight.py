@@ -63,7 +63,8 @@ def run_preflight(spec: PreflightSpec, env: PreflightEnv, out: TextIO) -> Prefli
     record(check_shm(env.paths, spec.shm_min_gib))
     record(check_efa(env.paths, spec.efa_devices))
     record(check_gdrcopy(env.paths, spec.gdrcopy))
-    record(check_checkpoint_dir(env.paths, Path(spec.checkpoint_dir), spec.checkpoint_gib))
+    shared = Path(spec.shared_mount) if spec.shared_mount else None
+    record(check_checkpoint_dir(env.paths, Path(spec.checkpoint_dir), spec.checkpoint_gib, shared))
     for image_check in env.image_checks():
         record(image_check)
     if spec.gpus == 0:
