@@ -134,3 +134,11 @@ def test_fuzz_extra_args_that_pass_are_parsed_by_miles_as_written_and_set_no_man
         except (SystemExit, argparse.ArgumentError) as exc:
             raise AssertionError(f"accepted {args!r}, which miles's parser refuses: {exc}") from None
     assert not set(vars(namespace)) & set(managed_dests()), args
+
+
+def test_an_extra_arg_is_quoted_escaped_and_cut_in_its_message() -> None:
+    hostile = "--" + "\u202e" + "x" * 2000
+    [(index, why)] = check_extra_args([hostile])
+    assert index == 0
+    assert "\u202e" not in why and "\\u202e" in why
+    assert "x" * 100 not in why and "..." in why

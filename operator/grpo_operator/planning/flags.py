@@ -14,6 +14,7 @@ import difflib
 from dataclasses import dataclass
 from functools import cache
 
+from grpo_operator.api.quote import echo
 from grpo_operator.planning.miles_flag_table import PINNED, TABLE
 from grpo_operator.planning.profiles import PROFILES
 
@@ -210,7 +211,7 @@ def check_extra_args(args: list[str]) -> list[tuple[int, str]]:
     while i < len(args):
         arg = args[i]
         if not arg.strip():
-            problems.append((i, f"{arg!r} is an empty argument (miles would read it as a value); remove it"))
+            problems.append((i, f"{echo(repr(arg))} is an empty argument (miles would read it as a value); remove it"))
             i += 1
             continue
         name, has_inline, _ = arg.partition("=")
@@ -218,7 +219,7 @@ def check_extra_args(args: list[str]) -> list[tuple[int, str]]:
         flag = miles_flags().get(name)
         i += 1
         if why is not None or flag is None:
-            problems.append((i - 1, f"{arg} {why}"))
+            problems.append((i - 1, f"{echo(arg)} {why}"))
             while i < len(args) and args[i].strip() and _looks_like_value(args[i]):
                 i += 1
             continue
@@ -232,9 +233,9 @@ def check_extra_args(args: list[str]) -> list[tuple[int, str]]:
                 given += 1
                 i += 1
         if has_inline and flag.max_values == 0:
-            problems.append((i - 1, f"{arg}: {name} takes no value; write {name} alone"))
+            problems.append((i - 1, f"{echo(arg)}: {echo(name)} takes no value; write {echo(name)} alone"))
         elif given < flag.min_values:
             problems.append(
-                (i - 1 - given, f"{arg} needs {flag.min_values} value(s) after it, got {given}; add the value")
+                (i - 1 - given, f"{echo(arg)} needs {flag.min_values} value(s) after it, got {given}; add the value")
             )
     return problems
