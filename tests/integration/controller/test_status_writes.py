@@ -5,6 +5,7 @@ server's words with no child made. Requests are recorded at `ApiClient.call_api`
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -60,19 +61,67 @@ def test_a_reconcile_writes_the_status_once_when_it_changed_and_never_when_it_di
     assert seen[0][:2] == (True, 1) and seen[-1][:2] == (False, 0), seen
 
 
-def test_a_spec_value_the_api_server_refuses_as_a_label_fails_the_run_in_its_words_before_any_child(
+def _refuse_rayclusters(kubectl: Callable[..., Any], namespace: str) -> None:
+    """A cluster policy (a ValidatingAdmissionPolicy, as a platform team would write one) that refuses every
+    RayCluster in `namespace`; returns once the API server enforces it (a policy is compiled asynchronously)."""
+    name = f"no-rayclusters-{namespace}"
+    policy = {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingAdmissionPolicy",
+        "metadata": {"name": name},
+        "spec": {
+            "failurePolicy": "Fail",
+            "matchConstraints": {
+                "resourceRules": [
+                    {
+                        "apiGroups": ["ray.io"],
+                        "apiVersions": ["v1"],
+                        "operations": ["CREATE", "UPDATE"],
+                        "resources": ["rayclusters"],
+                    }
+                ]
+            },
+            "validations": [{"expression": "false", "message": "RayClusters are not allowed here by policy"}],
+        },
+    }
+    binding = {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingAdmissionPolicyBinding",
+        "metadata": {"name": name},
+        "spec": {
+            "policyName": name,
+            "validationActions": ["Deny"],
+            "matchResources": {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": namespace}}},
+        },
+    }
+    kubectl("apply", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "List", "items": [policy, binding]}))
+    probe = {"apiVersion": "ray.io/v1", "kind": "RayCluster", "metadata": {"name": "probe", "namespace": namespace}}
+    for _ in range(120):  # bounded: the policy takes effect within a few seconds of its binding
+        result = kubectl("apply", "--dry-run=server", "-f", "-", input=json.dumps(probe), check=False)
+        if result.returncode != 0 and "not allowed here by policy" in result.stderr:
+            return
+        time.sleep(0.5)
+    raise AssertionError("the admission policy never took effect")
+
+
+def test_a_child_the_api_server_refuses_fails_the_run_in_its_words_before_any_child_exists(
     control_plane: Any, namespace: str, kubectl: Callable[..., Any]
 ) -> None:
-    run = "longlabel"
-    priority = "p" * 70  # a valid priorityClassName (a DNS subdomain) but over a label value's 63 characters
-    spec = {"scheduling": {"priorityClassName": priority, "gang": {"scheduler": "Volcano"}}}
-    kubectl("apply", "-f", "-", input=manifest(run, namespace, spec, ray_token=None))
+    # Spec values that would make a child invalid are refused at admission of the GRPORun itself now (CEL), so the
+    # refusal comes from the cluster's own policy, which only the server-side dry run of every child can see.
+    _refuse_rayclusters(kubectl, namespace)
+    run = "refused"
+    kubectl("apply", "-f", "-", input=manifest(run, namespace, ray_token=None))
     kube = _kube(control_plane)
     reconciler = Reconciler(kube=kube, settings=OperatorSettings(ray_address="http://127.0.0.1:9"))
-    outcome = reconciler.reconcile({"metadata": {"namespace": namespace, "name": run}})
+    try:
+        outcome = reconciler.reconcile({"metadata": {"namespace": namespace, "name": run}})
+    finally:
+        policy = f"no-rayclusters-{namespace}"
+        kubectl("delete", "validatingadmissionpolicybinding,validatingadmissionpolicy", policy, check=False)
     status = get_run(kubectl, namespace, run)["status"]
     assert (status["phase"], status["reason"]) == ("Failed", "InvalidSpec"), status
-    assert "63" in status["message"], status["message"]
+    assert "not allowed here by policy" in status["message"], status["message"]
     validated = next(c for c in status["conditions"] if c["type"] == "Validated")
     assert (validated["status"], validated["reason"]) == ("False", "InvalidSpec")
     assert outcome.status.reason == "InvalidSpec"
