@@ -155,6 +155,8 @@ class Reconciler:
         if refused is not None:  # the API server refused a child: the spec cannot run, in the server's words
             obs = Observation(now=now, generation=generation, problems=(refused,))
             decision = decide(prev, obs, None)
+        if ctx.submit_failed is not None:  # the job does not exist: the status must not claim the new attempt
+            decision = dataclasses.replace(decision, status=_not_submitted(decision.status, prev, ctx.submit_failed))
         return self._finish(body, prev, decision, ctx.failures)
 
     def _checked(self, body: Mapping[str, Any]) -> tuple[GRPORun | None, Rendered | None, list[str]]:
@@ -316,11 +318,11 @@ class Reconciler:
             case ApplyChildren():
                 return self._apply_children_or_refusal(run, ctx.rendered)
             case Submit(submission_id=submission_id):
-                self._ray(
-                    ctx,
-                    "submit",
-                    lambda: ctx.ray.submit(dataclasses.replace(ctx.rendered.job, submission_id=submission_id)),
-                )
+                try:
+                    ctx.ray.submit(dataclasses.replace(ctx.rendered.job, submission_id=submission_id))
+                except RayUnavailable as exc:
+                    log.info("%s/%s: Ray job submit not sent: %s", ns, name, exc)
+                    ctx.submit_failed = str(exc)
             case StopJob(submission_id=submission_id):
                 self._ray(ctx, "stop", lambda: ctx.ray.stop(submission_id))
             case RequestCheckpoint(submission_id=submission_id):
@@ -398,3 +400,13 @@ class _Context:
     ray: RayJobs
     log_manifests: dict[str, dict[str, Any]] = field(default_factory=dict)
     failures: list[str] = field(default_factory=list)
+    submit_failed: str | None = None
+
+
+def _not_submitted(status: GRPORunStatus, prev: GRPORunStatus | None, why: str) -> GRPORunStatus:
+    """The decided status when its submission was refused: the attempt it opened did not start, and the message
+    says why (the next reconcile submits again)."""
+    kept = {
+        key: getattr(prev, key) if prev is not None else None for key in ("job_submission_id", "job_status", "attempt")
+    }
+    return status.model_copy(update={**kept, "message": f"the Ray job could not be submitted: {why}"})
