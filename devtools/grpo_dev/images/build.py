@@ -36,6 +36,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from grpo_dev.aptget import apt_install
 from grpo_dev.localcluster.build import locked
 from grpo_dev.localcluster.versions import cache_root
 
@@ -140,13 +141,7 @@ def ensure_tools(install: bool, report: Report = _quiet) -> None:
     if not missing:
         return
     if install and os.geteuid() == 0 and shutil.which("apt-get"):
-        packages = [TOOLS[tool] for tool in missing]
-        report(f"installing {' '.join(packages)} with apt-get")
-        env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-        argv = ["apt-get", "install", "-y", "-q", "--no-install-recommends", *packages]
-        if subprocess.run(argv, env=env, capture_output=True, check=False).returncode != 0:
-            subprocess.run(["apt-get", "update", "-q"], env=env, capture_output=True, check=False)
-            subprocess.run(argv, env=env, capture_output=True, check=False)
+        apt_install([TOOLS[tool] for tool in missing], report)
         missing = missing_tools()
     if missing:
         raise ImageError(

@@ -42,6 +42,7 @@ from typing import IO
 
 import yaml
 
+from grpo_dev.aptget import apt_install
 from grpo_dev.localcluster import pki as pkimod
 from grpo_dev.localcluster import versions as v
 from grpo_dev.localcluster.build import PAUSE_REFERENCE, tool_path
@@ -102,12 +103,7 @@ def ensure_host_tools(install: bool = True, report: Report = _quiet) -> None:
 
     packages = missing()
     if packages and install and shutil.which("apt-get"):
-        report(f"installing {' '.join(packages)} with apt-get")
-        env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-        argv = ["apt-get", "install", "-y", "-q", "--no-install-recommends", *packages]
-        if subprocess.run(argv, env=env, capture_output=True, check=False).returncode != 0:
-            subprocess.run(["apt-get", "update", "-q"], env=env, capture_output=True, check=False)
-            subprocess.run(argv, env=env, capture_output=True, check=False)
+        apt_install(packages, report)
         packages = missing()
     if packages:
         raise RealNodeUnavailable(
