@@ -9,9 +9,9 @@ from grpo_operator.api.status import GRPORunStatus, Phase, Reason
 from grpo_operator.render.names import submission_id
 from grpo_operator.status.decision import DeleteRayCluster, RequestCheckpoint, StopJob, Submit
 from grpo_operator.status.lifecycle import decide
-from grpo_operator.status.observation import JobState
+from grpo_operator.status.observation import JobObservation, JobState
 
-from tests.status.runs import READY, T0, healthy, job, observe, run_through, spec
+from tests.status.runs import READY, SID, T0, healthy, job, observe, run_through, spec
 
 UID = "0123456789abcdef"
 
@@ -73,3 +73,22 @@ def test_a_resume_submits_a_new_attempt_with_its_own_id() -> None:
     suspended = GRPORunStatus(phase=Phase.SUSPENDED, reason="Suspended", job_submission_id="grpo-x-1", attempt=1)
     d = decide(suspended, observe(cluster=READY, submission_id="grpo-x-1-a2"), s)
     assert Submit("grpo-x-1-a2") in d.actions and d.status.attempt == 2 and d.status.guard_rollout is None
+
+
+def test_a_job_that_ran_and_ended_between_two_reconciles_has_the_start_ray_recorded() -> None:
+    s = spec()
+    submitted = decide(None, observe(cluster=READY), s).status
+    ray_start = T0 - timedelta(seconds=40)
+    ended = JobObservation(SID, JobState.SUCCEEDED, "done", submitted_at=ray_start)
+    d = decide(submitted, observe(cluster=READY, job=ended, metrics=healthy(1)), s)
+    assert d.status.start_time == "2026-11-30T11:59:20Z"
+    unknown = decide(submitted, observe(cluster=READY, job=job(JobState.FAILED)), s)
+    assert unknown.status.start_time is None  # never seen running, and Ray kept no start: nothing is claimed
+
+
+def test_a_running_job_starts_the_run_when_first_seen_and_keeps_that_start() -> None:
+    s = spec()
+    first = decide(None, observe(cluster=READY, job=job(JobState.RUNNING)), s).status
+    assert first.start_time == "2026-11-30T12:00:00Z"
+    later = observe(cluster=READY, job=job(JobState.RUNNING), now=T0 + timedelta(minutes=5), metrics=healthy(2))
+    assert decide(first, later, s).status.start_time == "2026-11-30T12:00:00Z"

@@ -274,7 +274,7 @@ class GRPORunStatus(ApiModel):
     ray_cluster_name: str | None = Field(default=None, description="The RayCluster of this run.")
     job_submission_id: str | None = Field(default=None, description="Ray job submission id.")
     job_status: str | None = Field(default=None, description="Last Ray job status seen.")
-    start_time: str | None = Field(default=None, description="When the job was submitted (RFC 3339).")
+    start_time: str | None = Field(default=None, description="When the run's first job started running (RFC 3339).")
     completion_time: str | None = Field(default=None, description="When the run reached a terminal phase (RFC 3339).")
     last_progress_time: str | None = Field(default=None, description="When the rollout step last advanced (RFC 3339).")
     repetition_streak: int | None = Field(default=None, description="Consecutive rollouts above the repetition guard.")

@@ -12,6 +12,7 @@ The token is never part of a message or a repr.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 from ray.job_submission import JobStatus, JobSubmissionClient
@@ -89,4 +90,12 @@ def _observe(submission_id: str, info: Any) -> JobObservation:
         state=JobState(status),
         message=info.message or "",
         driver_ip=driver_ip,
+        submitted_at=_from_ms(getattr(info, "start_time", None)),
     )
+
+
+def _from_ms(value: object) -> datetime | None:
+    """Ray's timestamps are Unix milliseconds."""
+    if not isinstance(value, int | float) or isinstance(value, bool) or value <= 0:
+        return None
+    return datetime.fromtimestamp(value / 1000, tz=UTC)

@@ -44,10 +44,20 @@ def current(prev: GRPORunStatus | None, obs: Observation) -> Attempt:
             same=False,
         )
     attempt = replace(attempt, job_status=job.state.value)
-    if job.state is not JobState.RUNNING:
+    if job.state is JobState.PENDING:
         return attempt
-    now = rfc3339(obs.now)
-    return replace(attempt, start_time=attempt.start_time or now, attempt_start_time=attempt.attempt_start_time or now)
+    if job.state is JobState.RUNNING:
+        now = rfc3339(obs.now)
+        return replace(
+            attempt, start_time=attempt.start_time or now, attempt_start_time=attempt.attempt_start_time or now
+        )
+    # a job that ran and ended between two reconciles was never seen RUNNING: Ray's record says when it started
+    ray_start = rfc3339(job.submitted_at) if job.submitted_at else None
+    return replace(
+        attempt,
+        start_time=attempt.start_time or ray_start,
+        attempt_start_time=attempt.attempt_start_time or ray_start,
+    )
 
 
 def guard_state(prev: GRPORunStatus | None, attempt: Attempt) -> GuardState:

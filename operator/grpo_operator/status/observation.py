@@ -45,6 +45,7 @@ class JobObservation:
     state: JobState
     message: str = ""
     driver_ip: str | None = None
+    submitted_at: datetime | None = None  # Ray's own record of the job's start (its JobInfo.start_time)
 
 
 @dataclass(frozen=True)
