@@ -398,6 +398,26 @@ class TopologySpec(ApiModel):
         "(a partial request breaks point-to-point NCCL traffic), none for a single-node run.",
     )
 
+    # The counts the CEL rules above compute (_ACTOR_GPUS, _ROLLOUT_GPUS, ...), so the Python rules and the plan
+    # read the same numbers the API server judged.
+    @property
+    def actor_gpus(self) -> int:
+        return self.actor.nodes * self.actor.gpus_per_node
+
+    @property
+    def rollout_gpus(self) -> int:
+        return self.rollout.gpus if self.rollout.gpus is not None else self.actor_gpus
+
+    @property
+    def model_parallel(self) -> int:
+        """tensor x pipeline x context: the GPUs one copy of the actor's weights spans."""
+        p = self.parallelism
+        return p.tensor * p.pipeline * p.context
+
+    @property
+    def data_parallel(self) -> int:
+        return max(1, self.actor_gpus // self.model_parallel)
+
 
 class RemoteRewardSpec(ApiModel):
     backend: RewardBackend = Field(

@@ -37,20 +37,11 @@ def _r(value: float) -> float:
     return round(value, 1)
 
 
-def actor_gpus(spec: GRPORunSpec) -> int:
-    return spec.topology.actor.nodes * spec.topology.actor.gpus_per_node
-
-
-def rollout_gpus(spec: GRPORunSpec) -> int:
-    given = spec.topology.rollout.gpus
-    return given if given is not None else actor_gpus(spec)
-
-
 def worker_replicas(spec: GRPORunSpec) -> int:
     topo = spec.topology
     if topo.placement is Placement.COLOCATED:
         return topo.actor.nodes
-    return math.ceil((actor_gpus(spec) + rollout_gpus(spec)) / topo.actor.gpus_per_node)
+    return math.ceil((spec.topology.actor_gpus + spec.topology.rollout_gpus) / topo.actor.gpus_per_node)
 
 
 def efa_per_node(spec: GRPORunSpec, instance: InstanceType) -> int:
@@ -62,7 +53,7 @@ def efa_per_node(spec: GRPORunSpec, instance: InstanceType) -> int:
 def sharding(spec: GRPORunSpec) -> Sharding:
     p = spec.topology.parallelism
     return Sharding(
-        gpus=actor_gpus(spec),
+        gpus=spec.topology.actor_gpus,
         tensor=p.tensor,
         pipeline=p.pipeline,
         context=p.context,
@@ -155,9 +146,9 @@ def plan_run(run: GRPORun) -> Planned:
         placement=spec.topology.placement.value,
         worker_replicas=replicas,
         gpus_per_node=gpn,
-        actor_gpus=actor_gpus(spec),
-        rollout_gpus=rollout_gpus(spec),
-        rollout_engines=rollout_gpus(spec) // spec.topology.rollout.gpus_per_engine,
+        actor_gpus=spec.topology.actor_gpus,
+        rollout_gpus=spec.topology.rollout_gpus,
+        rollout_engines=spec.topology.rollout_gpus // spec.topology.rollout.gpus_per_engine,
         total_gpus=replicas * gpn,
         total_nodes=replicas,
         data_parallel=sharding(spec).data_parallel,

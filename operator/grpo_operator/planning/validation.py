@@ -30,7 +30,7 @@ from grpo_operator.api.status import RunPlan
 from grpo_operator.planning.flags import check_extra_args
 from grpo_operator.planning.instances import INSTANCES
 from grpo_operator.planning.memory import GIB
-from grpo_operator.planning.plan import Planned, actor_gpus, plan_run, rollout_gpus, sharding
+from grpo_operator.planning.plan import Planned, plan_run
 from grpo_operator.planning.profiles import PROFILES
 
 
@@ -69,7 +69,7 @@ class Checked:
 def api_server_rules(spec: GRPORunSpec) -> list[Problem]:
     """The CEL rules of TopologySpec, GRPORunSpec and TrainingSpec, in Python (the API server checks the same)."""
     t, out = spec.topology, []
-    agpus, rgpus = actor_gpus(spec), rollout_gpus(spec)
+    agpus, rgpus = t.actor_gpus, t.rollout_gpus
     p = t.parallelism
     if t.placement is Placement.COLOCATED and t.rollout.gpus is not None and t.rollout.gpus != agpus:
         out.append(
@@ -102,7 +102,7 @@ def api_server_rules(spec: GRPORunSpec) -> list[Problem]:
                 "an engine cannot span nodes; use a divisor of it",
             )
         )
-    model_parallel = p.tensor * p.pipeline * p.context
+    model_parallel = t.model_parallel
     if agpus % model_parallel:
         out.append(
             Problem(
@@ -279,7 +279,7 @@ def _profile_rules(spec: GRPORunSpec) -> list[Problem]:
                 "spec.topology.parallelism.expert", f"{p.expert} must divide {name}'s {profile.moe.num_experts} experts"
             )
         )
-    dp = sharding(spec).data_parallel
+    dp = t.data_parallel
     if spec.training.global_batch_size % dp:
         out.append(
             Problem(
