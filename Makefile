@@ -24,6 +24,7 @@ lint: install
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy $(PACKAGES)
 	$(BIN)/lint-imports
+	$(PY) -m grpo_dev.complexity --max 15 operator/grpo_operator/status operator/grpo_operator/controller
 	$(if $(DOCKERFILES),$(BIN)/hadolint $(DOCKERFILES))
 
 ## Regenerate the CRD (crds/ and the chart's copy) from the pydantic types.

@@ -16,7 +16,7 @@ from grpo_operator.status.decision import (
     StopJob,
 )
 from grpo_operator.status.guards import GuardState
-from grpo_operator.status.observation import JobState, Observation, parse_rfc3339, rfc3339
+from grpo_operator.status.observation import JobObservation, JobState, Observation, parse_rfc3339, rfc3339
 
 C, R = ConditionType, Reason
 
@@ -43,20 +43,22 @@ def current(prev: GRPORunStatus | None, obs: Observation) -> Attempt:
             attempt_start_time=None,
             same=False,
         )
-    attempt = replace(attempt, job_status=job.state.value)
+    return _started(replace(attempt, job_status=job.state.value), job, obs)
+
+
+def _started(attempt: Attempt, job: JobObservation, obs: Observation) -> Attempt:
+    """When the run and this attempt started: first seen RUNNING, or, for a job that ran and ended between two
+    reconciles and so was never seen RUNNING, the start Ray recorded."""
     if job.state is JobState.PENDING:
         return attempt
     if job.state is JobState.RUNNING:
-        now = rfc3339(obs.now)
-        return replace(
-            attempt, start_time=attempt.start_time or now, attempt_start_time=attempt.attempt_start_time or now
-        )
-    # a job that ran and ended between two reconciles was never seen RUNNING: Ray's record says when it started
-    ray_start = rfc3339(job.submitted_at) if job.submitted_at else None
+        seen: str | None = rfc3339(obs.now)
+    else:
+        seen = rfc3339(job.submitted_at) if job.submitted_at else None
     return replace(
         attempt,
-        start_time=attempt.start_time or ray_start,
-        attempt_start_time=attempt.attempt_start_time or ray_start,
+        start_time=attempt.start_time or seen,
+        attempt_start_time=attempt.attempt_start_time or seen,
     )
 
 
