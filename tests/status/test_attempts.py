@@ -7,6 +7,7 @@ from datetime import timedelta
 import pytest
 from grpo_operator.api.status import GRPORunStatus, Phase, Reason
 from grpo_operator.render.names import submission_id
+from grpo_operator.status.attempts import submit_refused
 from grpo_operator.status.decision import DeleteRayCluster, RequestCheckpoint, StopJob, Submit
 from grpo_operator.status.lifecycle import decide
 from grpo_operator.status.observation import JobObservation, JobState
@@ -92,3 +93,15 @@ def test_a_running_job_starts_the_run_when_first_seen_and_keeps_that_start() -> 
     assert first.start_time == "2026-11-30T12:00:00Z"
     later = observe(cluster=READY, job=job(JobState.RUNNING), now=T0 + timedelta(minutes=5), metrics=healthy(2))
     assert decide(first, later, s).status.start_time == "2026-11-30T12:00:00Z"
+
+
+def test_a_refused_submission_claims_no_new_attempt_and_says_why() -> None:
+    s = spec()
+    first = decide(None, observe(cluster=READY), s)
+    refused = submit_refused(first, None, "401 Unauthorized")
+    assert (refused.status.job_submission_id, refused.status.attempt) == (None, None)
+    assert refused.status.message == "the Ray job could not be submitted: 401 Unauthorized"
+    assert refused.actions == first.actions  # what was done is still what was decided
+    resumed = GRPORunStatus(phase=Phase.SUSPENDED, job_submission_id="grpo-x-1", job_status="STOPPED", attempt=1)
+    again = submit_refused(decide(resumed, observe(cluster=READY), s), resumed, "timed out")
+    assert (again.status.job_submission_id, again.status.job_status, again.status.attempt) == ("grpo-x-1", "STOPPED", 1)

@@ -32,7 +32,7 @@ from grpo_operator.planning.validation import check, errors
 from grpo_operator.render import MissingRewardImage, Rendered, names, queueing, render
 from grpo_operator.render.job import checkpoint_request
 from grpo_operator.render.joblogs import job_logs_config_map
-from grpo_operator.status import summary
+from grpo_operator.status import attempts, summary
 from grpo_operator.status.decision import (
     Action,
     ApplyChildren,
@@ -156,7 +156,7 @@ class Reconciler:
             obs = Observation(now=now, generation=generation, problems=(refused,))
             decision = decide(prev, obs, None)
         if ctx.submit_failed is not None:  # the job does not exist: the status must not claim the new attempt
-            decision = dataclasses.replace(decision, status=_not_submitted(decision.status, prev, ctx.submit_failed))
+            decision = attempts.submit_refused(decision, prev, ctx.submit_failed)
         return self._finish(body, prev, decision, ctx.failures)
 
     def _checked(self, body: Mapping[str, Any]) -> tuple[GRPORun | None, Rendered | None, list[str]]:
@@ -401,12 +401,3 @@ class _Context:
     log_manifests: dict[str, dict[str, Any]] = field(default_factory=dict)
     failures: list[str] = field(default_factory=list)
     submit_failed: str | None = None
-
-
-def _not_submitted(status: GRPORunStatus, prev: GRPORunStatus | None, why: str) -> GRPORunStatus:
-    """The decided status when its submission was refused: the attempt it opened did not start, and the message
-    says why (the next reconcile submits again)."""
-    kept = {
-        key: getattr(prev, key) if prev is not None else None for key in ("job_submission_id", "job_status", "attempt")
-    }
-    return status.model_copy(update={**kept, "message": f"the Ray job could not be submitted: {why}"})
