@@ -10,9 +10,9 @@ import yaml
 from grpo_dev.localcluster.simcluster import cpu_node, default_nodes, platform_manifests
 from grpo_operator.api import GROUP, PLURAL, VERSION
 from grpo_operator.cli.doctorchecks import Cluster, Target
+from grpo_operator.planning import validation
 
 from tests.support.builders import EXAMPLES, REPO, example, run_of
-from grpo_operator.planning import validation
 
 
 def target(name: str = "quickstart", patch: dict[str, Any] | None = None) -> Target:
@@ -82,7 +82,9 @@ def healthy() -> Cluster:
                 {
                     "name": "v1",
                     "served": True,
-                    "schema": {"openAPIV3Schema": {"properties": {"spec": {"x-kubernetes-preserve-unknown-fields": True}}}},
+                    "schema": {
+                        "openAPIV3Schema": {"properties": {"spec": {"x-kubernetes-preserve-unknown-fields": True}}}
+                    },
                 }
             ]
         },
