@@ -160,9 +160,12 @@ def test_each_break_fails_its_check_naming_what_was_found_and_the_fix(
 
 def test_the_run_waits_when_the_nodes_of_its_type_are_cordoned_or_full() -> None:
     cluster = healthy()
-    _node(cluster, "p5en-48xlarge-0")["spec"]["unschedulable"] = True
+    cordoned = _node(cluster, "p5en-48xlarge-0")["spec"]
+    cordoned["unschedulable"] = True  # and the taint kubectl cordon's controller adds, which is no taints problem
+    cordoned["taints"].append({"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule"})
     cluster.pods += [gpu_pod("p5en-48xlarge-1", 8), gpu_pod("p5en-48xlarge-2", 4)]
     check = _verdicts(cluster)["placement"]
+    assert _verdicts(cluster)["taints"].verdict is Verdict.OK
     assert check.verdict is Verdict.WARN
     assert "0 of 3 p5en.48xlarge nodes have 8 GPUs free; the run needs 1, 0 free: it would wait" in check.found
     assert "p5en-48xlarge-0: cordoned" in check.found and "p5en-48xlarge-1: nvidia.com/gpu in use" in check.found

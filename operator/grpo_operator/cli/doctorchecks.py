@@ -401,12 +401,16 @@ def tolerates(tolerations: Iterable[dict[str, Any]], taint: dict[str, Any]) -> b
     return False
 
 
-def _blocking(node: dict[str, Any], tolerations: list[dict[str, Any]]) -> list[str]:
+def _blocking(node: dict[str, Any], tolerations: list[dict[str, Any]], *, state: bool = True) -> list[str]:
+    """The node's taints the tolerations do not cover; `state=False` leaves out those the node's state puts there
+    (node.kubernetes.io/unschedulable on a cordoned node, not-ready, ...)."""
     taints = node.get("spec", {}).get("taints") or []
     return [
         f"{t['key']}={t.get('value', '')}:{t['effect']}"
         for t in taints
-        if t.get("effect") in ("NoSchedule", "NoExecute") and not tolerates(tolerations, t)
+        if t.get("effect") in ("NoSchedule", "NoExecute")
+        and not tolerates(tolerations, t)
+        and (state or not str(t.get("key", "")).startswith("node.kubernetes.io/"))
     ]
 
 
@@ -414,10 +418,11 @@ def taints(cluster: Cluster, target: Target | None) -> Check:
     if unread := _unread(cluster, "taints", "nodes"):
         return unread
     tolerations = target.templates()["worker"].get("tolerations", []) if target else [GPU_TOLERATION]
+    # node.kubernetes.io/* taints follow the node's state (cordoned, not ready): placement reports those
     blocked = [
         f"{n['metadata']['name']} ({', '.join(b)})"
         for n in _gpu_nodes(cluster, target)
-        if (b := _blocking(n, tolerations))
+        if (b := _blocking(n, tolerations, state=False))
     ]
     if blocked:
         return Check(
