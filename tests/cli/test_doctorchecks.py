@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 from grpo_operator.cli.doctorchecks import Cluster, Verdict, checks, quantity, schema_gaps
+from grpo_operator.planning.instances import INSTANCES
 
 from tests.support.doctor import gpu_pod, healthy, target
 
@@ -177,17 +178,17 @@ def test_a_two_node_run_needs_two_nodes_with_every_gpu_and_efa_device_free() -> 
     cluster = healthy()
     two = target("quickstart", {"topology": {"actor": {"nodes": 2, "gpusPerNode": 8}}})
     efa = two.plan.efa_per_node
-    cluster.pods.append(gpu_pod("p5en-48xlarge-0", 0, efa=16 - efa))  # exactly what the run needs is left
-    check = {c.name: c for c in checks(cluster, two)}["placement"]
-    assert (
-        f"2 of 3 p5en.48xlarge nodes have 8 GPUs and {efa} EFA devices free; the run needs 2: it can start"
-        in check.found
+    assert efa == INSTANCES["p5en.48xlarge"].efa  # type: ignore[index]
+    placement = {c.name: c for c in checks(cluster, two)}["placement"]
+    assert f"3 of 3 p5en.48xlarge nodes have 8 GPUs and {efa} EFA devices free; the run needs 2: it can start" in (
+        placement.found
     )
     cluster.pods.append(gpu_pod("p5en-48xlarge-1", 1))
+    assert {c.name: c for c in checks(cluster, two)}["placement"].found.startswith("2 of 3")
     cluster.pods.append(gpu_pod("p5en-48xlarge-0", 0, efa=1))
-    check = {c.name: c for c in checks(cluster, two)}["placement"]
-    assert "needs 2, 1 free: it would wait" in check.found
-    assert "p5en-48xlarge-0: vpc.amazonaws.com/efa in use" in check.found
+    placement = {c.name: c for c in checks(cluster, two)}["placement"]
+    assert "needs 2, 1 free: it would wait" in placement.found
+    assert "p5en-48xlarge-0: vpc.amazonaws.com/efa in use" in placement.found
 
 
 def test_kueue_checks_the_local_queue_its_cluster_queue_and_the_gpu_quota_on_a_matching_flavor() -> None:
