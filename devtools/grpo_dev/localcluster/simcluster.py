@@ -160,6 +160,69 @@ def default_nodes(
     return nodes
 
 
+NVIDIA_PLUGIN_IMAGE = "nvcr.io/nvidia/k8s-device-plugin:v0.17.1"
+EFA_PLUGIN_IMAGE = "602401143452.dkr.ecr.us-west-2.amazonaws.com/eks/aws-efa-k8s-device-plugin:v0.5.6"
+KUBERAY_NAMESPACE = "kuberay-system"
+
+
+def _on_types(types: list[str]) -> dict[str, Any]:
+    term = {"matchExpressions": [{"key": "node.kubernetes.io/instance-type", "operator": "In", "values": types}]}
+    return {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [term]}}}
+
+
+def _workload(kind: str, namespace: str, name: str, image: str, pod: dict[str, Any]) -> dict[str, Any]:
+    labels = {"app.kubernetes.io/name": name}
+    spec: dict[str, Any] = {
+        "selector": {"matchLabels": labels},
+        "template": {
+            "metadata": {"labels": labels},
+            "spec": {"containers": [{"name": name, "image": image}], "enableServiceLinks": False, **pod},
+        },
+    }
+    if kind == "Deployment":
+        spec["replicas"] = 1
+    return {
+        "apiVersion": "apps/v1",
+        "kind": kind,
+        "metadata": {"name": name, "namespace": namespace, "labels": labels},
+        "spec": spec,
+    }
+
+
+def platform_manifests() -> list[dict[str, Any]]:
+    """What a platform installs beside the nodes, as in-cluster readers (`grpo doctor`) find it: the NVIDIA and EFA
+    device plugins' DaemonSets on the GPU (EFA) node types, their pods played by kwok; and the KubeRay operator's
+    Deployment where its helm chart puts it. KubeRay itself runs as a local process (below): its Deployment here
+    is the record of that install, with the image of the version that runs, and its pod is kwok's too."""
+    gpu_types = sorted(str(name) for name in INSTANCES)
+    efa_types = sorted(str(name) for name, instance in INSTANCES.items() if instance.efa)
+    tolerate_all = {"tolerations": [{"operator": "Exists"}], "priorityClassName": "system-node-critical"}
+    return [
+        _workload(
+            "DaemonSet",
+            "kube-system",
+            "nvidia-device-plugin-daemonset",
+            NVIDIA_PLUGIN_IMAGE,
+            {"affinity": _on_types(gpu_types), **tolerate_all},
+        ),
+        _workload(
+            "DaemonSet",
+            "kube-system",
+            "aws-efa-k8s-device-plugin-daemonset",
+            EFA_PLUGIN_IMAGE,
+            {"affinity": _on_types(efa_types), **tolerate_all},
+        ),
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": KUBERAY_NAMESPACE}},
+        _workload(
+            "Deployment",
+            KUBERAY_NAMESPACE,
+            "kuberay-operator",
+            f"quay.io/kuberay/operator:{v.KUBERAY_VERSION}",
+            {"nodeSelector": {"eks.amazonaws.com/nodegroup": "cpu"}},
+        ),
+    ]
+
+
 class SimulatedCluster(ControlPlane):
     """`ControlPlane` + kube-scheduler + kwok + the KubeRay operator + fake EKS nodes (see the module doc).
 
@@ -235,6 +298,9 @@ class SimulatedCluster(ControlPlane):
             ],
         )
         self.add_nodes(self._node_manifests)
+        self.kubectl(
+            "apply", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "List", "items": platform_manifests()})
+        )
         probe = _free_port()
         self._launch(
             "kuberay-operator",
@@ -248,6 +314,9 @@ class SimulatedCluster(ControlPlane):
             ],
         )
         self._wait("the KubeRay operator /readyz", lambda: self._http_ok(f"http://127.0.0.1:{probe}/readyz"))
+        self.kubectl("rollout", "status", "-n", KUBERAY_NAMESPACE, "deployment/kuberay-operator", "--timeout=120s")
+        for name in ("nvidia-device-plugin-daemonset", "aws-efa-k8s-device-plugin-daemonset"):
+            self.kubectl("rollout", "status", "-n", "kube-system", f"daemonset/{name}", "--timeout=120s")
         if self.real_node is not None:
             self.real_node.start(self)
             self.nodes.append(self.real_node.name)

@@ -1,7 +1,8 @@
-"""The `grpo` command: validate, plan and render GRPORun files offline, with the operator's own code.
+"""The `grpo` command: validate, plan and render GRPORun files offline, with the operator's own code, and
+`grpo doctor`: what the cluster lacks for GRPORuns, and whether a given run can start now (cli/doctor.py).
 
-Exit status: 0 when every document is valid, 1 when any is not (one line per problem), 2 for a usage
-error. A user error never prints a traceback.
+Exit status: 0 when every document is valid (every doctor check passes), 1 when any is not (one line per
+problem), 2 for a usage error. A user error never prints a traceback.
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ from typing import Any, TextIO
 
 from grpo_operator.api import GRPORun
 from grpo_operator.api.status import ActorMemory, RunPlan
+from grpo_operator.cli.doctor import run_doctor
+from grpo_operator.cli.doctorchecks import Target
 from grpo_operator.cli.loading import Document, load_documents
 from grpo_operator.cli.yamldecode import MAX_BYTES
 from grpo_operator.planning import validation
@@ -234,6 +237,12 @@ def cmd_render(checked: list[Checked], output: str, out: TextIO, *, job: bool, s
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="grpo", description="Check, plan and render GRPORun resources offline.")
     sub = parser.add_subparsers(dest="command", required=True)
+    text = "check what the cluster lacks for GRPORuns (read-only); with -f, whether that run can start now"
+    doctor = sub.add_parser("doctor", help=text, description=text)
+    doctor.add_argument("-f", "--filename", help="YAML file with one GRPORun, or - for stdin")
+    doctor.add_argument("-o", "--output", choices=("text", "json"), default="text")
+    doctor.add_argument("--kubeconfig", help="kubeconfig file (default: $KUBECONFIG, then ~/.kube/config)")
+    doctor.add_argument("--context", help="kubeconfig context (default: the current one)")
     for name, text in (
         ("validate", "check every GRPORun in FILE; one line per problem"),
         ("plan", "print what each GRPORun needs and whether it fits"),
@@ -255,23 +264,52 @@ def _parser() -> argparse.ArgumentParser:
 COMMANDS: dict[str, Callable[[list[Checked], str, TextIO], int]] = {"validate": cmd_validate, "plan": cmd_plan}
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+def _doctor(args: argparse.Namespace) -> int:
+    target = None
+    if args.filename is not None:
+        checked = _load(args.filename)
+        if checked is None:
+            return 1
+        if len(checked) != 1 or not checked[0].valid:
+            _emit_problems(checked, sys.stdout)
+            if len(checked) > 1:
+                print(f"{args.filename}: {len(checked)} documents; grpo doctor -f checks one run: split the file")
+            return 1
+        item = checked[0]
+        assert item.run is not None and item.plan is not None
+        target = Target(item.run, item.plan)
+    return run_doctor(
+        target, kubeconfig=args.kubeconfig, context=args.context, output=args.output, out=sys.stdout, err=sys.stderr
+    )
+
+
+def _load(filename: str) -> list[Checked] | None:
+    """The file's documents, checked; or None after one line saying why not."""
     try:
-        text = _read(args.filename)
+        text = _read(filename)
     except OSError as exc:
-        print(f"{args.filename}: cannot read: {exc.strerror}", file=sys.stderr)
-        return 1
+        print(f"{filename}: cannot read: {exc.strerror}", file=sys.stderr)
+        return None
     except UnicodeDecodeError as exc:
         print(
-            f"{args.filename}: not a text file: byte {exc.start + 1} is not UTF-8; save the file as UTF-8",
+            f"{filename}: not a text file: byte {exc.start + 1} is not UTF-8; save the file as UTF-8",
             file=sys.stderr,
         )
-        return 1
+        return None
     checked, file_problems = check_text(text)
     if file_problems:
         for problem in file_problems:
-            print(f"{args.filename}: {problem.message}", file=sys.stdout)
+            print(f"{filename}: {problem.message}", file=sys.stdout)
+        return None
+    return checked
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    if args.command == "doctor":
+        return _doctor(args)
+    checked = _load(args.filename)
+    if checked is None:
         return 1
     if args.command == "render":
         return cmd_render(

@@ -28,6 +28,10 @@ EFA_ENV = {
 }
 
 
+# Every worker tolerates the taint GPU node groups carry, so only pods asking for GPUs land there.
+GPU_TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
+
+
 def metadata(run: GRPORun, name: str, component: str) -> dict[str, Any]:
     meta: dict[str, Any] = {
         "name": name,
@@ -168,7 +172,7 @@ def worker_group(run: GRPORun, plan: RunPlan, settings: RenderSettings) -> dict[
     ]
     # EFA registers memory with the NIC: it needs to lock pages.
     security = {"allowPrivilegeEscalation": False, "capabilities": {"add": ["IPC_LOCK"]}}
-    tolerations = [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
+    tolerations = [dict(GPU_TOLERATION)]
     tolerations += [t.model_dump(by_alias=True, exclude_none=True) for t in spec.scheduling.tolerations]
     pod: dict[str, Any] = {
         "enableServiceLinks": False,

@@ -1,0 +1,160 @@
+"""`grpo doctor`'s reads: one pass over the cluster into a `doctorchecks.Cluster`, with GET and LIST only, plus
+SelfSubjectAccessReviews (which store nothing). A read the user may not do is recorded with the API server's
+words, so its checks say so; an unreachable server, a missing kubeconfig or refused credentials end the command
+with one line (`ReadError`).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import urllib3
+from kubernetes import client, config
+from kubernetes.client.exceptions import ApiException
+from kubernetes.config.config_exception import ConfigException
+
+from grpo_operator.api import GROUP, PLURAL, VERSION
+from grpo_operator.cli.doctorchecks import (
+    GRPORUN_CRD,
+    LOCALQUEUE_CRD,
+    RAYCLUSTER_CRD,
+    Cluster,
+    Target,
+)
+
+KUEUE_GROUP = "kueue.x-k8s.io"
+TIMEOUT_SECONDS = 20
+# What a user needs to run GRPORuns in a namespace.
+USER_VERBS = ("create", "get", "list", "delete")
+
+
+class ReadError(RuntimeError):
+    """The cluster cannot be read at all; the message is the one line the user sees."""
+
+
+def connect(kubeconfig: str | None, context: str | None) -> tuple[client.ApiClient, str]:
+    """An API client from the kubeconfig (`--kubeconfig`, else $KUBECONFIG or ~/.kube/config), and the context's
+    namespace."""
+    try:
+        configuration = client.Configuration()
+        config.load_kube_config(  # type: ignore[no-untyped-call]
+            config_file=kubeconfig, context=context, client_configuration=configuration
+        )
+        _, active = config.list_kube_config_contexts(config_file=kubeconfig)  # type: ignore[no-untyped-call]
+    except (ConfigException, OSError, TypeError, ValueError) as exc:
+        where = kubeconfig or "$KUBECONFIG or ~/.kube/config"
+        raise ReadError(
+            f"no usable kubeconfig ({where}): {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}; "
+            "pass --kubeconfig FILE or set KUBECONFIG"
+        ) from exc
+    configuration.retries = 0
+    namespace = ((active or {}).get("context") or {}).get("namespace") or "default"
+    return client.ApiClient(configuration), namespace
+
+
+class Reader:
+    def __init__(self, api: client.ApiClient) -> None:
+        self._api = api
+        self.cluster = Cluster()
+
+    def _call(self, method: str, path: str, body: Any = None) -> Any:
+        """The JSON answer; `ApiException` for an HTTP error, `ReadError` when the server cannot be reached."""
+        path, _, query = path.partition("?")
+        request = self._api.param_serialize(
+            method=method,
+            resource_path=path,
+            query_params=[tuple(p.split("=", 1)) for p in query.split("&")] if query else None,
+            header_params={"Accept": "application/json", "Content-Type": "application/json"},
+            body=body,
+            auth_settings=["BearerToken"],
+        )
+        try:
+            response = self._api.call_api(*request, _request_timeout=TIMEOUT_SECONDS)
+            data = response.read()  # type: ignore[no-untyped-call]
+        except urllib3.exceptions.HTTPError as exc:
+            host = self._api.configuration.host
+            reason = getattr(exc, "reason", None) or exc
+            raise ReadError(
+                f"cannot reach the API server at {host}: {reason}; check that the cluster is up and the "
+                "kubeconfig's server address"
+            ) from exc
+        if not 200 <= response.status < 300:
+            raise ApiException(status=response.status, reason=response.reason)
+        return json.loads(data)
+
+    def get(self, path: str, kind: str) -> dict[str, Any] | None:
+        """The object, or None when it does not exist or `kind` may not be read (recorded)."""
+        try:
+            found: dict[str, Any] = self._call("GET", path)
+            return found
+        except ApiException as exc:
+            if exc.status == 404:
+                return None
+            if exc.status == 401:
+                raise ReadError(
+                    f"the API server at {self._api.configuration.host} refuses the kubeconfig's credentials "
+                    "(401 Unauthorized); renew them (a new token or certificate) and try again"
+                ) from exc
+            if exc.status == 403:
+                self.cluster.unreadable.setdefault(kind, "forbidden")
+                return None
+            raise ReadError(f"reading {kind} failed: {exc.status} {exc.reason}") from exc
+
+    def items(self, path: str, kind: str) -> list[dict[str, Any]]:
+        found = self.get(path, kind)
+        return list(found.get("items") or []) if found else []
+
+    def allowed(self, verb: str, resource: str, namespace: str) -> bool:
+        review = {
+            "apiVersion": "authorization.k8s.io/v1",
+            "kind": "SelfSubjectAccessReview",
+            "spec": {
+                "resourceAttributes": {"group": GROUP, "resource": resource, "verb": verb, "namespace": namespace}
+            },
+        }
+        try:
+            answer = self._call("POST", "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews", review)
+        except ApiException:
+            return False
+        return bool((answer.get("status") or {}).get("allowed"))
+
+
+def _served(crd: dict[str, Any]) -> str:
+    versions = [v for v in crd.get("spec", {}).get("versions", []) if v.get("served")]
+    return str(next((v["name"] for v in versions if v.get("storage")), versions[0]["name"] if versions else "v1"))
+
+
+def read(api: client.ApiClient, namespace: str, target: Target | None) -> Cluster:
+    """Everything the checks read, in one pass."""
+    reader = Reader(api)
+    cluster = reader.cluster
+    for name in (GRPORUN_CRD, RAYCLUSTER_CRD, LOCALQUEUE_CRD):
+        crd = reader.get(f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{name}", "customresourcedefinitions")
+        if crd is not None:
+            cluster.crds[name] = crd
+    cluster.nodes = reader.items("/api/v1/nodes", "nodes")
+    cluster.deployments = reader.items("/apis/apps/v1/deployments", "deployments")
+    cluster.daemonsets = reader.items("/apis/apps/v1/daemonsets", "daemonsets")
+    cluster.pods = reader.items(
+        "/api/v1/pods?fieldSelector=spec.nodeName!=,status.phase!=Succeeded,status.phase!=Failed", "pods"
+    )
+    if GRPORUN_CRD in cluster.crds:
+        cluster.runs = reader.items(f"/apis/{GROUP}/{VERSION}/{PLURAL}", "grporuns")
+    if target is not None:
+        namespace = target.namespace
+        claim = target.run.spec.storage.claim_name
+        cluster.claim = reader.get(
+            f"/api/v1/namespaces/{namespace}/persistentvolumeclaims/{claim}", "persistentvolumeclaims"
+        )
+        queue = target.run.spec.scheduling.queue_name
+        if queue is not None and LOCALQUEUE_CRD in cluster.crds:
+            prefix = f"/apis/{KUEUE_GROUP}/{_served(cluster.crds[LOCALQUEUE_CRD])}"
+            cluster.local_queue = reader.get(f"{prefix}/namespaces/{namespace}/localqueues/{queue}", "localqueues")
+            cq = (cluster.local_queue or {}).get("spec", {}).get("clusterQueue")
+            if cq:
+                cluster.cluster_queue = reader.get(f"{prefix}/clusterqueues/{cq}", "clusterqueues")
+            cluster.flavors = reader.items(f"{prefix}/resourceflavors", "resourceflavors")
+    for verb in USER_VERBS:
+        cluster.allowed[f"{verb} grporuns in {namespace}"] = reader.allowed(verb, PLURAL, namespace)
+    return cluster

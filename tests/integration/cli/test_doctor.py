@@ -1,0 +1,385 @@
+"""`grpo doctor` on the simulated cluster shaped like `make run`'s (kube-scheduler, kwok nodes, the real KubeRay
+operator, the device plugins' DaemonSets, the operator running outside the cluster with the quickstart applied in
+`default`), with Kueue's real manager: each check set up broken and then fixed, the answer for the quickstart
+(it can start; with one GPU node cordoned and the other filled, it would wait and why), and proof that doctor
+needs only read access and changes nothing."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from grpo_dev.localcluster import SimulatedCluster
+from grpo_dev.localcluster.kueue import start_kueue
+from grpo_dev.localcluster.simcluster import gpu_node
+from grpo_operator.planning.instances import INSTANCES
+
+from tests.support.builders import EXAMPLES
+from tests.support.cli import GRPO
+from tests.support.operator_harness import Operator, wait_for
+
+QUICKSTART = EXAMPLES / "quickstart.yaml"
+P5EN = [f"p5en-48xlarge-{i}" for i in range(3)]
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SimulatedCluster]:
+    """make run's cluster: the claim and the quickstart in `default`, the operator outside the cluster; the
+    quickstart's worker holds one of the three p5en nodes. Kueue's manager beside it."""
+    with SimulatedCluster() as plane:
+        plane.provide_claim("default", "fsx-claim")
+        operator = Operator(plane.kubeconfig, "default", "http://127.0.0.1:9", tmp_path_factory.mktemp("operator"))
+        operator.args = ["--standalone", "--all-namespaces"]
+        operator.start()
+        plane.operator = operator  # type: ignore[attr-defined]
+        try:
+            plane.kubectl("apply", "-f", str(QUICKSTART))
+            wait_for("the quickstart's worker on a p5en node", lambda: _worker_node(plane), timeout=240)
+            start_kueue(plane)
+            yield plane
+        finally:
+            operator.stop()
+
+
+def _worker_node(plane: SimulatedCluster) -> str | None:
+    pods = json.loads(plane.kubectl("get", "pods", "-n", "default", "-o", "json").stdout)["items"]
+    return next((p["spec"].get("nodeName") for p in pods if "worker" in p["metadata"]["name"]), None)
+
+
+def doctor(plane: SimulatedCluster, *args: str, kubeconfig: Path | None = None) -> subprocess.CompletedProcess[str]:
+    argv = [*GRPO, "doctor", "--kubeconfig", str(kubeconfig or plane.kubeconfig), *args]
+    return subprocess.run(argv, check=False, capture_output=True, text=True, timeout=120)
+
+
+def verdicts(plane: SimulatedCluster, *args: str, kubeconfig: Path | None = None) -> dict[str, dict[str, str]]:
+    result = doctor(plane, *args, "-o", "json", kubeconfig=kubeconfig)
+    assert "Traceback" not in result.stderr, result.stderr
+    return {c["name"]: c for c in json.loads(result.stdout)["checks"]}
+
+
+def check(plane: SimulatedCluster, name: str, *args: str) -> tuple[str, str]:
+    found = verdicts(plane, *args)[name]
+    return found["verdict"], f"{found['found']} fix: {found['fix']}"
+
+
+def apply(plane: SimulatedCluster, *objects: dict[str, Any]) -> None:
+    plane.kubectl("apply", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "List", "items": list(objects)}))
+
+
+def run_file(tmp_path: Path, **spec: Any) -> str:
+    doc = yaml.safe_load(QUICKSTART.read_text())
+    doc["spec"].update(spec)
+    path = tmp_path / "run.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    return str(path)
+
+
+def test_the_quickstart_on_make_runs_cluster_is_all_ok_and_can_start_and_waits_once_its_nodes_are_taken(
+    cluster: SimulatedCluster,
+) -> None:
+    result = doctor(cluster, "-f", str(QUICKSTART))
+    assert result.returncode == 0, result.stdout + result.stderr
+    rows = result.stdout.splitlines()
+    assert all(line.startswith(("ok ", " ")) for line in rows), result.stdout
+    assert "2 of 3 p5en.48xlarge nodes have 8 GPUs free; the run needs 1: it can start" in result.stdout
+    held = _worker_node(cluster)
+    cordoned, filled = [n for n in P5EN if n != held]
+    filler = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "filler", "namespace": "kube-public"},
+        "spec": {
+            "nodeName": filled,
+            "tolerations": [{"operator": "Exists"}],
+            "containers": [{"name": "c", "image": "x", "resources": {"limits": {"nvidia.com/gpu": "8"}}}],
+        },
+    }
+    cluster.kubectl("cordon", cordoned)
+    apply(cluster, filler)
+    try:
+        result = doctor(cluster, "-f", str(QUICKSTART))
+        assert result.returncode == 0, result.stdout  # waiting is a warning: the cluster itself is fine
+        text = " ".join(result.stdout.split())
+        assert "0 of 3 p5en.48xlarge nodes have 8 GPUs free; the run needs 1, 0 free: it would wait" in text
+        assert f"{cordoned}: cordoned" in text and f"{filled}: nvidia.com/gpu in use" in text
+        assert f"{held}: nvidia.com/gpu" in text  # the quickstart's own worker (its CPU and memory too)
+    finally:
+        cluster.kubectl("uncordon", cordoned)
+        cluster.kubectl("delete", "pod", "filler", "-n", "kube-public", "--grace-period=0", "--wait=true")
+    assert "it can start" in doctor(cluster, "-f", str(QUICKSTART)).stdout
+
+
+def _as_applied(obj: dict[str, Any]) -> dict[str, Any]:
+    """`obj` as read, less what the API server sets, to apply again."""
+    obj = json.loads(json.dumps(obj))
+    for key in ("resourceVersion", "uid", "creationTimestamp", "generation", "managedFields", "annotations"):
+        obj["metadata"].pop(key, None)
+    obj.pop("status", None)
+    return obj
+
+
+def test_no_kuberay_or_an_old_one_fails_and_the_current_one_passes(cluster: SimulatedCluster) -> None:
+    read = cluster.kubectl("get", "deployment", "-n", "kuberay-system", "kuberay-operator", "-o", "json").stdout
+    deployment = _as_applied(json.loads(read))
+    rollout = ["rollout", "status", "-n", "kuberay-system", "deployment/kuberay-operator", "--timeout=120s"]
+    cluster.kubectl("delete", "deployment", "-n", "kuberay-system", "kuberay-operator")
+    try:
+        verdict, said = check(cluster, "KubeRay operator")
+        assert verdict == "fail" and "no Deployment runs a kuberay/operator image" in said
+        assert "helm install kuberay-operator" in said
+        apply(cluster, json.loads(json.dumps(deployment).replace(":v1.5.0", ":v1.3.0")))
+        cluster.kubectl(*rollout)
+        verdict, said = check(cluster, "KubeRay operator")
+        assert verdict == "fail" and "version 1.3.0; runs need 1.5.0 or later" in said
+    finally:
+        apply(cluster, deployment)
+    cluster.kubectl(*rollout)
+    assert check(cluster, "KubeRay operator")[0] == "ok"
+
+
+def test_an_old_kuberay_crd_without_a_field_the_run_sets_fails_and_the_current_one_passes(
+    cluster: SimulatedCluster,
+) -> None:
+    crd = json.loads(cluster.kubectl("get", "crd", "rayclusters.ray.io", "-o", "json").stdout)
+    old = json.loads(json.dumps(crd))
+    version = next(v for v in old["spec"]["versions"] if v["name"] == "v1")
+    worker = version["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]["workerGroupSpecs"]["items"]
+    del worker["properties"]["numOfHosts"]  # a field older KubeRay CRDs lack
+    cluster.kubectl("replace", "-f", "-", input=json.dumps(old))
+    try:
+        verdict, said = check(cluster, "KubeRay CRDs", "-f", str(QUICKSTART))
+        assert verdict == "fail"
+        assert "no field spec.workerGroupSpecs[].numOfHosts" in said and "the API server would drop it" in said
+        assert "apply the CRDs of KubeRay 1.5.0 or later" in said
+    finally:
+        current = json.loads(cluster.kubectl("get", "crd", "rayclusters.ray.io", "-o", "json").stdout)
+        crd["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"]
+        cluster.kubectl("replace", "-f", "-", input=json.dumps(crd))
+    assert check(cluster, "KubeRay CRDs", "-f", str(QUICKSTART))[0] == "ok"
+
+
+def test_a_node_without_efa_allocatable_fails_and_passes_once_it_is_gone(cluster: SimulatedCluster) -> None:
+    cluster.add_nodes([gpu_node("p5en-no-efa", INSTANCES["p5en.48xlarge"], efa=0)])  # type: ignore[index]
+    try:
+        verdict, said = check(cluster, "GPU nodes")
+        efa = INSTANCES["p5en.48xlarge"].efa  # type: ignore[index]
+        assert verdict == "fail" and f"p5en-no-efa: vpc.amazonaws.com/efa 0 of p5en.48xlarge's {efa}" in said
+        assert "NCCL falls back to TCP" in said
+    finally:
+        cluster.kubectl("delete", "node", "p5en-no-efa")
+    assert check(cluster, "GPU nodes")[0] == "ok"
+
+
+def test_a_device_plugin_missing_from_the_gpu_nodes_fails_and_passes_once_it_runs_there(
+    cluster: SimulatedCluster,
+) -> None:
+    patch = {"spec": {"template": {"spec": {"nodeSelector": {"doctor-test": "nowhere"}}}}}
+    undo = {"spec": {"template": {"spec": {"nodeSelector": None}}}}
+    name = "nvidia-device-plugin-daemonset"
+    cluster.kubectl("patch", "daemonset", "-n", "kube-system", name, "--type=merge", "-p", json.dumps(patch))
+    try:
+        wait_for("the plugin's pods gone", lambda: check(cluster, "device plugins")[0] == "fail", timeout=120)
+        said = check(cluster, "device plugins")[1]
+        assert "no Ready pod of the NVIDIA device plugin on p5" in said and "install the NVIDIA device plugin" in said
+    finally:
+        cluster.kubectl("patch", "daemonset", "-n", "kube-system", name, "--type=merge", "-p", json.dumps(undo))
+    cluster.kubectl("rollout", "status", "-n", "kube-system", f"daemonset/{name}", "--timeout=120s")
+    assert check(cluster, "device plugins")[0] == "ok"
+
+
+def test_a_taint_the_workers_do_not_tolerate_fails_and_passes_once_removed(cluster: SimulatedCluster) -> None:
+    cluster.kubectl("taint", "node", "p5en-48xlarge-0", "gpu=h200:NoSchedule")
+    try:
+        verdict, said = check(cluster, "taints")
+        assert verdict == "fail" and "p5en-48xlarge-0 (gpu=h200:NoSchedule)" in said
+        assert "spec.scheduling.tolerations" in said
+    finally:
+        cluster.kubectl("taint", "node", "p5en-48xlarge-0", "gpu=h200:NoSchedule-")
+    assert check(cluster, "taints")[0] == "ok"
+
+
+def _claim(cluster: SimulatedCluster, name: str, mode: str, size: str) -> None:
+    volume = {
+        "apiVersion": "v1",
+        "kind": "PersistentVolume",
+        "metadata": {"name": f"default-{name}"},
+        "spec": {
+            "capacity": {"storage": size},
+            "accessModes": [mode],
+            "storageClassName": "",
+            "csi": {"driver": "ebs.csi.aws.com", "volumeHandle": f"vol-{name}"},
+            "claimRef": {"namespace": "default", "name": name},
+        },
+    }
+    claim = {
+        "apiVersion": "v1",
+        "kind": "PersistentVolumeClaim",
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": {
+            "accessModes": [mode],
+            "storageClassName": "",
+            "volumeName": f"default-{name}",
+            "resources": {"requests": {"storage": size}},
+        },
+    }
+    apply(cluster, volume, claim)
+    cluster.kubectl("wait", "-n", "default", "--for=jsonpath={.status.phase}=Bound", "--timeout=120s", f"pvc/{name}")
+
+
+def test_a_read_write_once_or_too_small_claim_fails_and_the_shared_one_passes(
+    cluster: SimulatedCluster, tmp_path: Path
+) -> None:
+    _claim(cluster, "ebs-claim", "ReadWriteOnce", "2000Gi")
+    _claim(cluster, "small-claim", "ReadWriteMany", "40Gi")
+    verdict, said = check(cluster, "storage", "-f", run_file(tmp_path, storage={"claimName": "ebs-claim"}))
+    assert verdict == "fail" and "default/ebs-claim is ReadWriteOnce" in said and "ReadWriteMany volume" in said
+    verdict, said = check(cluster, "storage", "-f", run_file(tmp_path, storage={"claimName": "small-claim"}))
+    assert verdict == "fail" and "ReadWriteMany, 40 GiB" in said and "grow the volume" in said
+    verdict, said = check(cluster, "storage", "-f", run_file(tmp_path, storage={"claimName": "no-claim"}))
+    assert verdict == "fail" and "no PersistentVolumeClaim default/no-claim" in said
+    assert check(cluster, "storage", "-f", str(QUICKSTART))[0] == "ok"
+
+
+def test_a_missing_local_queue_or_too_little_quota_fails_and_enough_quota_passes(
+    cluster: SimulatedCluster, tmp_path: Path
+) -> None:
+    queued = run_file(tmp_path, scheduling={"queueName": "team"})
+    verdict, said = check(cluster, "Kueue", "-f", queued)
+    assert verdict == "fail" and "no LocalQueue default/team" in said
+    flavor = {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ResourceFlavor", "metadata": {"name": "gpus"}}
+    resources = [{"name": "nvidia.com/gpu", "nominalQuota": "4"}]
+    queue = {
+        "apiVersion": "kueue.x-k8s.io/v1beta2",
+        "kind": "ClusterQueue",
+        "metadata": {"name": "doctor"},
+        "spec": {
+            "namespaceSelector": {},
+            "resourceGroups": [
+                {"coveredResources": ["nvidia.com/gpu"], "flavors": [{"name": "gpus", "resources": resources}]}
+            ],
+        },
+    }
+    local = {
+        "apiVersion": "kueue.x-k8s.io/v1beta2",
+        "kind": "LocalQueue",
+        "metadata": {"name": "team", "namespace": "default"},
+        "spec": {"clusterQueue": "doctor"},
+    }
+    apply(cluster, flavor, queue, local)
+    verdict, said = check(cluster, "Kueue", "-f", queued)
+    assert verdict == "fail" and "nvidia.com/gpu quota 4" in said and "the run needs 8: Kueue never admits it" in said
+    resources[0]["nominalQuota"] = "8"
+    apply(cluster, queue)
+    assert check(cluster, "Kueue", "-f", queued)[0] == "ok"
+
+
+READ_ONLY = {
+    "apiVersion": "rbac.authorization.k8s.io/v1",
+    "kind": "ClusterRole",
+    "metadata": {"name": "doctor-read-only"},
+    "rules": [
+        {"apiGroups": ["apiextensions.k8s.io"], "resources": ["customresourcedefinitions"], "verbs": ["get", "list"]},
+        {"apiGroups": [""], "resources": ["nodes", "pods", "persistentvolumeclaims"], "verbs": ["get", "list"]},
+        {"apiGroups": ["apps"], "resources": ["deployments", "daemonsets"], "verbs": ["get", "list"]},
+        {"apiGroups": ["grpo.dev"], "resources": ["grporuns"], "verbs": ["get", "list"]},
+        {"apiGroups": ["kueue.x-k8s.io"], "resources": ["*"], "verbs": ["get", "list"]},
+    ],
+}
+
+
+def _service_account(cluster: SimulatedCluster, name: str, role: str | None) -> Path:
+    cluster.kubectl("create", "serviceaccount", name, "-n", "default")
+    if role is not None:
+        cluster.kubectl(
+            "create", "clusterrolebinding", name, f"--clusterrole={role}", f"--serviceaccount=default:{name}"
+        )
+    return cluster.token_kubeconfig("default", name)
+
+
+def test_doctor_needs_only_get_and_list_and_a_missing_verb_is_named(cluster: SimulatedCluster) -> None:
+    """A ServiceAccount with get and list only (SelfSubjectAccessReview is every user's) gets the admin's verdict
+    on every check but its own RBAC, where it is told what it cannot do; granting the verb passes it."""
+    apply(cluster, READ_ONLY)
+    kubeconfig = _service_account(cluster, "doctor-reader", "doctor-read-only")
+    admin = verdicts(cluster, "-f", str(QUICKSTART))
+    reader = verdicts(cluster, "-f", str(QUICKSTART), kubeconfig=kubeconfig)
+    assert {k: v["verdict"] for k, v in reader.items() if k != "RBAC"} == {
+        k: v["verdict"] for k, v in admin.items() if k != "RBAC"
+    }
+    assert not any("cannot read" in v["found"] for v in reader.values())
+    assert reader["RBAC"]["verdict"] == "fail"
+    assert "you cannot create grporuns in default; delete grporuns in default" in reader["RBAC"]["found"]
+    writer = {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "Role",
+        "metadata": {"name": "doctor-runs", "namespace": "default"},
+        "rules": [{"apiGroups": ["grpo.dev"], "resources": ["grporuns"], "verbs": ["create", "delete"]}],
+    }
+    apply(cluster, writer)
+    cluster.kubectl(
+        "create",
+        "rolebinding",
+        "doctor-runs",
+        "-n",
+        "default",
+        "--role=doctor-runs",
+        "--serviceaccount=default:doctor-reader",
+    )
+    assert verdicts(cluster, "-f", str(QUICKSTART), kubeconfig=kubeconfig)["RBAC"]["verdict"] == "ok"
+
+
+def test_a_user_who_may_read_nothing_gets_one_line_per_check_and_no_traceback(cluster: SimulatedCluster) -> None:
+    kubeconfig = _service_account(cluster, "doctor-nobody", None)
+    result = doctor(cluster, "-f", str(QUICKSTART), kubeconfig=kubeconfig)
+    assert result.returncode == 1 and "Traceback" not in result.stderr + result.stdout
+    text = " ".join(result.stdout.split())
+    assert "fail GPU nodes cannot read nodes (forbidden)" in text
+    assert "fail storage cannot read persistentvolumeclaims (forbidden)" in text
+    assert "grant the user running grpo doctor get and list on them" in text
+
+
+def _versions(cluster: SimulatedCluster) -> dict[str, str]:
+    """resourceVersion of every object of every kind that can be listed, Leases aside (the kubelets' and the API
+    server's heartbeats renew them every few seconds whatever else happens)."""
+    kinds = cluster.kubectl("api-resources", "--verbs=list", "-o", "name").stdout.split()
+    kinds = [k for k in kinds if not k.startswith("leases.")]
+    listed = json.loads(cluster.kubectl("get", ",".join(kinds), "-A", "-o", "json").stdout)["items"]
+    return {
+        f"{o['kind']} {o['metadata'].get('namespace', '')}/{o['metadata']['name']}": o["metadata"]["resourceVersion"]
+        for o in listed
+        if "resourceVersion" in o["metadata"]  # kinds computed on read (e.g. componentstatuses) have none
+    }
+
+
+@contextmanager
+def paused(operator: Operator) -> Iterator[None]:
+    """The operator stopped (SIGSTOP) meanwhile: its reconciles write the run's status and events on their own."""
+    assert operator.process is not None
+    os.killpg(operator.process.pid, signal.SIGSTOP)
+    try:
+        yield
+    finally:
+        os.killpg(operator.process.pid, signal.SIGCONT)
+
+
+def test_doctor_changes_nothing_in_the_cluster(cluster: SimulatedCluster, tmp_path: Path) -> None:
+    with paused(cluster.operator):  # type: ignore[attr-defined]
+        _compare(cluster, tmp_path)
+
+
+def _compare(cluster: SimulatedCluster, tmp_path: Path) -> None:
+    before = _versions(cluster)
+    assert len(before) > 100  # nodes, pods, CRDs, the run and its children, Kueue's objects...
+    doctor(cluster, "-f", str(QUICKSTART))
+    doctor(cluster, "-f", run_file(tmp_path, scheduling={"queueName": "team"}), "-o", "json")
+    after = _versions(cluster)
+    assert {k: (v, after.get(k)) for k, v in before.items() if after.get(k) != v} == {}
+    assert set(after) == set(before)
