@@ -51,6 +51,7 @@ from grpo_operator.status.observation import (
     Observation,
     RewardObservation,
     TrainerMetrics,
+    parse_rfc3339,
 )
 
 log = logging.getLogger(__name__)
@@ -202,7 +203,8 @@ class Reconciler:
         ns, name = run.metadata.namespace, run.metadata.name
         submission_id = names.submission_id(name, run.metadata.uid or "nouid", run.metadata.generation or 1, prev)
         cluster_obj = self.kube.ray_cluster(ns, name)
-        pods = self.kube.run_pods(ns, name) if cluster_obj is not None else []
+        run_pods = self.kube.run_pods(ns, name)  # pods outlive a deleted RayCluster for a while, holding GPUs
+        pods = run_pods if cluster_obj is not None else []
         cluster = childstate.cluster_observation(cluster_obj, plan.worker_replicas, pods)
         remote = run.spec.reward.type is RewardType.REMOTE
         reward = self._reward(ns, name) if remote else None
@@ -232,6 +234,8 @@ class Reconciler:
             metrics_error=metrics_error,
             trainer_image=image,
             trainer_image_id=image_id,
+            gpus=childstate.gpu_observation(run_pods),
+            created=_created(run),
         )
         return self._read_log(ctx, obs) if job is not None and not job.state.active else obs
 
@@ -407,6 +411,14 @@ def _not_submitted(status: GRPORunStatus, prev: GRPORunStatus | None, why: str) 
     """The decided status when its submission was refused: the attempt it opened did not start, and the message
     says why (the next reconcile submits again)."""
     kept = {
-        key: getattr(prev, key) if prev is not None else None for key in ("job_submission_id", "job_status", "attempt")
+        key: getattr(prev, key) if prev is not None else None
+        for key in ("job_submission_id", "job_status", "attempt", "accounting")
     }
     return status.model_copy(update={**kept, "message": f"the Ray job could not be submitted: {why}"})
+
+
+def _created(run: GRPORun) -> datetime | None:
+    try:
+        return parse_rfc3339(run.metadata.creation_timestamp)
+    except ValueError:
+        return None

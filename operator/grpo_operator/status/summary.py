@@ -57,6 +57,7 @@ def parse(text: str) -> RunSummary | None:
             continue
         rollouts = tuple(r for r in (_rollout(i) for i in data.get("rollouts") or []) if r is not None)
         last = data.get("last_rollout")
+        first = data.get("first_rollout")
         provenance = (
             {str(k): str(v)[:256] for k, v in (data.get("provenance") or {}).items()}
             if isinstance(data.get("provenance"), dict)
@@ -65,6 +66,7 @@ def parse(text: str) -> RunSummary | None:
         code = data.get("exit_code")
         return RunSummary(
             exit_code=code if isinstance(code, int) else None,
+            first_rollout=first if isinstance(first, int) and not isinstance(first, bool) else None,
             last_rollout=last if isinstance(last, int) else None,
             rollouts=rollouts[-MAX_ROLLOUTS:],
             provenance=provenance,
