@@ -238,3 +238,13 @@ def test_each_attempts_end_and_its_lost_rollouts_are_told_in_events() -> None:
         "attempt 1 lost 2 rollout(s): attempt 2 resumed at rollout 10, after the checkpoint it loaded",
         "attempt 2 lost 2 rollout(s): attempt 3 resumed at rollout 13, after the checkpoint it loaded",
     ]
+
+
+def test_a_reconcile_that_changes_nothing_else_writes_no_accounting_until_a_minute_passed_and_loses_no_time() -> None:
+    queued = [at(0, cluster=QUEUED, gpus=NONE), at(0, cluster=QUEUED, gpus=NONE)]
+    first, idle = through(queued)
+    assert idle.status == first.status  # nothing to write
+    later = through([replace(queued[0], now=T0 + timedelta(seconds=50))], prev=idle.status)[-1]
+    assert later.status.accounting == first.status.accounting
+    refreshed = through([replace(queued[0], now=T0 + timedelta(seconds=70))], prev=later.status)[-1]
+    assert refreshed.status.accounting is not None and refreshed.status.accounting.queued_seconds == 70

@@ -30,6 +30,9 @@ _BUCKET = {
     Phase.SUSPENDED: "suspended_seconds",
 }
 MAX_ATTEMPTS = 64
+# A reconcile that changes nothing else leaves the accounting as it is (no status write) until this much time has
+# passed: the time is not lost, the next update adds everything since `updatedAt`.
+REFRESH_SECONDS = 60
 
 
 def _hours(seconds: int) -> float:
@@ -203,6 +206,16 @@ def _ended(attempt: AttemptAccount) -> Event:
     )
 
 
+def _unchanged(prev: GRPORunStatus | None, obs: Observation, status: GRPORunStatus, now: datetime) -> bool:
+    """Nothing but time moved since the last update, and not much of it."""
+    old = prev.accounting if prev is not None else None
+    if prev is None or old is None or (obs.gpus is not None and obs.gpus.gpus != old.gpus):
+        return False
+    since = parse_rfc3339(old.updated_at) or now
+    same = status.model_copy(update={"accounting": None}) == prev.model_copy(update={"accounting": None})
+    return same and _seconds(now, since) < REFRESH_SECONDS
+
+
 def account(
     prev: GRPORunStatus | None, obs: Observation, status: GRPORunStatus
 ) -> tuple[RunAccounting | None, tuple[Event, ...]]:
@@ -211,6 +224,8 @@ def account(
     if prev is not None and prev.phase in TERMINAL_PHASES:
         return prev.accounting, ()
     now = obs.now.replace(microsecond=0)
+    if _unchanged(prev, obs, status, now):
+        return prev.accounting if prev is not None else None, ()
     ledger = _start(prev, obs, now)
     _accrue(ledger, prev, obs, now)
     _open(ledger, status, now)
