@@ -91,12 +91,21 @@ def status_patch(old: Mapping[str, Any] | None, new: GRPORunStatus) -> dict[str,
     """A merge patch turning `old` into `new`, or None when nothing changed."""
     wanted = new.model_dump(mode="json", by_alias=True)
     current = dict(old or {})
-    if {k: v for k, v in wanted.items() if v is not None} == {k: v for k, v in current.items() if v is not None}:
+    if _present(wanted) == _present(current):
         return None
     patch = dict(wanted)
     for key in current:
         patch.setdefault(key, None)
     return patch
+
+
+def _present(value: Any) -> Any:
+    """The value as the API server keeps it after a merge patch: a null removes its key, at any depth."""
+    if isinstance(value, dict):
+        return {k: _present(v) for k, v in value.items() if v is not None}
+    if isinstance(value, list):
+        return [_present(v) for v in value]
+    return value
 
 
 @dataclass

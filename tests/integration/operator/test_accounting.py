@@ -71,9 +71,17 @@ def accounting(run: dict[str, Any]) -> dict[str, Any]:
 
 def test_a_first_time_success_reports_gpu_hours_and_goodput_from_its_own_timestamps(env) -> None:  # type: ignore[no-untyped-def]
     _op, ns, kubectl, _ = env
-    kubectl("apply", "-f", "-", input=manifest("paid", ns, fake(rollouts=25)))
+    kubectl("apply", "-f", "-", input=manifest("paid", ns, fake("--fake-step-seconds", "1", rollouts=25)))
     gpus, bound = wait_for("the worker pods bound", lambda: bound_workers(kubectl, ns, "paid"))
     assert gpus == 8  # one p5en worker of the quickstart run
+    wait_for(  # the premise: the operator saw the run make its first rollout while it ran
+        "a first rollout recorded",
+        lambda: (
+            (r := phase_is(kubectl, ns, "paid", "Running"))
+            and r["status"].get("accounting", {}).get("attempts")
+            and r["status"]["accounting"]["attempts"][0].get("firstRolloutTime")
+        ),
+    )
     done = wait_for("Succeeded", lambda: phase_is(kubectl, ns, "paid", "Succeeded", "Failed"), timeout=240)
     assert done["status"]["phase"] == "Succeeded", done["status"]
     acc = accounting(done)
