@@ -40,9 +40,11 @@ PRINTER_COLUMNS = [
     {"name": "Progress", "type": "string", "jsonPath": ".status.progress"},
     {"name": "Reward", "type": "number", "jsonPath": ".status.metrics.rawReward"},
     {"name": "Repetition", "type": "number", "jsonPath": ".status.metrics.repetitionFrac"},
+    {"name": "GPU-Hours", "type": "number", "jsonPath": ".status.accounting.gpuHours"},
     {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
     {"name": "Reason", "type": "string", "jsonPath": ".status.reason", "priority": 1},
     {"name": "GPUs", "type": "integer", "jsonPath": ".status.plan.totalGpus", "priority": 1},
+    {"name": "Goodput", "type": "number", "jsonPath": ".status.accounting.goodput", "priority": 1},
 ]
 
 

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta
+
 import pytest
 from grpo_operator.controller.config import SettingsError, load_settings
 from grpo_operator.edges import childstate, scrape
+from grpo_operator.status.observation import GpuObservation
 from kubernetes import client
 
 
@@ -107,3 +110,28 @@ def test_operator_settings_name_the_variable_and_rule() -> None:
     with pytest.raises(SettingsError, match="GRPO_TYPO: unknown setting"):
         load_settings({"GRPO_TYPO": "1"})
     assert load_settings({"GRPO_RAY_ADDRESS": "http://127.0.0.1:8265"}).ray_address == "http://127.0.0.1:8265"
+
+
+def _gpu_pod(name: str, gpus: int, node: str | None, bound: datetime | None, phase: str = "Running") -> client.V1Pod:
+    resources = client.V1ResourceRequirements(requests={"nvidia.com/gpu": str(gpus)} if gpus else {})
+    conditions = (
+        [client.V1PodCondition(type="PodScheduled", status="True", last_transition_time=bound)] if bound else []
+    )
+    return client.V1Pod(
+        metadata=client.V1ObjectMeta(name=name),
+        spec=client.V1PodSpec(node_name=node, containers=[client.V1Container(name="ray-worker", resources=resources)]),
+        status=client.V1PodStatus(phase=phase, conditions=conditions),
+    )
+
+
+def test_the_gpus_held_are_the_requests_of_the_bound_unfinished_pods_from_the_earliest_binding() -> None:
+    t0 = datetime(2026, 12, 1, 10, 0, tzinfo=UTC)
+    pods = [
+        _gpu_pod("head", 0, "cpu-1", t0),
+        _gpu_pod("w1", 8, "gpu-1", t0 + timedelta(minutes=2)),
+        _gpu_pod("w2", 8, "gpu-2", t0 + timedelta(minutes=1)),
+        _gpu_pod("w3", 8, None, None, phase="Pending"),  # not bound: holds nothing
+        _gpu_pod("w4", 8, "gpu-3", t0, phase="Failed"),  # finished: its GPUs are free
+    ]
+    assert childstate.gpu_observation(pods) == GpuObservation(16, t0 + timedelta(minutes=1))
+    assert childstate.gpu_observation([]) == GpuObservation(0, None)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from grpo_operator.api.status import Condition, ConditionType, GRPORunStatus, Phase
+from grpo_operator.api.status import Condition, ConditionType, GRPORunStatus, Phase, RunAccounting
 from grpo_operator.edges import opmetrics
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
@@ -53,3 +53,34 @@ def test_a_runs_conditions_and_reason_are_gauges_and_all_its_series_go_when_it_i
     left = [s for s in _samples(registry) if s[1].get("name") == "r"]
     assert left == []
     assert any(s[1].get("name") == "other" for s in _samples(registry))
+
+
+def test_a_runs_gpu_hours_lost_gpu_hours_goodput_and_time_to_first_rollout_are_gauges_gone_when_forgotten() -> None:
+    collector = opmetrics.RunCollector()
+    registry = CollectorRegistry()
+    registry.register(collector)
+    accounting = RunAccounting(
+        updated_at="2026-12-01T00:00:00Z",
+        gpu_seconds=56160,
+        gpu_hours=15.6,
+        lost_gpu_hours=5.4222,
+        goodput=0.5584,
+        time_to_first_rollout_seconds=1200,
+    )
+    collector.update("ml", "r", GRPORunStatus(phase=Phase.RUNNING, reason="Running", accounting=accounting))
+    collector.update("ml", "new", GRPORunStatus(phase=Phase.PENDING, reason="Queued"))
+    run = {"namespace": "ml", "name": "r"}
+    samples = _samples(registry)
+    assert {
+        ("grpo_run_gpu_hours", 15.6),
+        ("grpo_run_lost_gpu_hours", 5.4222),
+        ("grpo_run_goodput", 0.5584),
+        ("grpo_run_time_to_first_rollout_seconds", 1200.0),
+    } == {
+        (n, v)
+        for n, labels, v in samples
+        if labels == run and n.startswith(("grpo_run_gpu", "grpo_run_lost", "grpo_run_good", "grpo_run_time"))
+    }
+    assert not [s for s in samples if s[1].get("name") == "new" and s[0] == "grpo_run_goodput"]
+    collector.forget("ml", "r")
+    assert [s for s in _samples(registry) if s[1].get("name") == "r"] == []

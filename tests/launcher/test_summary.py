@@ -51,6 +51,7 @@ def test_the_last_line_is_the_summary_with_the_real_last_rollout_and_the_operato
     # miles's output passes through (stderr, as miles writes it: captured beside stdout here)
     parsed = operator_summary.parse("\n".join(lines))
     assert parsed is not None and parsed.exit_code == 0 and parsed.last_rollout == 2 and parsed.failure is None
+    assert parsed.first_rollout == 0  # where this job started: status.accounting's resume point
     assert parsed.last is not None
     assert (
         parsed.last.rollout,

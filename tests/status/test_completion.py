@@ -53,7 +53,7 @@ def test_success_keeps_the_log_tail_and_then_the_terminal_run_deletes_its_cluste
     done = run_through(s, observe(cluster=READY, job=job(JobState.SUCCEEDED), summary=summary, logs=LOGS))
     assert done.status.phase is Phase.SUCCEEDED and done.status.logs == LOGS
     assert done.actions == (ApplyChildren(), KeepLogs("grpo-x-1"))
-    assert [e.reason for e in done.events] == [Reason.LOGS_KEPT]
+    assert [e.reason for e in done.events] == [Reason.LOGS_KEPT, Reason.ATTEMPT_ENDED]
     later = decide(done.status, observe(generation=2, cluster=READY, job=job(JobState.SUCCEEDED)), s)
     assert later.actions == (DeleteRayCluster(),) and later.status.phase is Phase.SUCCEEDED
     assert {c.observed_generation for c in later.status.conditions} == {2}

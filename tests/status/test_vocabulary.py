@@ -12,9 +12,13 @@ from grpo_operator.api.status import CONDITION_REASONS, PHASE_REASONS, Condition
 PACKAGE = Path(grpo_operator.__file__).parent
 HOME = PACKAGE / "api" / "status.py"
 VOCABULARY = {*Reason, *ConditionType, *Phase, *MetricsSource}
-# The same words in another system's vocabulary, (file, word): grpo doctor reads the Ready condition of Kubernetes
-# nodes and pods.
-FOREIGN: set[tuple[str, str]] = {("cli/doctorchecks.py", "Ready")}
+# The same words in another system's vocabulary, (file, word): a Kubernetes pod's phase, and the Ready condition
+# of Kubernetes nodes and pods that grpo doctor reads.
+FOREIGN: set[tuple[str, str]] = {
+    ("edges/childstate.py", "Succeeded"),
+    ("edges/childstate.py", "Failed"),
+    ("cli/doctorchecks.py", "Ready"),
+}
 
 
 def _literals(path: Path) -> list[tuple[int, str]]:
@@ -50,5 +54,5 @@ def test_no_phase_reason_or_condition_literal_outside_api_status() -> None:
 
 def test_every_reason_belongs_to_a_phase_a_condition_or_an_event() -> None:
     used = {r for rs in PHASE_REASONS.values() for r in rs} | {r for rs in CONDITION_REASONS.values() for r in rs}
-    assert set(Reason) - used == {Reason.LOGS_KEPT}
+    assert set(Reason) - used == {Reason.LOGS_KEPT, Reason.ATTEMPT_ENDED, Reason.ROLLOUTS_LOST}
     assert set(CONDITION_REASONS) == set(ConditionType) and set(PHASE_REASONS) == set(Phase)

@@ -32,6 +32,7 @@ class ObjectMeta(ApiModel):
     namespace: DnsLabel = "default"
     uid: str | None = None
     generation: int | None = None
+    creation_timestamp: str | None = None
 
 
 class GRPORun(ApiModel):

@@ -85,6 +85,8 @@ class Reason(StrEnum):
     IN_PROGRESS = "InProgress"
     # events
     LOGS_KEPT = "LogsKept"
+    ATTEMPT_ENDED = "AttemptEnded"
+    ROLLOUTS_LOST = "RolloutsLost"
 
 
 R = Reason
@@ -255,6 +257,77 @@ class RunPlan(ApiModel):
     fits: bool = Field(description="Whether the run fits in GPU and host memory.")
 
 
+class AttemptAccount(ApiModel):
+    """One attempt (one Ray job) as observed: when it started, first reported a rollout and ended, and the GPU
+    time its worker pods held while it was the run's attempt (status/accounting.py says how each is made)."""
+
+    attempt: int = Field(ge=1, description="Attempt number (status.attempt when it started).")
+    submission_id: str | None = Field(default=None, description="Ray job submission id of the attempt.")
+    started: str = Field(description="When the operator submitted (or first saw) the attempt's job (RFC 3339).")
+    first_rollout_time: str | None = Field(
+        default=None, description="When a rollout of this attempt was first observed (RFC 3339)."
+    )
+    time_to_first_rollout_seconds: int | None = Field(
+        default=None, ge=0, description="From started to the first rollout observed."
+    )
+    first_rollout: int | None = Field(
+        default=None, description="Lowest rollout id observed (a resume starts at the loaded checkpoint + 1)."
+    )
+    last_rollout: int | None = Field(default=None, description="Highest rollout id observed.")
+    ended: str | None = Field(default=None, description="When the attempt ended (RFC 3339).")
+    end_phase: Phase | None = Field(default=None, description="The run's phase when the attempt ended.")
+    end_reason: str | None = Field(default=None, description="The run's reason when the attempt ended.")
+    gpus: int = Field(default=0, ge=0, description="Most GPUs its bound worker pods requested at once.")
+    gpu_seconds: int = Field(
+        default=0, ge=0, description="GPU-seconds held while it was the attempt (its provisioning included)."
+    )
+    gpu_hours: float = Field(default=0.0, ge=0, description="gpuSeconds / 3600.")
+    gpu_seconds_to_first_rollout: int | None = Field(
+        default=None, ge=0, description="GPU-seconds held before its first rollout was observed."
+    )
+    rollouts_completed: int = Field(default=0, ge=0, description="lastRollout - firstRollout + 1.")
+    rollouts_lost: int | None = Field(
+        default=None,
+        ge=0,
+        description="Rollouts after the checkpoint the next attempt loaded (its firstRollout - 1); all of a "
+        "Failed attempt's; unknown until then.",
+    )
+    lost_gpu_hours: float = Field(
+        default=0.0,
+        ge=0,
+        description="A Failed attempt's GPU-hours; else its lost rollouts' share of its rollout GPU-hours, plus its "
+        "GPU-hours before the first rollout when it is a resume.",
+    )
+
+
+class RunAccounting(ApiModel):
+    """Where the run's time and GPU-hours went, from observed transitions and worker pods, in the operator's clock."""
+
+    updated_at: str = Field(description="When the durations and GPU-seconds were last brought up to date (RFC 3339).")
+    gpus: int = Field(default=0, ge=0, description="GPUs the run's bound worker pods request, as last observed.")
+    queued_seconds: int = Field(default=0, ge=0, description="Time in phase Pending (queue, RayCluster not created).")
+    provisioning_seconds: int = Field(default=0, ge=0, description="Time in phase Provisioning.")
+    running_seconds: int = Field(default=0, ge=0, description="Time in phase Running.")
+    suspended_seconds: int = Field(default=0, ge=0, description="Time in phase Suspended (spec.suspend, preemption).")
+    time_to_first_rollout_seconds: int | None = Field(
+        default=None, ge=0, description="From the run's creation to its first rollout observed."
+    )
+    gpu_seconds: int = Field(default=0, ge=0, description="GPU-seconds held by the run's bound worker pods.")
+    gpu_hours: float = Field(default=0.0, ge=0, description="gpuSeconds / 3600.")
+    unattributed_gpu_seconds: int = Field(
+        default=0, ge=0, description="GPU-seconds held since the last attempt ended; the next attempt takes them."
+    )
+    lost_gpu_hours: float = Field(default=0.0, ge=0, description="Sum of the attempts' lostGpuHours.")
+    goodput: float | None = Field(
+        default=None,
+        ge=0,
+        le=1,
+        description="GPU time of rollouts that count (after each first rollout, less lost rollouts and Failed "
+        "attempts) / GPU time held.",
+    )
+    attempts: list[AttemptAccount] = Field(default_factory=list, max_length=64, description="One entry per attempt.")
+
+
 class GRPORunStatus(ApiModel):
     """What the operator observed: phase, conditions, progress, metrics and the plan."""
 
@@ -295,5 +368,8 @@ class GRPORunStatus(ApiModel):
     )
     provenance: RunProvenance | None = Field(default=None, description="What the run actually ran.")
     logs: RunLogs | None = Field(default=None, description="Where the last job's log tail is kept.")
+    accounting: RunAccounting | None = Field(
+        default=None, description="Time per phase, GPU-hours, lost work and goodput, as observed."
+    )
     reason: str | None = Field(default=None, description="Reason of the current phase, one CamelCase word.")
     message: Text | None = Field(default=None, description="Human-readable detail of the current phase.")

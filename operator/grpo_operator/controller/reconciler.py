@@ -51,6 +51,7 @@ from grpo_operator.status.observation import (
     Observation,
     RewardObservation,
     TrainerMetrics,
+    parse_rfc3339,
 )
 
 log = logging.getLogger(__name__)
@@ -90,12 +91,21 @@ def status_patch(old: Mapping[str, Any] | None, new: GRPORunStatus) -> dict[str,
     """A merge patch turning `old` into `new`, or None when nothing changed."""
     wanted = new.model_dump(mode="json", by_alias=True)
     current = dict(old or {})
-    if {k: v for k, v in wanted.items() if v is not None} == {k: v for k, v in current.items() if v is not None}:
+    if _present(wanted) == _present(current):
         return None
     patch = dict(wanted)
     for key in current:
         patch.setdefault(key, None)
     return patch
+
+
+def _present(value: Any) -> Any:
+    """The value as the API server keeps it after a merge patch: a null removes its key, at any depth."""
+    if isinstance(value, dict):
+        return {k: _present(v) for k, v in value.items() if v is not None}
+    if isinstance(value, list):
+        return [_present(v) for v in value]
+    return value
 
 
 @dataclass
@@ -202,7 +212,8 @@ class Reconciler:
         ns, name = run.metadata.namespace, run.metadata.name
         submission_id = names.submission_id(name, run.metadata.uid or "nouid", run.metadata.generation or 1, prev)
         cluster_obj = self.kube.ray_cluster(ns, name)
-        pods = self.kube.run_pods(ns, name) if cluster_obj is not None else []
+        run_pods = self.kube.run_pods(ns, name)  # pods outlive a deleted RayCluster for a while, holding GPUs
+        pods = run_pods if cluster_obj is not None else []
         cluster = childstate.cluster_observation(cluster_obj, plan.worker_replicas, pods)
         remote = run.spec.reward.type is RewardType.REMOTE
         reward = self._reward(ns, name) if remote else None
@@ -232,6 +243,8 @@ class Reconciler:
             metrics_error=metrics_error,
             trainer_image=image,
             trainer_image_id=image_id,
+            gpus=childstate.gpu_observation(run_pods),
+            created=_created(run),
         )
         return self._read_log(ctx, obs) if job is not None and not job.state.active else obs
 
@@ -401,3 +414,10 @@ class _Context:
     log_manifests: dict[str, dict[str, Any]] = field(default_factory=dict)
     failures: list[str] = field(default_factory=list)
     submit_failed: str | None = None
+
+
+def _created(run: GRPORun) -> datetime | None:
+    try:
+        return parse_rfc3339(run.metadata.creation_timestamp)
+    except ValueError:
+        return None

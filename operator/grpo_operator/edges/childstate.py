@@ -4,14 +4,16 @@ it, pod problems as the scheduler and kubelet state them, the reward Deployment'
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 from kubernetes import client
 
 from grpo_operator.api.status import Reason
 from grpo_operator.render import names, queueing
-from grpo_operator.status.observation import ClusterObservation, RewardObservation
+from grpo_operator.status.observation import ClusterObservation, GpuObservation, RewardObservation
 
+GPU_RESOURCE = "nvidia.com/gpu"
 PREFLIGHT_FAILED = "preflight failed: "
 WAITING_PROBLEMS = {
     "ErrImagePull",
@@ -133,3 +135,37 @@ def reward_observation(
             False, Reason.SCORING_ERRORS, f"service error ratio {error_ratio:g} above {max_ratio:g}: scoring is failing"
         )
     return RewardObservation(True, Reason.READY, f"{ready} replica(s) ready")
+
+
+def _pod_gpus(pod: client.V1Pod) -> int:
+    """The GPUs the scheduler set aside for the pod: its containers' requests (the limit when no request)."""
+    total = 0
+    for container in pod.spec.containers if pod.spec else []:
+        resources = container.resources
+        wanted = (resources.requests or {}).get(GPU_RESOURCE) if resources else None
+        if wanted is None and resources is not None:
+            wanted = (resources.limits or {}).get(GPU_RESOURCE)
+        total += int(str(wanted)) if wanted is not None else 0
+    return total
+
+
+def _bound_at(pod: client.V1Pod) -> datetime | None:
+    for cond in (pod.status.conditions or []) if pod.status else []:
+        if cond.type == "PodScheduled" and cond.status == "True":
+            moment: datetime | None = cond.last_transition_time
+            return moment
+    return None
+
+
+def gpu_observation(pods: list[client.V1Pod]) -> GpuObservation:
+    """The GPUs the run's pods hold: those bound to a node and not finished (a finished pod's GPUs are free)."""
+    gpus, earliest = 0, None
+    for pod in pods:
+        bound = pod.spec is not None and bool(pod.spec.node_name)
+        finished = pod.status is not None and pod.status.phase in ("Succeeded", "Failed")
+        held = _pod_gpus(pod) if bound and not finished else 0
+        if held:
+            gpus += held
+            at = _bound_at(pod)
+            earliest = at if earliest is None or (at is not None and at < earliest) else earliest
+    return GpuObservation(gpus=gpus, bound_at=earliest)

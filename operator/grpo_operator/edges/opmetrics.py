@@ -1,5 +1,6 @@
 """The operator's own Prometheus metrics: reconciles, their duration, runs by phase, scrape errors, and per-run
-gauges (phase, status reason, every condition, reward, repetition, progress) for dashboards and alerts.
+gauges (phase, status reason, every condition, reward, repetition, progress, and `status.accounting`: GPU-hours,
+lost GPU-hours, goodput, time to first rollout) for dashboards and alerts.
 
 Alerts are built on the per-run gauges, never on per-run counters: each gauge is read from the run's last
 status, and every series of a run disappears when the run is deleted (`forget`, called by the delete
@@ -70,7 +71,9 @@ class RunCollector(Collector):
         attempt = GaugeMetricFamily(
             "grpo_run_attempt", "Jobs the run has started (1 + resumes)", labels=["namespace", "name"]
         )
+        accounting = _AccountingGauges()
         for (namespace, name), status in runs.items():
+            accounting.add(namespace, name, status)
             if status.phase is not None:
                 counts[status.phase] += 1
                 for candidate in Phase:
@@ -93,6 +96,39 @@ class RunCollector(Collector):
         for key, count in counts.items():
             by_phase.add_metric([key.value], count)
         yield from (by_phase, phase, reason, condition, attempt, reward, repetition, rollout, healthy)
+        yield from accounting.families
+
+
+class _AccountingGauges:
+    """The per-run gauges of `status.accounting`."""
+
+    def __init__(self) -> None:
+        labels = ["namespace", "name"]
+        self.gpu_hours = GaugeMetricFamily("grpo_run_gpu_hours", "GPU-hours the run's bound pods held", labels=labels)
+        self.lost = GaugeMetricFamily(
+            "grpo_run_lost_gpu_hours", "GPU-hours of failed attempts, lost rollouts and resumes' warm-up", labels=labels
+        )
+        self.goodput = GaugeMetricFamily(
+            "grpo_run_goodput", "GPU time of rollouts that count / GPU time held", labels=labels
+        )
+        self.first_rollout = GaugeMetricFamily(
+            "grpo_run_time_to_first_rollout_seconds", "From the run's creation to its first rollout", labels=labels
+        )
+
+    @property
+    def families(self) -> tuple[GaugeMetricFamily, ...]:
+        return (self.gpu_hours, self.lost, self.goodput, self.first_rollout)
+
+    def add(self, namespace: str, name: str, status: GRPORunStatus) -> None:
+        acc = status.accounting
+        if acc is None:
+            return
+        self.gpu_hours.add_metric([namespace, name], acc.gpu_hours)
+        self.lost.add_metric([namespace, name], acc.lost_gpu_hours)
+        if acc.goodput is not None:
+            self.goodput.add_metric([namespace, name], acc.goodput)
+        if acc.time_to_first_rollout_seconds is not None:
+            self.first_rollout.add_metric([namespace, name], acc.time_to_first_rollout_seconds)
 
 
 class OperatorMetrics:

@@ -89,7 +89,8 @@ def submitted(draft: Draft, submission_id: str) -> dict[str, object]:
 def submit_refused(decision: Decision, prev: GRPORunStatus | None, why: str) -> Decision:
     """The decision once its submission was refused: the attempt it opened did not start (no job exists), so the
     status keeps the previous attempt's job and says why; the next reconcile submits again."""
-    kept = {key: getattr(prev, key) if prev else None for key in ("job_submission_id", "job_status", "attempt")}
+    fields = ("job_submission_id", "job_status", "attempt", "accounting")
+    kept = {key: getattr(prev, key) if prev else None for key in fields}
     status = decision.status.model_copy(update={**kept, "message": f"the Ray job could not be submitted: {why}"})
     return replace(decision, status=status)
 

@@ -49,6 +49,15 @@ class JobObservation:
 
 
 @dataclass(frozen=True)
+class GpuObservation:
+    """The GPUs the run's pods hold: the GPU requests of its pods bound to a node and not finished, and when the
+    earliest of them was bound (its PodScheduled condition), as the API server reports them."""
+
+    gpus: int = 0
+    bound_at: datetime | None = None
+
+
+@dataclass(frozen=True)
 class TrainerMetrics:
     """The gauges miles's Prometheus collector serves (`miles_metric_<key>`), for one run."""
 
@@ -72,6 +81,7 @@ class RunSummary:
     """The launcher's end-of-run record (`grpo_operator.status.summary` describes the line it comes from)."""
 
     exit_code: int | None = None
+    first_rollout: int | None = None
     last_rollout: int | None = None
     rollouts: tuple[TrainerMetrics, ...] = ()
     provenance: dict[str, str] = field(default_factory=dict)
@@ -103,6 +113,8 @@ class Observation:
     logs: RunLogs | None = None  # where the ended job's log tail, read this reconcile, is kept
     trainer_image: str | None = None
     trainer_image_id: str | None = None
+    gpus: GpuObservation | None = None  # None: not observed this reconcile (the GPUs held are taken as unchanged)
+    created: datetime | None = None  # the run's metadata.creationTimestamp
 
 
 def rfc3339(moment: datetime) -> str:

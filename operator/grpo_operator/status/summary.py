@@ -43,6 +43,24 @@ def _failure(raw: Any) -> Failure | None:
     return Failure(raw["reason"][:64], text)
 
 
+def _int(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _summary(data: dict[str, Any]) -> RunSummary:
+    rollouts = tuple(r for r in (_rollout(i) for i in data.get("rollouts") or []) if r is not None)
+    raw = data.get("provenance")
+    provenance = {str(k): str(v)[:256] for k, v in raw.items()} if isinstance(raw, dict) else {}
+    return RunSummary(
+        exit_code=_int(data.get("exit_code")),
+        first_rollout=_int(data.get("first_rollout")),
+        last_rollout=_int(data.get("last_rollout")),
+        rollouts=rollouts[-MAX_ROLLOUTS:],
+        provenance=provenance,
+        failure=_failure(data.get("failure")),
+    )
+
+
 def parse(text: str) -> RunSummary | None:
     """The last well-formed summary line of a job log, or None."""
     for line in reversed(text.splitlines()):
@@ -53,21 +71,6 @@ def parse(text: str) -> RunSummary | None:
             data = json.loads(line[at + len(MARK) :])
         except ValueError:
             continue
-        if not isinstance(data, dict) or data.get("version") != 1:
-            continue
-        rollouts = tuple(r for r in (_rollout(i) for i in data.get("rollouts") or []) if r is not None)
-        last = data.get("last_rollout")
-        provenance = (
-            {str(k): str(v)[:256] for k, v in (data.get("provenance") or {}).items()}
-            if isinstance(data.get("provenance"), dict)
-            else {}
-        )
-        code = data.get("exit_code")
-        return RunSummary(
-            exit_code=code if isinstance(code, int) else None,
-            last_rollout=last if isinstance(last, int) else None,
-            rollouts=rollouts[-MAX_ROLLOUTS:],
-            provenance=provenance,
-            failure=_failure(data.get("failure")),
-        )
+        if isinstance(data, dict) and data.get("version") == 1:
+            return _summary(data)
     return None

@@ -24,6 +24,7 @@ CASES: dict[str, tuple[str, ...]] = {
         "metrics.serviceMonitor.enabled=true",
         "metrics.serviceMonitor.labels.release=prometheus",
         "metrics.prometheusRule.enabled=true",
+        "metrics.grafanaDashboard.enabled=true",
         "logLevel=verbose",
     ),
 }

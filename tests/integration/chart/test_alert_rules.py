@@ -21,6 +21,7 @@ ALERTS = (
     "GRPORunMetricsUnavailable",
     "GRPORunFailed",
     "GRPORewardServiceFailing",
+    "GRPORunLowGoodput",
 )
 
 
@@ -207,6 +208,40 @@ def test_each_alert_fires_for_its_run_and_a_healthy_run_raises_none(
         _case(
             [_series("reward_service_ready", {**run, "pod": "r-reward-0"}, "0x120")],
             [("20m", "GRPORewardServiceFailing", fired("GRPORewardServiceFailing", "critical"))],
+        ),
+    ]
+    result = _run(tool, tmp_path, rules, tests)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_low_goodput_fires_for_a_running_run_below_the_threshold_for_the_whole_hour_only(
+    tool: Path, rules: dict[str, Any], tmp_path: Path
+) -> None:
+    """Defaults: goodputBelow 0.8, lowGoodputFor 1h."""
+    run = {"namespace": "ml", "name": "r"}
+    annotations = _annotations(rules, "GRPORunLowGoodput", "ml", "r")
+    fired = [{"exp_labels": {**run, "severity": "warning"}, "exp_annotations": annotations}]
+    running = _series("grpo_run_phase", {**run, "phase": "Running"}, "1x120")
+    tests = [
+        # 0.5 for two hours while Running: pending for the first hour, firing after it
+        _case(
+            [running, _series("grpo_run_goodput", run, "0.5x120")],
+            [("30m", "GRPORunLowGoodput", []), ("70m", "GRPORunLowGoodput", fired)],
+        ),
+        # 0.9: above the threshold, never
+        _case([running, _series("grpo_run_goodput", run, "0.9x120")], [("100m", "GRPORunLowGoodput", [])]),
+        # low for 40 minutes, then recovered: the hour is never reached
+        _case(
+            [running, _series("grpo_run_goodput", run, "0.5x40 0.85x80")],
+            [("70m", "GRPORunLowGoodput", []), ("110m", "GRPORunLowGoodput", [])],
+        ),
+        # low but Suspended (its GPUs are given back): not a running run's problem
+        _case(
+            [
+                _series("grpo_run_phase", {**run, "phase": "Suspended"}, "1x120"),
+                _series("grpo_run_goodput", run, "0.5x120"),
+            ],
+            [("100m", "GRPORunLowGoodput", [])],
         ),
     ]
     result = _run(tool, tmp_path, rules, tests)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import functools
 import json
+import re
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -24,7 +25,7 @@ from grpo_dev.localcluster import SimulatedCluster
 from grpo_dev.localcluster.kueue import start_kueue
 from grpo_operator.render import names
 
-from tests.support.operator_harness import fake, manifest, phase_is, running_operator, wait_for
+from tests.support.operator_harness import fake, jobs_client, manifest, phase_is, running_operator, wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -256,18 +257,28 @@ def test_a_run_kueue_preempts_is_suspended_preempted_and_resumes_as_a_new_attemp
         "-p",
         json.dumps({"spec": {"preemption": {"withinClusterQueue": "LowerPriority"}}}),
     )
+    # The low run's double saves every 2 rollouts and makes no progress after rollout 4 (so the checkpoint is 3),
+    # in each of its jobs: the resumed one loads checkpoint 3 and its first rollout, 4, is seen for sure.
+    shared = tmp_path / "shared"
+    low_spec = fake(
+        "--fake-checkpoints",
+        "--fake-stall-after",
+        "5",
+        rollouts=8,
+        scheduling={"queueName": queue, "priorityClassName": low},
+        storage={"mountPath": str(shared), "saveInterval": 2},
+    )
     with running_operator(kueue, ns, ray_head.dashboard_url, tmp_path):
-        kubectl(
-            "apply",
-            "-f",
-            "-",
-            input=manifest(
-                "low",
-                ns,
-                fake("--fake-stall-after", "1", rollouts=5, scheduling={"queueName": queue, "priorityClassName": low}),
+        kubectl("apply", "-f", "-", input=manifest("low", ns, low_spec))
+        running = wait_for(
+            "the low-priority run Running at rollout 4",
+            lambda: (
+                (r := phase_is(kubectl, ns, "low", "Running"))
+                and (r["status"].get("metrics") or {}).get("rollout") == 4
+                and r
             ),
+            timeout=300,
         )
-        running = wait_for("the low-priority run Running", lambda: phase_is(kubectl, ns, "low", "Running"), timeout=300)
         first_job = running["status"]["jobSubmissionId"]
         kubectl(
             "apply",
@@ -281,6 +292,12 @@ def test_a_run_kueue_preempts_is_suspended_preempted_and_resumes_as_a_new_attemp
         assert preempted["status"]["phase"] == "Suspended"
         assert f"LocalQueue {queue}" in preempted["status"]["message"]
         assert get(kubectl, "raycluster", names.ray_cluster("low"), "-n", ns)["spec"]["suspend"] is True
+        saved = int(
+            (Path(preempted["status"]["plan"]["checkpointDir"]) / "latest_checkpointed_iteration.txt").read_text()
+        )
+        log = jobs_client(ray_head.dashboard_url).get_job_logs(first_job)
+        last = max(int(n) for n in re.findall(r"rollout (\d+): \{", log))
+        assert saved < last
         done = wait_for(
             "the high run Succeeded", lambda: phase_is(kubectl, ns, "high", "Succeeded", "Failed"), timeout=400
         )
@@ -293,6 +310,24 @@ def test_a_run_kueue_preempts_is_suspended_preempted_and_resumes_as_a_new_attemp
             timeout=400,
         )
         assert again["status"]["jobSubmissionId"] != first_job
+
+        # The preempted attempt's rollouts after the checkpoint are lost, with their share of its GPU time.
+        resumed = wait_for(
+            "the second attempt's first rollout recorded",
+            lambda: (
+                (r := phase_is(kubectl, ns, "low", "Running"))
+                and len(r["status"]["accounting"]["attempts"]) == 2
+                and r["status"]["accounting"]["attempts"][1].get("firstRollout") is not None
+                and r
+            ),
+        )
+        first, second = resumed["status"]["accounting"]["attempts"]
+        assert (first["endPhase"], first["endReason"], first["gpus"]) == ("Suspended", "Preempted", 8)
+        assert second["firstRollout"] == saved + 1 and first["lastRollout"] == last
+        assert first["rolloutsLost"] == last - saved
+        rollout_time = first["gpuSeconds"] - first["gpuSecondsToFirstRollout"]
+        share = round(rollout_time * (last - saved) / first["rolloutsCompleted"])
+        assert first["lostGpuHours"] == round(share / 3600, 4)
 
 
 # --- Topology Aware Scheduling: admitted only when every pod fits the nodes' free capacity ---------------------

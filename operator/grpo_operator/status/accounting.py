@@ -1,0 +1,238 @@
+"""What a run cost and where its time went (`status.accounting`): time per phase, the GPU-seconds its bound pods
+held, each attempt's start, first rollout and end, the rollouts a later attempt had to redo, and goodput. Pure
+and incremental: every reconcile adds the time since `updatedAt` (at the GPUs then held, in the phase then
+current) to the totals in the previous status, so the values live in the status and a restarted operator, or
+another replica, carries on from them. GPU-seconds come from the pods (their GPU requests while bound, from the
+time they were bound), never from the spec. A later attempt's first rollout is the checkpoint it loaded + 1,
+which says how many rollouts the attempt before it lost (the launcher's summary gives the exact first rollout)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from grpo_operator.api.status import (
+    TERMINAL_PHASES,
+    AttemptAccount,
+    GRPORunStatus,
+    Phase,
+    Reason,
+    RunAccounting,
+)
+from grpo_operator.status.decision import Event
+from grpo_operator.status.observation import JobState, Observation, parse_rfc3339, rfc3339
+
+_BUCKET = {
+    None: "queued_seconds",
+    Phase.PENDING: "queued_seconds",
+    Phase.PROVISIONING: "provisioning_seconds",
+    Phase.RUNNING: "running_seconds",
+    Phase.SUSPENDED: "suspended_seconds",
+}
+MAX_ATTEMPTS = 64
+# A reconcile that changes nothing else leaves the accounting as it is (no status write) until this much time has
+# passed: the time is not lost, the next update adds everything since `updatedAt`.
+REFRESH_SECONDS = 60
+
+
+def _hours(seconds: int) -> float:
+    return round(seconds / 3600, 4)
+
+
+def _seconds(later: datetime, earlier: datetime) -> int:
+    return max(0, int((later - earlier).total_seconds()))
+
+
+@dataclass
+class _Ledger:
+    """The accounting being brought up to date in one reconcile (a copy of the previous status's)."""
+
+    run: RunAccounting
+    closed: list[AttemptAccount] = field(default_factory=list)
+
+    @property
+    def open(self) -> AttemptAccount | None:
+        last = self.run.attempts[-1] if self.run.attempts else None
+        return last if last is not None and last.ended is None else None
+
+    def hold(self, gpu_seconds: int) -> None:
+        """GPU time held: the run's, and the open attempt's (the next attempt's, when none is open)."""
+        self.run.gpu_seconds += gpu_seconds
+        current = self.open
+        if current is None:
+            self.run.unattributed_gpu_seconds += gpu_seconds
+        else:
+            current.gpu_seconds += gpu_seconds
+
+
+def _start(prev: GRPORunStatus | None, obs: Observation, now: datetime) -> _Ledger:
+    old = prev.accounting if prev is not None else None
+    if old is not None:
+        return _Ledger(old.model_copy(deep=True))
+    since = min(now, obs.created.replace(microsecond=0)) if obs.created is not None else now
+    return _Ledger(RunAccounting(updated_at=rfc3339(since)))
+
+
+def _accrue(ledger: _Ledger, prev: GRPORunStatus | None, obs: Observation, now: datetime) -> None:
+    """The time since the last update: in the phase then current, at the GPUs then held; then the GPUs held now
+    (pods bound since the last update count from their binding)."""
+    run = ledger.run
+    since = parse_rfc3339(run.updated_at) or now
+    elapsed = _seconds(now, since)
+    bucket = _BUCKET[prev.phase if prev is not None else None]
+    setattr(run, bucket, getattr(run, bucket) + elapsed)
+    ledger.hold(run.gpus * elapsed)
+    seen = obs.gpus
+    if seen is not None:
+        if run.gpus == 0 and seen.gpus > 0 and seen.bound_at is not None:
+            ledger.hold(seen.gpus * _seconds(now, max(seen.bound_at.replace(microsecond=0), since)))
+        run.gpus = seen.gpus
+    run.updated_at = rfc3339(now)
+
+
+def _close(ledger: _Ledger, status: GRPORunStatus, now: datetime) -> None:
+    current = ledger.open
+    if current is not None:
+        current.ended, current.end_phase, current.end_reason = rfc3339(now), status.phase, status.reason
+        ledger.closed.append(current)
+
+
+def _open(ledger: _Ledger, status: GRPORunStatus, now: datetime) -> None:
+    """A new attempt (a submission, or a job the status had not seen) takes the GPU time held since the last."""
+    number = status.attempt or 0
+    if number <= (ledger.run.attempts[-1].attempt if ledger.run.attempts else 0):
+        return
+    _close(ledger, status, now)
+    fresh = AttemptAccount(
+        attempt=number,
+        submission_id=status.job_submission_id,
+        started=rfc3339(now),
+        gpu_seconds=ledger.run.unattributed_gpu_seconds,
+    )
+    ledger.run.unattributed_gpu_seconds = 0
+    ledger.run.attempts = [*ledger.run.attempts, fresh][-MAX_ATTEMPTS:]
+
+
+def _rollouts(obs: Observation, submission_id: str | None) -> tuple[int, ...]:
+    """The rollout ids this reconcile observed of the job `submission_id`: its scrape, or its ended job's summary."""
+    job = obs.job
+    if job is None or job.submission_id != submission_id:
+        return ()
+    if job.state is JobState.RUNNING and obs.metrics is not None and obs.metrics.rollout is not None:
+        return (obs.metrics.rollout,)
+    summary = obs.summary if not job.state.active else None
+    if summary is None:
+        return ()
+    return tuple(r for r in (summary.first_rollout, summary.last_rollout) if r is not None)
+
+
+def _progress(ledger: _Ledger, obs: Observation, now: datetime) -> None:
+    current = ledger.open
+    if current is None:
+        return
+    current.gpus = max(current.gpus, ledger.run.gpus)
+    seen = _rollouts(obs, current.submission_id)
+    if not seen:
+        return
+    if current.first_rollout_time is None:
+        current.first_rollout_time = rfc3339(now)
+        current.gpu_seconds_to_first_rollout = current.gpu_seconds
+        current.time_to_first_rollout_seconds = _seconds(now, parse_rfc3339(current.started) or now)
+    current.first_rollout = min(seen) if current.first_rollout is None else min(current.first_rollout, *seen)
+    current.last_rollout = max(seen) if current.last_rollout is None else max(current.last_rollout, *seen)
+
+
+def _lost_rollouts(ledger: _Ledger) -> list[Event]:
+    """Each attempt's lost rollouts; an event when a later attempt first tells the loss."""
+    events = []
+    attempts = ledger.run.attempts
+    for attempt, after in zip(attempts, [*attempts[1:], None], strict=False):
+        first, last = attempt.first_rollout, attempt.last_rollout
+        attempt.rollouts_completed = 0 if first is None or last is None else last - first + 1
+        if attempt.end_phase is Phase.FAILED:
+            attempt.rollouts_lost = attempt.rollouts_completed
+        elif after is not None and after.first_rollout is not None:
+            was = attempt.rollouts_lost
+            attempt.rollouts_lost = 0 if last is None else max(0, last - (after.first_rollout - 1))
+            if was is None and attempt not in ledger.closed:
+                events.append(
+                    Event(
+                        "Normal",
+                        Reason.ROLLOUTS_LOST,
+                        f"attempt {attempt.attempt} lost {attempt.rollouts_lost} rollout(s): attempt {after.attempt} "
+                        f"resumed at rollout {after.first_rollout}, after the checkpoint it loaded",
+                    )
+                )
+    return events
+
+
+def _split(attempt: AttemptAccount) -> tuple[int, int]:
+    """(lost, productive) GPU-seconds of an attempt. Productive: its GPU time after its first rollout, less its
+    lost rollouts' share; lost: that share, plus a resume's time to first rollout, or all of a Failed attempt's."""
+    held = attempt.gpu_seconds
+    if attempt.end_phase is Phase.FAILED:
+        return held, 0
+    warmup = held if attempt.gpu_seconds_to_first_rollout is None else attempt.gpu_seconds_to_first_rollout
+    rollout_time = held - warmup
+    lost, completed = attempt.rollouts_lost or 0, attempt.rollouts_completed
+    share = round(rollout_time * lost / completed) if completed else 0
+    return share + (warmup if attempt.attempt > 1 else 0), rollout_time - share
+
+
+def _totals(run: RunAccounting, created: datetime | None) -> None:
+    lost_total = productive_total = 0
+    for attempt in run.attempts:
+        lost, productive = _split(attempt)
+        attempt.gpu_hours, attempt.lost_gpu_hours = _hours(attempt.gpu_seconds), _hours(lost)
+        lost_total, productive_total = lost_total + lost, productive_total + productive
+    run.gpu_hours, run.lost_gpu_hours = _hours(run.gpu_seconds), _hours(lost_total)
+    run.goodput = round(productive_total / run.gpu_seconds, 4) if run.gpu_seconds else None
+    first = next((a.first_rollout_time for a in run.attempts if a.first_rollout_time is not None), None)
+    seen = parse_rfc3339(first)
+    if seen is not None and created is not None:
+        run.time_to_first_rollout_seconds = _seconds(seen, created.replace(microsecond=0))
+
+
+def _ended(attempt: AttemptAccount) -> Event:
+    lost = (
+        "not known until the next attempt's first rollout" if attempt.rollouts_lost is None else attempt.rollouts_lost
+    )
+    return Event(
+        "Normal",
+        Reason.ATTEMPT_ENDED,
+        f"attempt {attempt.attempt} ended ({attempt.end_phase}/{attempt.end_reason}): {attempt.gpu_hours:g} "
+        f"GPU-hours on {attempt.gpus} GPUs, {attempt.rollouts_completed} rollout(s), lost rollouts: {lost}, "
+        f"lost GPU-hours: {attempt.lost_gpu_hours:g}",
+    )
+
+
+def _unchanged(prev: GRPORunStatus | None, obs: Observation, status: GRPORunStatus, now: datetime) -> bool:
+    """Nothing but time moved since the last update, and not much of it."""
+    old = prev.accounting if prev is not None else None
+    if prev is None or old is None or (obs.gpus is not None and obs.gpus.gpus != old.gpus):
+        return False
+    since = parse_rfc3339(old.updated_at) or now
+    same = status.model_copy(update={"accounting": None}) == prev.model_copy(update={"accounting": None})
+    return same and _seconds(now, since) < REFRESH_SECONDS
+
+
+def account(
+    prev: GRPORunStatus | None, obs: Observation, status: GRPORunStatus
+) -> tuple[RunAccounting | None, tuple[Event, ...]]:
+    """The accounting of `status`, the status this reconcile decided, and its events. A terminal run's stays as
+    it was when it ended."""
+    if prev is not None and prev.phase in TERMINAL_PHASES:
+        return prev.accounting, ()
+    now = obs.now.replace(microsecond=0)
+    if _unchanged(prev, obs, status, now):
+        return prev.accounting if prev is not None else None, ()
+    ledger = _start(prev, obs, now)
+    _accrue(ledger, prev, obs, now)
+    _open(ledger, status, now)
+    _progress(ledger, obs, now)
+    if status.phase is Phase.SUSPENDED or status.phase in TERMINAL_PHASES:
+        _close(ledger, status, now)
+    events = _lost_rollouts(ledger)
+    _totals(ledger.run, obs.created)
+    run = RunAccounting.model_validate(ledger.run.model_dump())
+    return run, (*events, *(_ended(a) for a in ledger.closed))

@@ -1,0 +1,250 @@
+"""`status.accounting` over whole lives of a run, decided observation by observation through `lifecycle.decide`:
+queue -> provision -> run -> suspend -> resume -> preempt -> resume -> succeed (and -> fail). Every expected
+number is worked out by hand below from the observation times, the GPUs the bound pods hold and the rollouts
+seen; none is read back from the code."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from datetime import timedelta
+
+from grpo_operator.api.status import GRPORunStatus, Phase, Reason
+from grpo_operator.cli.loading import parse_run
+from grpo_operator.planning.validation import check
+from grpo_operator.status.decision import Decision
+from grpo_operator.status.lifecycle import decide
+from grpo_operator.status.observation import (
+    ClusterObservation,
+    GpuObservation,
+    JobState,
+    Observation,
+    RunSummary,
+)
+
+from tests.status.runs import READY, T0, healthy, job, observe, spec
+from tests.support.builders import base, merge
+
+QUEUED = ClusterObservation(ready=False, message="waiting for Kueue", queue="team-a")
+NOT_READY = ClusterObservation(ready=False, message="waiting for KubeRay: 0/1 workers ready")
+SPEC = spec({"rollout": {"numRollout": 20}, "storage": {"checkpointOnSuspend": False}})
+GPUS = 8  # one worker pod of the quickstart run, bound to a p5en node
+
+
+def at(minute: int, **kw: object) -> Observation:
+    return observe(now=T0 + timedelta(minutes=minute), created=T0, **kw)
+
+
+def held(bound_minute: int) -> GpuObservation:
+    return GpuObservation(GPUS, T0 + timedelta(minutes=bound_minute))
+
+
+NONE = GpuObservation(0, None)
+
+
+def sid(n: int) -> str:
+    return f"grpo-x-{n}"
+
+
+def running(minute: int, n: int, rollout: int) -> Observation:
+    return at(
+        minute,
+        submission_id=sid(n),
+        cluster=READY,
+        gpus=held(0),
+        job=job(JobState.RUNNING, submission_id=sid(n)),
+        metrics=healthy(rollout),
+    )
+
+
+def admitted_and_run(n: int, start: int, bound: int) -> list[Observation]:
+    """Provision (pods bound at `bound`), submit attempt n at start+5, its first rollout at start+10."""
+    return [
+        at(start, submission_id=sid(n), cluster=NOT_READY, gpus=held(bound)),
+        at(start + 5, submission_id=sid(n), cluster=READY, gpus=held(bound)),
+    ]
+
+
+# queue 0-10; pods bound at 9; submit 1 at 15; rollout 0 at 20, 9 at 50, 11 at 60 when spec.suspend stops it;
+# pods gone at 62; resumed at 90 (no cluster yet), pods bound at 93, provisioning at 95, submit 2 at 100; it
+# resumes at rollout 10 (checkpoint 9) at 105, reaches 14 at 120; Kueue preempts at 125 (pods gone); readmitted
+# at 140 (pods bound at 138), submit 3 at 145, resumes at rollout 13 (checkpoint 12) at 150.
+UNTIL_150 = [
+    at(0, cluster=QUEUED, gpus=NONE),
+    *admitted_and_run(1, 10, 9),
+    running(20, 1, 0),
+    running(50, 1, 9),
+    replace(running(60, 1, 11), suspend=True),
+    at(62, submission_id=sid(2), suspend=True, gpus=NONE),
+    at(90, submission_id=sid(2), gpus=NONE),
+    *admitted_and_run(2, 95, 93),
+    running(105, 2, 10),
+    running(120, 2, 14),
+    at(125, submission_id=sid(3), cluster=QUEUED, gpus=NONE),
+    *admitted_and_run(3, 140, 138),
+    running(150, 3, 13),
+]
+SUCCEEDS = at(
+    170,
+    submission_id=sid(3),
+    cluster=READY,
+    gpus=held(138),
+    job=job(JobState.SUCCEEDED, submission_id=sid(3)),
+    summary=RunSummary(exit_code=0, first_rollout=13, last_rollout=19, rollouts=(healthy(19),)),
+)
+FAILS = at(
+    160,
+    submission_id=sid(3),
+    cluster=READY,
+    gpus=held(138),
+    job=job(JobState.FAILED, "exit code 1", submission_id=sid(3)),
+)
+
+# GPU-seconds per attempt, by hand (8 GPUs throughout):
+#   attempt 1 takes what the pods held before it: bound 9-10 (8x60) + 10-15 (8x300) = 2880; then 15-20: 2400
+#     -> 5280 before its first rollout; 20-60: 8x2400 = 19200 of rollouts 0..11 (12), 2 of them lost (attempt 2
+#     resumed at 10): their share 19200x2/12 = 3200; held 24480.
+#   attempt 2 takes 60-62 (pods terminating, 960) + bound 93-95 (960) + 95-100 (2400) = 4320; 100-105: 2400 ->
+#     6720 before its first rollout (lost: a resume); 105-125: 9600 of rollouts 10..14 (5), 2 lost (attempt 3
+#     resumed at 13): 9600x2/5 = 3840; held 16320.
+#   attempt 3 takes bound 138-140 (960) + 140-145 (2400) = 3360; 145-150: 2400 -> 5760 before its first rollout
+#     (lost: a resume); then 150-170 of rollouts 13..19: 9600 (Succeeded), or 150-160: 4800 (Failed: all lost).
+A1, A2 = 24480, 16320
+A1_LOST, A1_GOOD = 3200, 19200 - 3200
+A2_LOST, A2_GOOD = 3840 + 6720, 9600 - 3840
+
+
+def through(observations: list[Observation], prev: GRPORunStatus | None = None) -> list[Decision]:
+    decisions = []
+    for obs in observations:
+        decisions.append(decide(prev, obs, SPEC))
+        prev = decisions[-1].status
+    return decisions
+
+
+def test_a_run_queued_suspended_preempted_and_resumed_twice_that_succeeds_accounts_every_second_and_gpu() -> None:
+    decisions = through([*UNTIL_150, SUCCEEDS])
+    last = decisions[-1].status
+    assert last.phase is Phase.SUCCEEDED
+    acc = last.accounting
+    assert acc is not None
+    # phases: Pending 0-10 and 90-95; Provisioning 10-20, 95-105, 140-150; Running 20-60, 105-125, 150-170;
+    # Suspended 60-90 and 125-140. 170 minutes in all.
+    assert (acc.queued_seconds, acc.provisioning_seconds) == (15 * 60, 30 * 60)
+    assert (acc.running_seconds, acc.suspended_seconds) == (80 * 60, 45 * 60)
+    assert acc.time_to_first_rollout_seconds == 20 * 60  # created at 0, first rollout seen at 20
+    a1, a2, a3 = acc.attempts
+    assert [a.attempt for a in acc.attempts] == [1, 2, 3]
+    assert [a.submission_id for a in acc.attempts] == [sid(1), sid(2), sid(3)]
+    assert [(a.started, a.first_rollout_time, a.ended) for a in acc.attempts] == [
+        ("2026-11-30T12:15:00Z", "2026-11-30T12:20:00Z", "2026-11-30T13:00:00Z"),
+        ("2026-11-30T13:40:00Z", "2026-11-30T13:45:00Z", "2026-11-30T14:05:00Z"),
+        ("2026-11-30T14:25:00Z", "2026-11-30T14:30:00Z", "2026-11-30T14:50:00Z"),
+    ]
+    assert [a.time_to_first_rollout_seconds for a in acc.attempts] == [300, 300, 300]
+    assert [(a.end_phase, a.end_reason) for a in acc.attempts] == [
+        (Phase.SUSPENDED, Reason.SUSPENDED),
+        (Phase.SUSPENDED, Reason.PREEMPTED),
+        (Phase.SUCCEEDED, Reason.SUCCEEDED),
+    ]
+    assert [a.gpus for a in acc.attempts] == [8, 8, 8]
+    assert [a.gpu_seconds for a in acc.attempts] == [A1, A2, 3360 + 2400 + 9600]
+    assert [(a.first_rollout, a.last_rollout, a.rollouts_completed) for a in acc.attempts] == [
+        (0, 11, 12),
+        (10, 14, 5),
+        (13, 19, 7),
+    ]
+    assert [a.rollouts_lost for a in acc.attempts] == [2, 2, None]
+    assert (a1.lost_gpu_hours, a2.lost_gpu_hours, a3.lost_gpu_hours) == (
+        round(A1_LOST / 3600, 4),
+        round(A2_LOST / 3600, 4),
+        round(5760 / 3600, 4),
+    )
+    total = A1 + A2 + 15360
+    assert acc.gpu_seconds == total == 56160 and acc.gpu_hours == 15.6
+    assert acc.lost_gpu_hours == round((A1_LOST + A2_LOST + 5760) / 3600, 4)
+    assert acc.goodput == round((A1_GOOD + A2_GOOD + 9600) / total, 4)
+    assert acc.unattributed_gpu_seconds == 0
+
+
+def test_the_same_run_failing_in_its_third_attempt_loses_all_of_that_attempts_gpu_time() -> None:
+    decisions = through([*UNTIL_150, FAILS])
+    last = decisions[-1].status
+    assert (last.phase, last.reason) == (Phase.FAILED, Reason.JOB_FAILED)
+    acc = last.accounting
+    assert acc is not None
+    assert (acc.queued_seconds, acc.provisioning_seconds, acc.running_seconds, acc.suspended_seconds) == (
+        15 * 60,
+        30 * 60,
+        70 * 60,
+        45 * 60,
+    )
+    a3 = acc.attempts[-1]
+    assert (a3.end_phase, a3.end_reason, a3.ended) == (Phase.FAILED, Reason.JOB_FAILED, "2026-11-30T14:40:00Z")
+    assert a3.gpu_seconds == 3360 + 2400 + 4800
+    assert (a3.rollouts_completed, a3.rollouts_lost) == (1, 1)
+    assert a3.lost_gpu_hours == round(10560 / 3600, 4)
+    total = A1 + A2 + 10560
+    assert acc.gpu_seconds == total
+    assert acc.lost_gpu_hours == round((A1_LOST + A2_LOST + 10560) / 3600, 4)
+    assert acc.goodput == round((A1_GOOD + A2_GOOD) / total, 4)
+
+
+def test_a_terminal_runs_accounting_stays_as_it_ended() -> None:
+    decisions = through([*UNTIL_150, SUCCEEDS, replace(SUCCEEDS, now=SUCCEEDS.now + timedelta(hours=5))])
+    assert decisions[-1].status.accounting == decisions[-2].status.accounting
+
+
+def test_a_restarted_operator_reading_the_status_back_records_the_same_values() -> None:
+    """The numbers live in the status: deciding from its JSON round trip (what a new process reads), with a
+    reconcile missed while the operator was down, ends where the uninterrupted operator ends."""
+    straight = through([*UNTIL_150, SUCCEEDS])[-1].status
+    first = through(UNTIL_150[:4])[-1].status  # up to the first rollout
+    reread = GRPORunStatus.model_validate_json(json.dumps(first.model_dump(mode="json", by_alias=True)))
+    rest = [o for o in UNTIL_150[4:] if o.now != T0 + timedelta(minutes=50)]  # down at 50
+    resumed = through([*rest, SUCCEEDS], prev=reread)[-1].status
+    assert resumed.accounting is not None and straight.accounting is not None
+    assert resumed.accounting.model_dump(exclude={"attempts"}) == straight.accounting.model_dump(exclude={"attempts"})
+    assert resumed.accounting.attempts == straight.accounting.attempts
+
+
+def test_gpu_hours_count_the_gpus_the_bound_pods_request_not_the_plans() -> None:
+    """The plan asks for a whole run's GPUs; only the pods actually bound count (here 4 of them, for an hour)."""
+    run, _ = parse_run(merge(base(), {}))
+    assert run is not None
+    plan = check(run).plan
+    assert plan is not None and plan.total_gpus != 4
+    bound = GpuObservation(4, T0)
+    decisions = through(
+        [
+            at(0, plan=plan, cluster=NOT_READY, gpus=bound),
+            at(60, plan=plan, cluster=NOT_READY, gpus=bound),
+        ]
+    )
+    acc = decisions[-1].status.accounting
+    assert acc is not None and acc.gpu_seconds == 4 * 3600 and acc.gpu_hours == 4.0
+    assert acc.unattributed_gpu_seconds == 4 * 3600  # no attempt yet: the first one takes them
+
+
+def test_each_attempts_end_and_its_lost_rollouts_are_told_in_events() -> None:
+    decisions = through(UNTIL_150)
+    ended = [e.message for d in decisions for e in d.events if e.reason == Reason.ATTEMPT_ENDED]
+    lost = [e.message for d in decisions for e in d.events if e.reason == Reason.ROLLOUTS_LOST]
+    assert ended[0] == (
+        "attempt 1 ended (Suspended/Suspended): 6.8 GPU-hours on 8 GPUs, 12 rollout(s), lost rollouts: not known "
+        "until the next attempt's first rollout, lost GPU-hours: 0"
+    )
+    assert lost == [
+        "attempt 1 lost 2 rollout(s): attempt 2 resumed at rollout 10, after the checkpoint it loaded",
+        "attempt 2 lost 2 rollout(s): attempt 3 resumed at rollout 13, after the checkpoint it loaded",
+    ]
+
+
+def test_a_reconcile_that_changes_nothing_else_writes_no_accounting_until_a_minute_passed_and_loses_no_time() -> None:
+    queued = [at(0, cluster=QUEUED, gpus=NONE), at(0, cluster=QUEUED, gpus=NONE)]
+    first, idle = through(queued)
+    assert idle.status == first.status  # nothing to write
+    later = through([replace(queued[0], now=T0 + timedelta(seconds=50))], prev=idle.status)[-1]
+    assert later.status.accounting == first.status.accounting
+    refreshed = through([replace(queued[0], now=T0 + timedelta(seconds=70))], prev=later.status)[-1]
+    assert refreshed.status.accounting is not None and refreshed.status.accounting.queued_seconds == 70
