@@ -27,6 +27,7 @@ from typing import Any
 
 from kubernetes import client
 
+from grpo_operator.edges.childstate import GPU_RESOURCE
 from grpo_operator.render import names
 
 Index = Mapping[Any, Collection[Any]]
@@ -80,18 +81,33 @@ def slim_cluster(body: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def slim_pod(body: Mapping[str, Any]) -> Any:
-    """A pod as childstate.pod_problems and trainer_image read it: its name, node and status."""
+    """A pod as childstate.pod_problems, trainer_image and gpu_observation read it: its name, node, status and
+    the GPUs its containers ask for."""
     spec = body.get("spec") or {}
     return as_model(
         {
             "apiVersion": "v1",
             "kind": "Pod",
             "metadata": _meta(body),
-            "spec": {"nodeName": spec.get("nodeName"), "containers": []},  # the model requires the list
+            "spec": {
+                "nodeName": spec.get("nodeName"),
+                "containers": [_gpu_only(c) for c in spec.get("containers") or []],
+            },
             "status": body.get("status") or {},
         },
         "V1Pod",
     )
+
+
+def _gpu_only(container: Mapping[str, Any]) -> dict[str, Any]:
+    """A container as childstate.gpu_observation reads it: its name and its GPU request and limit."""
+    resources = container.get("resources") or {}
+    kept = {
+        part: {GPU_RESOURCE: resources[part][GPU_RESOURCE]}
+        for part in ("requests", "limits")
+        if GPU_RESOURCE in (resources.get(part) or {})
+    }
+    return {"name": container.get("name", ""), "resources": kept}
 
 
 def slim_deployment(body: Mapping[str, Any]) -> Any:
