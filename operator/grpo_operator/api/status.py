@@ -60,6 +60,16 @@ class Reason(StrEnum):
     PREFLIGHT_FAILED = "PreflightFailed"
     JOB_FAILED = "JobFailed"
     JOB_STOPPED = "JobStopped"
+    # failure classes read from the ended job's log (status/failures.py)
+    NCCL_TIMEOUT = "NCCLTimeout"
+    FABRIC_ERROR = "FabricError"
+    NODE_LOST = "NodeLost"
+    ROLLOUT_ENGINE_DIED = "RolloutEngineDied"
+    HOST_OUT_OF_MEMORY = "HostOutOfMemory"
+    CUDA_OUT_OF_MEMORY = "CUDAOutOfMemory"
+    REWARD_SERVICE_FAILED = "RewardServiceFailed"
+    INPUT_ERROR = "InputError"
+    CHECKPOINT_WRITE_FAILED = "CheckpointWriteFailed"
     # conditions
     VALID = "Valid"
     READY = "Ready"
@@ -88,7 +98,26 @@ class Reason(StrEnum):
 
 
 R = Reason
-_ENDINGS = (R.DEGENERATE_OUTPUT, R.STALLED, R.UNVERIFIED, R.PREFLIGHT_FAILED, R.JOB_FAILED, R.JOB_STOPPED)
+FAILURE_CLASSES = (
+    R.NCCL_TIMEOUT,
+    R.FABRIC_ERROR,
+    R.NODE_LOST,
+    R.ROLLOUT_ENGINE_DIED,
+    R.HOST_OUT_OF_MEMORY,
+    R.CUDA_OUT_OF_MEMORY,
+    R.REWARD_SERVICE_FAILED,
+    R.INPUT_ERROR,
+    R.CHECKPOINT_WRITE_FAILED,
+)
+_ENDINGS = (
+    R.DEGENERATE_OUTPUT,
+    R.STALLED,
+    R.UNVERIFIED,
+    R.PREFLIGHT_FAILED,
+    *FAILURE_CLASSES,
+    R.JOB_FAILED,
+    R.JOB_STOPPED,
+)
 PHASE_REASONS: dict[Phase, tuple[Reason, ...]] = {
     Phase.PENDING: (R.PROVISIONING, R.QUEUED),
     Phase.PROVISIONING: (R.PROVISIONING, R.SUBMITTING, R.WAITING_FOR_DRIVER),

@@ -31,6 +31,7 @@ from grpo_operator.planning.documents import parse_run
 from grpo_operator.planning.validation import check, errors
 from grpo_operator.render import MissingRewardImage, Rendered, names, queueing, render
 from grpo_operator.render.job import checkpoint_request
+from grpo_operator.render.joblogs import KEY as LOG_KEY
 from grpo_operator.render.joblogs import job_logs_config_map
 from grpo_operator.status import summary
 from grpo_operator.status.decision import (
@@ -276,7 +277,7 @@ class Reconciler:
             return obs
         manifest, ref = job_logs_config_map(ns, name, run.metadata.uid, submission_id, text)
         ctx.log_manifests[submission_id] = manifest
-        return dataclasses.replace(obs, summary=summary.parse(text), logs=ref)
+        return dataclasses.replace(obs, summary=summary.parse(text), logs=ref, log_text=manifest["data"][LOG_KEY])
 
     def _reward_error_ratio(self, namespace: str, name: str) -> float | None:
         url = endpoints.reward_metrics_url(namespace, name, self.settings)

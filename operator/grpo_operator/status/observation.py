@@ -101,6 +101,7 @@ class Observation:
     metrics_error: str | None = None  # the trainer's metrics endpoint could not be read this time
     summary: RunSummary | None = None  # read from the job's log once the job ended
     logs: RunLogs | None = None  # where the ended job's log tail, read this reconcile, is kept
+    log_text: str = field(default="", repr=False)  # that tail itself (bounded as kept), for `status.failures`
     trainer_image: str | None = None
     trainer_image_id: str | None = None
 
