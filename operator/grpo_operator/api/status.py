@@ -49,6 +49,7 @@ class Reason(StrEnum):
     SUBMITTING = "Submitting"
     WAITING_FOR_DRIVER = "WaitingForDriver"
     RUNNING = "Running"
+    RESTARTING = "Restarting"
     SUSPENDING = "Suspending"
     SUSPENDED = "Suspended"
     PREEMPTED = "Preempted"
@@ -95,6 +96,7 @@ class Reason(StrEnum):
     IN_PROGRESS = "InProgress"
     # events
     LOGS_KEPT = "LogsKept"
+    RESTARTED = "Restarted"
 
 
 R = Reason
@@ -120,7 +122,7 @@ _ENDINGS = (
 )
 PHASE_REASONS: dict[Phase, tuple[Reason, ...]] = {
     Phase.PENDING: (R.PROVISIONING, R.QUEUED),
-    Phase.PROVISIONING: (R.PROVISIONING, R.SUBMITTING, R.WAITING_FOR_DRIVER),
+    Phase.PROVISIONING: (R.PROVISIONING, R.SUBMITTING, R.WAITING_FOR_DRIVER, R.RESTARTING),
     Phase.RUNNING: (R.RUNNING, R.SUSPENDING, R.DEGENERATE_OUTPUT, R.STALLED),
     Phase.SUSPENDED: (R.SUSPENDED, R.PREEMPTED),
     Phase.SUCCEEDED: (R.SUCCEEDED,),
@@ -315,6 +317,9 @@ class GRPORunStatus(ApiModel):
     )
     attempt: int | None = Field(
         default=None, ge=0, description="Jobs this run has started: 1 for the first, one more after each resume."
+    )
+    restarts: int | None = Field(
+        default=None, ge=0, description="Restarts after infrastructure failures so far (spec.recovery.maxRestarts)."
     )
     attempt_start_time: str | None = Field(
         default=None, description="When the current attempt's job was first seen running (RFC 3339)."

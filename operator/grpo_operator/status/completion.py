@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 
 from grpo_operator.api.status import ConditionType, GRPORunStatus, Phase, Reason, RunLogs
-from grpo_operator.status import failures
+from grpo_operator.status import failures, recovery
 from grpo_operator.status.conditions import restamped
 from grpo_operator.status.decision import Action, Decision, DeleteRayCluster, Draft, Event, KeepLogs, StopJob
 from grpo_operator.status.guards import Trip
@@ -52,6 +52,11 @@ def job_failure(message: str, summary: RunSummary | None, logs: RunLogs | None, 
     return R.JOB_FAILED, f"{head}: {last}{where}" if last else f"{head}{where}"
 
 
+def _after(draft: Draft, message: str) -> str:
+    done = recovery.used(draft)
+    return f"{message} (after {done} restart{'s' if done > 1 else ''})" if done else message
+
+
 def _failed(draft: Draft, reason: str, message: str) -> Decision:
     draft.conds.set(C.COMPLETE, True, reason, message)
     draft.warn(message)
@@ -83,7 +88,8 @@ def ended(draft: Draft, trip: Trip | None) -> Decision:
     elif job.state is JobState.STOPPED:
         decision = _failed(draft, R.JOB_STOPPED, "the Ray job was stopped outside the operator")
     else:
-        decision = _failed(draft, *job_failure(job.message, obs.summary, obs.logs, obs.log_text))
+        reason, message = job_failure(job.message, obs.summary, obs.logs, obs.log_text)
+        decision = recovery.restart(draft, reason, message) or _failed(draft, reason, _after(draft, message))
     return Decision(decision.status, keep[0] + decision.actions, decision.events)
 
 
