@@ -8,7 +8,7 @@ from datetime import timedelta
 import pytest
 from grpo_operator.api.status import GRPORunStatus, Phase, Reason
 from grpo_operator.render import names
-from grpo_operator.status.decision import Decision, KeepLogs, StopJob, Submit
+from grpo_operator.status.decision import Decision, DeleteRayCluster, KeepLogs, StopJob, Submit
 from grpo_operator.status.lifecycle import decide
 from grpo_operator.status.observation import Failure, JobState, RunSummary
 
@@ -56,7 +56,7 @@ def test_a_fabric_class_failure_restarts_once_from_the_checkpoint_as_attempt_2_a
         "restart 1 of recovery.maxRestarts 1, from the last checkpoint, after NCCLTimeout: rank 3"
     )
     assert restarting.has(KeepLogs) and not restarting.has(StopJob)  # the failed job's log tail is kept
-    assert [e.reason for e in restarting.events if e.type == "Warning"] == [R.RESTARTED]
+    assert [e.reason for e in restarting.events] == [R.LOGS_KEPT, R.RESTARTED]
 
     # the next reconcile submits the next attempt into the same RayCluster: a new id, attempt 2
     resubmit = _step(restarting.status, s, 30)
@@ -120,3 +120,22 @@ def test_a_stall_stop_is_never_restarted() -> None:
     assert (stalled.status.phase, stalled.status.reason) == (Phase.FAILED, R.STALLED)
     after = _step(stalled.status, s, 110, job=job(JobState.FAILED, FAILED_WITH + WATCHDOG, submission_id=sid))
     assert after.status.phase is Phase.FAILED and not after.has(Submit)
+
+
+def test_a_restart_keeps_the_workers_off_the_node_the_failure_names_and_remakes_the_ray_cluster() -> None:
+    s = spec({"recovery": {"maxRestarts": 2}})
+    workers = (("10.0.1.7", "ip-10-0-1-7.ec2.internal"), ("10.0.1.8", "ip-10-0-1-8.ec2.internal"))
+    _, restarting = _running_then_failing(s, WATCHDOG, worker_nodes=workers)  # the line says ip=10.0.1.7
+    assert restarting.status.avoided_nodes == ["ip-10-0-1-7.ec2.internal"]
+    assert restarting.has(DeleteRayCluster)
+    assert restarting.status.message is not None
+    assert restarting.status.message.endswith("; the workers now keep off node ip-10-0-1-7.ec2.internal")
+    later = _step(restarting.status, s, 30)  # the avoided node stays avoided for the rest of the run
+    assert later.status.avoided_nodes == ["ip-10-0-1-7.ec2.internal"]
+
+
+def test_a_failure_whose_line_names_no_worker_restarts_in_the_same_ray_cluster() -> None:
+    s = spec({"recovery": {"maxRestarts": 1}})
+    _, restarting = _running_then_failing(s, WATCHDOG, worker_nodes=(("10.0.9.9", "elsewhere"),))
+    assert restarting.status.reason == R.RESTARTING and restarting.status.avoided_nodes is None
+    assert not restarting.has(DeleteRayCluster)

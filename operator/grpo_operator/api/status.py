@@ -321,6 +321,11 @@ class GRPORunStatus(ApiModel):
     restarts: int | None = Field(
         default=None, ge=0, description="Restarts after infrastructure failures so far (spec.recovery.maxRestarts)."
     )
+    avoided_nodes: list[str] | None = Field(
+        default=None,
+        max_length=64,
+        description="Nodes the Ray workers keep off: each named by a failure that restarted the run (spec.recovery).",
+    )
     attempt_start_time: str | None = Field(
         default=None, description="When the current attempt's job was first seen running (RFC 3339)."
     )

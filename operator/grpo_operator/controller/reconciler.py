@@ -140,7 +140,8 @@ class Reconciler:
         namespace, name = meta["namespace"], meta["name"]
         prev = previous_status(body)
         now, generation = self.clock(), int(meta.get("generation") or 1)
-        run, rendered, problems = self._checked(body)
+        avoided = tuple(prev.avoided_nodes or ()) if prev is not None else ()
+        run, rendered, problems = self._checked(body, avoided)
         if run is None or rendered is None:
             obs = Observation(now=now, generation=generation, problems=tuple(problems))
             return self._finish(body, prev, decide(prev, obs, None))
@@ -160,7 +161,9 @@ class Reconciler:
             decision = dataclasses.replace(decision, status=_not_submitted(decision.status, prev, ctx.submit_failed))
         return self._finish(body, prev, decision, ctx.failures)
 
-    def _checked(self, body: Mapping[str, Any]) -> tuple[GRPORun | None, Rendered | None, list[str]]:
+    def _checked(
+        self, body: Mapping[str, Any], avoided_nodes: tuple[str, ...] = ()
+    ) -> tuple[GRPORun | None, Rendered | None, list[str]]:
         """The run, its children rendered from the one plan of this reconcile, or the problems that stop it."""
         namespace = body["metadata"]["namespace"]
         doc = {k: body[k] for k in ("apiVersion", "kind", "metadata", "spec") if k in body}
@@ -173,7 +176,7 @@ class Reconciler:
         if problems or checked.plan is None:
             return run, None, problems
         try:
-            rendered = render(run, checked.plan, self.settings.render)
+            rendered = render(run, checked.plan, self.settings.render, avoided_nodes)
         except MissingRewardImage as exc:
             return run, None, [str(exc)]
         # Kubernetes' own rules on every pod template, and on every whole child before the first exists.
@@ -233,6 +236,7 @@ class Reconciler:
             metrics_error=metrics_error,
             trainer_image=image,
             trainer_image_id=image_id,
+            worker_nodes=childstate.worker_nodes(pods),
         )
         return self._read_log(ctx, obs) if job is not None and not job.state.active else obs
 

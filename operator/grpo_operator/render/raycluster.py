@@ -247,15 +247,28 @@ def worker_group(run: GRPORun, plan: RunPlan, settings: RenderSettings) -> dict[
     }
 
 
-def ray_cluster(run: GRPORun, plan: RunPlan, settings: RenderSettings) -> dict[str, Any]:
+def avoid_nodes(group: dict[str, Any], nodes: tuple[str, ...]) -> None:
+    """Keep the workers off `nodes` (named by a failure that restarted the run: status.avoidedNodes)."""
+    if not nodes:
+        return
+    term = {"matchExpressions": [{"key": "kubernetes.io/hostname", "operator": "NotIn", "values": sorted(nodes)}]}
+    affinity = group["template"]["spec"]["affinity"]
+    affinity["nodeAffinity"] = {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [term]}}
+
+
+def ray_cluster(
+    run: GRPORun, plan: RunPlan, settings: RenderSettings, avoided_nodes: tuple[str, ...] = ()
+) -> dict[str, Any]:
     """The RayCluster; with a Kueue queue it is created suspended and Kueue unsuspends it (render/queueing.py),
     so the reconciler sets `suspend` only when it creates the cluster, never on a later apply."""
     meta = metadata(run, names.ray_cluster(run.metadata.name), "ray")
     meta["labels"].update(queueing.cluster_labels(run))
+    workers = worker_group(run, plan, settings)
+    avoid_nodes(workers, avoided_nodes)
     spec: dict[str, Any] = {
         "enableInTreeAutoscaling": False,
         "headGroupSpec": head_group(run, settings),
-        "workerGroupSpecs": [worker_group(run, plan, settings)],
+        "workerGroupSpecs": [workers],
     }
     if queueing.queued(run):
         spec["suspend"] = True

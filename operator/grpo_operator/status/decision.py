@@ -135,6 +135,7 @@ class Draft:
             "job_status": self.attempt.job_status,
             "attempt": self.attempt.attempt,
             "restarts": self.prev.restarts if self.prev else None,
+            "avoided_nodes": self.prev.avoided_nodes if self.prev else None,
             "start_time": self.attempt.start_time,
             "attempt_start_time": self.attempt.attempt_start_time,
             "logs": self.obs.logs or (self.prev.logs if self.prev else None),

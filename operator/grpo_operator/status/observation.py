@@ -104,6 +104,7 @@ class Observation:
     log_text: str = field(default="", repr=False)  # that tail itself (bounded as kept), for `status.failures`
     trainer_image: str | None = None
     trainer_image_id: str | None = None
+    worker_nodes: tuple[tuple[str, str], ...] = ()  # (pod IP, node name) of each Ray worker pod
 
 
 def rfc3339(moment: datetime) -> str:
