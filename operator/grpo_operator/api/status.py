@@ -97,6 +97,7 @@ class Reason(StrEnum):
     # events
     LOGS_KEPT = "LogsKept"
     RESTARTED = "Restarted"
+    EVIDENCE_CAPTURED = "EvidenceCaptured"
 
 
 R = Reason
@@ -210,6 +211,15 @@ class RunLogs(ApiModel):
     submission_id: str = Field(description="Ray job the log belongs to.")
     bytes: int = Field(ge=0, description="Bytes kept.")
     truncated: bool = Field(description="Whether older output was cut to keep the tail bounded.")
+
+
+class EvidenceBundle(ApiModel):
+    """What was captured from a job before the operator stopped it: Ray's view, the processes' stacks, log tails."""
+
+    time: str = Field(description="When it was captured (RFC 3339).")
+    trigger: str = Field(description="Why: the guard that tripped, e.g. Stalled.")
+    submission_id: str = Field(description="Ray job it was captured from.")
+    config_map: str = Field(description="ConfigMap, owned by the run, holding the bundle (index.txt lists it).")
 
 
 class ActorMemory(ApiModel):
@@ -334,5 +344,8 @@ class GRPORunStatus(ApiModel):
     )
     provenance: RunProvenance | None = Field(default=None, description="What the run actually ran.")
     logs: RunLogs | None = Field(default=None, description="Where the last job's log tail is kept.")
+    forensics: list[EvidenceBundle] | None = Field(
+        default=None, max_length=16, description="Evidence captured before the operator stopped a job, oldest first."
+    )
     reason: str | None = Field(default=None, description="Reason of the current phase, one CamelCase word.")
     message: Text | None = Field(default=None, description="Human-readable detail of the current phase.")

@@ -30,6 +30,7 @@ from grpo_operator.edges.rayjobs import RayJobs, RayUnavailable
 from grpo_operator.planning.documents import parse_run
 from grpo_operator.planning.validation import check, errors
 from grpo_operator.render import MissingRewardImage, Rendered, names, queueing, render
+from grpo_operator.render.evidence import evidence_config_map
 from grpo_operator.render.job import checkpoint_request
 from grpo_operator.render.joblogs import KEY as LOG_KEY
 from grpo_operator.render.joblogs import job_logs_config_map
@@ -37,6 +38,7 @@ from grpo_operator.status import summary
 from grpo_operator.status.decision import (
     Action,
     ApplyChildren,
+    CaptureEvidence,
     CreateTokenSecret,
     Decision,
     DeleteRayCluster,
@@ -52,6 +54,7 @@ from grpo_operator.status.observation import (
     Observation,
     RewardObservation,
     TrainerMetrics,
+    rfc3339,
 )
 
 log = logging.getLogger(__name__)
@@ -237,6 +240,7 @@ class Reconciler:
             trainer_image=image,
             trainer_image_id=image_id,
             worker_nodes=childstate.worker_nodes(pods),
+            evidence_config_map=names.forensics(name, len(prev.forensics or []) + 1 if prev else 1),
         )
         return self._read_log(ctx, obs) if job is not None and not job.state.active else obs
 
@@ -333,11 +337,32 @@ class Reconciler:
             case RequestCheckpoint(submission_id=submission_id):
                 request = checkpoint_request(run, ctx.rendered.plan, self.settings.render, submission_id)
                 self._ray(ctx, "checkpoint request", lambda: ctx.ray.submit(request))
+            case CaptureEvidence(submission_id=submission_id, config_map=config_map, trigger=trigger):
+                self._capture(ctx, submission_id, config_map, trigger)
             case KeepLogs(submission_id=submission_id):
                 self.kube.apply(ctx.log_manifests[submission_id])
             case DeleteRayCluster():
                 self.kube.delete_ray_cluster(ns, name)
         return None
+
+    def _capture(self, ctx: _Context, submission_id: str, config_map: str, trigger: str) -> None:
+        """The evidence bundle of a job about to be stopped: what Ray could tell, or why it could not."""
+        run = ctx.run
+        try:
+            pieces = ctx.ray.evidence(submission_id)
+        except RayUnavailable as exc:
+            pieces = {"error.txt": f"the Ray head could not be read: {exc}"}
+        header = {"trigger": trigger, "submission_id": submission_id, "captured": rfc3339(self.clock())}
+        manifest = evidence_config_map(
+            run.metadata.namespace,
+            run.metadata.name,
+            run.metadata.uid,
+            config_map,
+            header=header,
+            pieces=pieces,
+            secrets=[ctx.ray.token or ""],
+        )
+        self.kube.apply(manifest)
 
     def _ray(self, ctx: _Context, what: str, call: Callable[[], object]) -> None:
         """A Ray call the next reconcile retries when the head cannot be reached (it observes what happened)."""

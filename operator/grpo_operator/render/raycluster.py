@@ -46,6 +46,9 @@ def pod_env(run: GRPORun) -> list[dict[str, Any]]:
         {"name": "RAY_DEDUP_LOGS", "value": "0"},
         {"name": "PYTHONUNBUFFERED", "value": "1"},
         {"name": "RAY_memory_monitor_refresh_ms", "value": "0"},
+        # The dashboard's py-spy stack dumps (/worker/traceback), which the evidence capture reads before a
+        # guard stops the job (docs/integrations/ray.md).
+        {"name": "RAY_DASHBOARD_ENABLE_PROFILING", "value": "1"},
         {"name": "TOKENIZERS_PARALLELISM", "value": "false"},
         {"name": "NCCL_DEBUG", "value": "WARN"},
         {"name": "NCCL_SOCKET_IFNAME", "value": "^lo,docker"},

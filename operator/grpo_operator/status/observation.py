@@ -104,6 +104,7 @@ class Observation:
     log_text: str = field(default="", repr=False)  # that tail itself (bounded as kept), for `status.failures`
     trainer_image: str | None = None
     trainer_image_id: str | None = None
+    evidence_config_map: str = ""  # the ConfigMap the next evidence bundle goes to (render/names.py `forensics`)
     worker_nodes: tuple[tuple[str, str], ...] = ()  # (pod IP, node name) of each Ray worker pod
 
 
