@@ -99,14 +99,16 @@ class RayJobs:
         pieces["actors.json"] = _json(actors)
         pieces["tasks-summary.json"] = _json(self._state("tasks/summarize", by_job))
         pieces["placement-groups.json"] = _json(self._state("placement_groups", {"detail": "true", "limit": "1000"}))
-        targets = [("driver", getattr(driver, "pid", None), getattr(driver, "node_ip_address", None))]
+        node_id, node_ip = getattr(info, "driver_node_id", None), getattr(driver, "node_ip_address", None)
+        where = {"node_id": str(node_id)} if node_id else {"node_ip": str(node_ip)} if node_ip else {}
+        targets = [("driver", getattr(driver, "pid", None), {"ip": str(node_ip)} if node_ip else {})]
         for actor in _rows(actors):
-            if actor.get("state") == "ALIVE":
+            if actor.get("state") == "ALIVE" and actor.get("node_id"):
                 name = f"actor-{actor.get('class_name')}-{str(actor.get('actor_id', ''))[:8]}"
-                targets.append((name, actor.get("pid"), (actor.get("address") or {}).get("ip_address")))
+                targets.append((name, actor.get("pid"), {"node_id": str(actor["node_id"])}))
         pieces["stacks.txt"] = "\n".join(self._stack(*target) for target in targets)
         pieces["driver.log"] = self._text(
-            "/api/v0/logs/file", {"submission_id": submission_id, "lines": str(log_lines)}
+            "/api/v0/logs/file", {"submission_id": submission_id, "lines": str(log_lines), **where}
         )
         return pieces
 
@@ -129,11 +131,11 @@ class RayJobs:
         answer = self._get(path, params)
         return answer.text if answer.ok else f"HTTP {answer.status_code}: {answer.text[:2000]}"
 
-    def _stack(self, name: str, pid: object, ip: object) -> str:
-        if not pid or not ip:
+    def _stack(self, name: str, pid: object, node: dict[str, str]) -> str:
+        if not pid or not node:
             return f"== {name}: no pid or node known\n"
-        dump = self._text("/worker/traceback", {"pid": str(pid), "ip": str(ip), "native": "0"})
-        return f"== {name} (pid {pid} on {ip})\n{dump}\n"
+        dump = self._text("/worker/traceback", {"pid": str(pid), **node, "native": "0"})
+        return f"== {name} (pid {pid} on {next(iter(node.values()))})\n{dump}\n"
 
 
 def _json(value: Any) -> str:
@@ -152,7 +154,7 @@ def _job_facts(submission_id: str, info: Any) -> dict[str, Any]:
     return {
         "submission_id": submission_id,
         "job_id": getattr(info, "job_id", None),
-        "status": str(getattr(info, "status", "")),
+        "status": info.status.value if isinstance(info.status, JobStatus) else str(info.status),
         "message": (getattr(info, "message", "") or "")[-4000:],
         "start_time": getattr(info, "start_time", None),
         "driver": {
