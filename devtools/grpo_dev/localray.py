@@ -284,6 +284,10 @@ class LocalRayHead:
         env["RAY_USAGE_STATS_ENABLED"] = "0"
         # Without this Ray replaces a loopback --node-ip-address by the host's routable IP and binds to it.
         env["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
+        # The dashboard's py-spy stack dumps (/worker/traceback), as the operator's RayCluster turns them on; the
+        # agent finds py-spy on PATH, so the interpreter's own bin directory (the venv's) comes first.
+        env["RAY_DASHBOARD_ENABLE_PROFILING"] = "1"
+        env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
         return env
 
     def ray_start_argv(self) -> list[str]:

@@ -135,3 +135,26 @@ def test_the_gpus_held_are_the_requests_of_the_bound_unfinished_pods_from_the_ea
     ]
     assert childstate.gpu_observation(pods) == GpuObservation(16, t0 + timedelta(minutes=1))
     assert childstate.gpu_observation([]) == GpuObservation(0, None)
+
+
+def test_worker_nodes_map_each_scheduled_workers_pod_ip_to_its_node() -> None:
+    def placed(component: str, ip: str | None, node: str | None) -> client.V1Pod:
+        return client.V1Pod(
+            metadata=client.V1ObjectMeta(name=f"{component}-{ip}", labels={"grpo.dev/component": component}),
+            spec=client.V1PodSpec(containers=[], node_name=node),
+            status=client.V1PodStatus(pod_ip=ip),
+        )
+
+    pods = [
+        placed("ray-worker", "10.0.1.7", "n7"),
+        placed("ray-head", "10.0.0.2", "cpu"),
+        placed("ray-worker", None, None),
+    ]
+    assert childstate.worker_nodes(pods) == (("10.0.1.7", "n7"),)
+
+
+def test_a_ray_cluster_being_deleted_is_not_ready_whatever_its_status_says() -> None:
+    ready = {"status": {"readyWorkerReplicas": 1, "state": "ready", "conditions": []}}
+    deleting = {**ready, "metadata": {"deletionTimestamp": "2026-12-01T00:00:00Z"}}
+    observed = childstate.cluster_observation(deleting, 1, [])
+    assert observed is not None and not observed.ready and "being deleted" in observed.message

@@ -54,5 +54,6 @@ def test_no_phase_reason_or_condition_literal_outside_api_status() -> None:
 
 def test_every_reason_belongs_to_a_phase_a_condition_or_an_event() -> None:
     used = {r for rs in PHASE_REASONS.values() for r in rs} | {r for rs in CONDITION_REASONS.values() for r in rs}
-    assert set(Reason) - used == {Reason.LOGS_KEPT, Reason.ATTEMPT_ENDED, Reason.ROLLOUTS_LOST}
+    events = {Reason.LOGS_KEPT, Reason.ATTEMPT_ENDED, Reason.ROLLOUTS_LOST, Reason.RESTARTED, Reason.EVIDENCE_CAPTURED}
+    assert set(Reason) - used == events
     assert set(CONDITION_REASONS) == set(ConditionType) and set(PHASE_REASONS) == set(Phase)

@@ -740,6 +740,17 @@ class GuardsSpec(ApiModel):
     action: GuardAction = Field(default=GuardAction.STOP, description="Stop the job and fail the run, or only Warn.")
 
 
+class RecoverySpec(ApiModel):
+    max_restarts: int = Field(
+        default=0,
+        ge=0,
+        le=10,
+        description="Restarts from the last checkpoint, each a new attempt, after a failure a restart can fix: an "
+        "NCCL timeout or fabric error, a lost node, a dead rollout engine, host memory pressure. Input errors, "
+        "GPU out-of-memory, degenerate output, stalls and invalid specs are never restarted.",
+    )
+
+
 class GRPORunSpec(ApiModel):
     """What the run should do: model, data, sizes, GPUs, reward, storage and guards."""
 
@@ -780,6 +791,9 @@ class GRPORunSpec(ApiModel):
         description="Extra miles/Megatron/SGLang arguments appended last; flags the operator manages are refused.",
     )
     guards: GuardsSpec = Field(default_factory=GuardsSpec, description="Stop runs that degenerate or stall.")
+    recovery: RecoverySpec = Field(
+        default_factory=RecoverySpec, description="Restart from the checkpoint after an infrastructure failure."
+    )
     suspend: bool = Field(
         default=False, description="Stop the job and free the GPUs; false resumes from the checkpoint."
     )

@@ -49,6 +49,7 @@ class Reason(StrEnum):
     SUBMITTING = "Submitting"
     WAITING_FOR_DRIVER = "WaitingForDriver"
     RUNNING = "Running"
+    RESTARTING = "Restarting"
     SUSPENDING = "Suspending"
     SUSPENDED = "Suspended"
     PREEMPTED = "Preempted"
@@ -60,6 +61,16 @@ class Reason(StrEnum):
     PREFLIGHT_FAILED = "PreflightFailed"
     JOB_FAILED = "JobFailed"
     JOB_STOPPED = "JobStopped"
+    # failure classes read from the ended job's log (status/failures.py)
+    NCCL_TIMEOUT = "NCCLTimeout"
+    FABRIC_ERROR = "FabricError"
+    NODE_LOST = "NodeLost"
+    ROLLOUT_ENGINE_DIED = "RolloutEngineDied"
+    HOST_OUT_OF_MEMORY = "HostOutOfMemory"
+    CUDA_OUT_OF_MEMORY = "CUDAOutOfMemory"
+    REWARD_SERVICE_FAILED = "RewardServiceFailed"
+    INPUT_ERROR = "InputError"
+    CHECKPOINT_WRITE_FAILED = "CheckpointWriteFailed"
     # conditions
     VALID = "Valid"
     READY = "Ready"
@@ -87,13 +98,34 @@ class Reason(StrEnum):
     LOGS_KEPT = "LogsKept"
     ATTEMPT_ENDED = "AttemptEnded"
     ROLLOUTS_LOST = "RolloutsLost"
+    RESTARTED = "Restarted"
+    EVIDENCE_CAPTURED = "EvidenceCaptured"
 
 
 R = Reason
-_ENDINGS = (R.DEGENERATE_OUTPUT, R.STALLED, R.UNVERIFIED, R.PREFLIGHT_FAILED, R.JOB_FAILED, R.JOB_STOPPED)
+FAILURE_CLASSES = (
+    R.NCCL_TIMEOUT,
+    R.FABRIC_ERROR,
+    R.NODE_LOST,
+    R.ROLLOUT_ENGINE_DIED,
+    R.HOST_OUT_OF_MEMORY,
+    R.CUDA_OUT_OF_MEMORY,
+    R.REWARD_SERVICE_FAILED,
+    R.INPUT_ERROR,
+    R.CHECKPOINT_WRITE_FAILED,
+)
+_ENDINGS = (
+    R.DEGENERATE_OUTPUT,
+    R.STALLED,
+    R.UNVERIFIED,
+    R.PREFLIGHT_FAILED,
+    *FAILURE_CLASSES,
+    R.JOB_FAILED,
+    R.JOB_STOPPED,
+)
 PHASE_REASONS: dict[Phase, tuple[Reason, ...]] = {
     Phase.PENDING: (R.PROVISIONING, R.QUEUED),
-    Phase.PROVISIONING: (R.PROVISIONING, R.SUBMITTING, R.WAITING_FOR_DRIVER),
+    Phase.PROVISIONING: (R.PROVISIONING, R.SUBMITTING, R.WAITING_FOR_DRIVER, R.RESTARTING),
     Phase.RUNNING: (R.RUNNING, R.SUSPENDING, R.DEGENERATE_OUTPUT, R.STALLED),
     Phase.SUSPENDED: (R.SUSPENDED, R.PREEMPTED),
     Phase.SUCCEEDED: (R.SUCCEEDED,),
@@ -181,6 +213,15 @@ class RunLogs(ApiModel):
     submission_id: str = Field(description="Ray job the log belongs to.")
     bytes: int = Field(ge=0, description="Bytes kept.")
     truncated: bool = Field(description="Whether older output was cut to keep the tail bounded.")
+
+
+class EvidenceBundle(ApiModel):
+    """What was captured from a job before the operator stopped it: Ray's view, the processes' stacks, log tails."""
+
+    time: str = Field(description="When it was captured (RFC 3339).")
+    trigger: str = Field(description="Why: the guard that tripped, e.g. Stalled.")
+    submission_id: str = Field(description="Ray job it was captured from.")
+    config_map: str = Field(description="ConfigMap, owned by the run, holding the bundle (index.txt lists it).")
 
 
 class ActorMemory(ApiModel):
@@ -360,6 +401,14 @@ class GRPORunStatus(ApiModel):
     attempt: int | None = Field(
         default=None, ge=0, description="Jobs this run has started: 1 for the first, one more after each resume."
     )
+    restarts: int | None = Field(
+        default=None, ge=0, description="Restarts after infrastructure failures so far (spec.recovery.maxRestarts)."
+    )
+    avoided_nodes: list[str] | None = Field(
+        default=None,
+        max_length=64,
+        description="Nodes the Ray workers keep off: each named by a failure that restarted the run (spec.recovery).",
+    )
     attempt_start_time: str | None = Field(
         default=None, description="When the current attempt's job was first seen running (RFC 3339)."
     )
@@ -370,6 +419,9 @@ class GRPORunStatus(ApiModel):
     logs: RunLogs | None = Field(default=None, description="Where the last job's log tail is kept.")
     accounting: RunAccounting | None = Field(
         default=None, description="Time per phase, GPU-hours, lost work and goodput, as observed."
+    )
+    forensics: list[EvidenceBundle] | None = Field(
+        default=None, max_length=16, description="Evidence captured before the operator stopped a job, oldest first."
     )
     reason: str | None = Field(default=None, description="Reason of the current phase, one CamelCase word.")
     message: Text | None = Field(default=None, description="Human-readable detail of the current phase.")

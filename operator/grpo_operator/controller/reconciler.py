@@ -30,12 +30,15 @@ from grpo_operator.edges.rayjobs import RayJobs, RayUnavailable
 from grpo_operator.planning.documents import parse_run
 from grpo_operator.planning.validation import check, errors
 from grpo_operator.render import MissingRewardImage, Rendered, names, queueing, render
+from grpo_operator.render.evidence import evidence_config_map
 from grpo_operator.render.job import checkpoint_request
+from grpo_operator.render.joblogs import KEY as LOG_KEY
 from grpo_operator.render.joblogs import job_logs_config_map
 from grpo_operator.status import attempts, summary
 from grpo_operator.status.decision import (
     Action,
     ApplyChildren,
+    CaptureEvidence,
     CreateTokenSecret,
     Decision,
     DeleteRayCluster,
@@ -52,6 +55,7 @@ from grpo_operator.status.observation import (
     RewardObservation,
     TrainerMetrics,
     parse_rfc3339,
+    rfc3339,
 )
 
 log = logging.getLogger(__name__)
@@ -149,7 +153,8 @@ class Reconciler:
         namespace, name = meta["namespace"], meta["name"]
         prev = previous_status(body)
         now, generation = self.clock(), int(meta.get("generation") or 1)
-        run, rendered, problems = self._checked(body)
+        avoided = tuple(prev.avoided_nodes or ()) if prev is not None else ()
+        run, rendered, problems = self._checked(body, avoided)
         if run is None or rendered is None:
             obs = Observation(now=now, generation=generation, problems=tuple(problems))
             return self._finish(body, prev, decide(prev, obs, None))
@@ -169,7 +174,9 @@ class Reconciler:
             decision = attempts.submit_refused(decision, prev, ctx.submit_failed)
         return self._finish(body, prev, decision, ctx.failures)
 
-    def _checked(self, body: Mapping[str, Any]) -> tuple[GRPORun | None, Rendered | None, list[str]]:
+    def _checked(
+        self, body: Mapping[str, Any], avoided_nodes: tuple[str, ...] = ()
+    ) -> tuple[GRPORun | None, Rendered | None, list[str]]:
         """The run, its children rendered from the one plan of this reconcile, or the problems that stop it."""
         namespace = body["metadata"]["namespace"]
         doc = {k: body[k] for k in ("apiVersion", "kind", "metadata", "spec") if k in body}
@@ -182,7 +189,7 @@ class Reconciler:
         if problems or checked.plan is None:
             return run, None, problems
         try:
-            rendered = render(run, checked.plan, self.settings.render)
+            rendered = render(run, checked.plan, self.settings.render, avoided_nodes)
         except MissingRewardImage as exc:
             return run, None, [str(exc)]
         # Kubernetes' own rules on every pod template, and on every whole child before the first exists.
@@ -222,10 +229,6 @@ class Reconciler:
             job = self._find(ctx, submission_id)
         metrics, metrics_error = self._trainer_metrics(job, name)
         image, image_id = childstate.trainer_image(pods)
-        checkpoint_job = None
-        if run.spec.suspend and prev is not None and prev.suspend_requested_time:
-            found = self._find(ctx, names.checkpoint_submission_id(submission_id))
-            checkpoint_job = found.state if found else None
         obs = Observation(
             now=now,
             generation=generation,
@@ -238,15 +241,24 @@ class Reconciler:
             reward=reward,
             reward_required=remote,
             job=job,
-            checkpoint_job=checkpoint_job,
+            checkpoint_job=self._checkpoint_job(ctx, prev, submission_id),
             metrics=metrics,
             metrics_error=metrics_error,
             trainer_image=image,
             trainer_image_id=image_id,
             gpus=childstate.gpu_observation(run_pods),
             created=_created(run),
+            worker_nodes=childstate.worker_nodes(pods),
+            evidence_config_map=names.forensics(name, len(prev.forensics or []) + 1 if prev else 1),
         )
         return self._read_log(ctx, obs) if job is not None and not job.state.active else obs
+
+    def _checkpoint_job(self, ctx: _Context, prev: GRPORunStatus | None, submission_id: str) -> JobState | None:
+        """The state of the checkpoint job a suspending run asked for, if it asked."""
+        if not (ctx.run.spec.suspend and prev is not None and prev.suspend_requested_time):
+            return None
+        found = self._find(ctx, names.checkpoint_submission_id(submission_id))
+        return found.state if found else None
 
     def _observe_ended_run(self, ctx: _Context, prev: GRPORunStatus, now: datetime, generation: int) -> Observation:
         """What winding a terminal run down needs: its RayCluster, its job, and the job's log unless kept."""
@@ -289,7 +301,7 @@ class Reconciler:
             return obs
         manifest, ref = job_logs_config_map(ns, name, run.metadata.uid, submission_id, text)
         ctx.log_manifests[submission_id] = manifest
-        return dataclasses.replace(obs, summary=summary.parse(text), logs=ref)
+        return dataclasses.replace(obs, summary=summary.parse(text), logs=ref, log_text=manifest["data"][LOG_KEY])
 
     def _reward_error_ratio(self, namespace: str, name: str) -> float | None:
         url = endpoints.reward_metrics_url(namespace, name, self.settings)
@@ -341,11 +353,32 @@ class Reconciler:
             case RequestCheckpoint(submission_id=submission_id):
                 request = checkpoint_request(run, ctx.rendered.plan, self.settings.render, submission_id)
                 self._ray(ctx, "checkpoint request", lambda: ctx.ray.submit(request))
+            case CaptureEvidence(submission_id=submission_id, config_map=config_map, trigger=trigger):
+                self._capture(ctx, submission_id, config_map, trigger)
             case KeepLogs(submission_id=submission_id):
                 self.kube.apply(ctx.log_manifests[submission_id])
             case DeleteRayCluster():
                 self.kube.delete_ray_cluster(ns, name)
         return None
+
+    def _capture(self, ctx: _Context, submission_id: str, config_map: str, trigger: str) -> None:
+        """The evidence bundle of a job about to be stopped: what Ray could tell, or why it could not."""
+        run = ctx.run
+        try:
+            pieces = ctx.ray.evidence(submission_id)
+        except RayUnavailable as exc:
+            pieces = {"error.txt": f"the Ray head could not be read: {exc}"}
+        header = {"trigger": trigger, "submission_id": submission_id, "captured": rfc3339(self.clock())}
+        manifest = evidence_config_map(
+            run.metadata.namespace,
+            run.metadata.name,
+            run.metadata.uid,
+            config_map,
+            header=header,
+            pieces=pieces,
+            secrets=[ctx.ray.token or ""],
+        )
+        self.kube.apply(manifest)
 
     def _ray(self, ctx: _Context, what: str, call: Callable[[], object]) -> None:
         """A Ray call the next reconcile retries when the head cannot be reached (it observes what happened)."""

@@ -99,6 +99,8 @@ def cluster_observation(
 ) -> ClusterObservation | None:
     if cluster is None:
         return None
+    if (cluster.get("metadata") or {}).get("deletionTimestamp"):  # a restart away from a node deleted it
+        return ClusterObservation(ready=False, message="the RayCluster is being deleted; it is made again next")
     queue = admission_queue(cluster)
     if queue is not None:
         return ClusterObservation(
@@ -109,6 +111,18 @@ def cluster_observation(
     if problems:
         message = "; ".join(problems)
     return ClusterObservation(ready=ready, message=message)
+
+
+def worker_nodes(pods: list[client.V1Pod]) -> tuple[tuple[str, str], ...]:
+    """(pod IP, node name) of each scheduled Ray worker: Ray names a node by its pod's IP."""
+    found = []
+    for pod in pods:
+        labels = (pod.metadata.labels if pod.metadata else None) or {}
+        ip = pod.status.pod_ip if pod.status else None
+        node = pod.spec.node_name if pod.spec else None
+        if labels.get(names.COMPONENT_LABEL) == "ray-worker" and ip and node:
+            found.append((ip, node))
+    return tuple(found)
 
 
 def trainer_image(pods: list[client.V1Pod]) -> tuple[str | None, str | None]:

@@ -27,14 +27,14 @@ class Rendered:
     plan: RunPlan
 
 
-def render(run: GRPORun, plan: RunPlan, settings: RenderSettings) -> Rendered:
+def render(run: GRPORun, plan: RunPlan, settings: RenderSettings, avoided_nodes: tuple[str, ...] = ()) -> Rendered:
     job = job_submission(run, plan, settings)
     # Policies before the pods they guard, so no Ray pod starts unguarded.
     children = [
         config_map(run, plan, job, settings),
         *network_policies(run, settings),
         *reward_children(run, settings),
-        ray_cluster(run, plan, settings),
+        ray_cluster(run, plan, settings, avoided_nodes),
     ]
     return Rendered(children=children, job=job, plan=plan)
 

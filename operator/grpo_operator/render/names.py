@@ -42,6 +42,11 @@ def network_policy(run: str, component: str) -> str:
     return f"{run}-{component}"
 
 
+def forensics(run: str, index: int) -> str:
+    """The ConfigMap of the run's `index`-th evidence bundle (status.forensics)."""
+    return f"{run}-forensics-{index}"
+
+
 def job_logs(run: str) -> str:
     """The ConfigMap that keeps the last job's log tail after the RayCluster is gone."""
     return f"{run}-job-logs"

@@ -50,6 +50,9 @@ def pod_env(run: GRPORun) -> list[dict[str, Any]]:
         {"name": "RAY_DEDUP_LOGS", "value": "0"},
         {"name": "PYTHONUNBUFFERED", "value": "1"},
         {"name": "RAY_memory_monitor_refresh_ms", "value": "0"},
+        # The dashboard's py-spy stack dumps (/worker/traceback), which the evidence capture reads before a
+        # guard stops the job (docs/integrations/ray.md).
+        {"name": "RAY_DASHBOARD_ENABLE_PROFILING", "value": "1"},
         {"name": "TOKENIZERS_PARALLELISM", "value": "false"},
         {"name": "NCCL_DEBUG", "value": "WARN"},
         {"name": "NCCL_SOCKET_IFNAME", "value": "^lo,docker"},
@@ -251,15 +254,28 @@ def worker_group(run: GRPORun, plan: RunPlan, settings: RenderSettings) -> dict[
     }
 
 
-def ray_cluster(run: GRPORun, plan: RunPlan, settings: RenderSettings) -> dict[str, Any]:
+def avoid_nodes(group: dict[str, Any], nodes: tuple[str, ...]) -> None:
+    """Keep the workers off `nodes` (named by a failure that restarted the run: status.avoidedNodes)."""
+    if not nodes:
+        return
+    term = {"matchExpressions": [{"key": "kubernetes.io/hostname", "operator": "NotIn", "values": sorted(nodes)}]}
+    affinity = group["template"]["spec"]["affinity"]
+    affinity["nodeAffinity"] = {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [term]}}
+
+
+def ray_cluster(
+    run: GRPORun, plan: RunPlan, settings: RenderSettings, avoided_nodes: tuple[str, ...] = ()
+) -> dict[str, Any]:
     """The RayCluster; with a Kueue queue it is created suspended and Kueue unsuspends it (render/queueing.py),
     so the reconciler sets `suspend` only when it creates the cluster, never on a later apply."""
     meta = metadata(run, names.ray_cluster(run.metadata.name), "ray")
     meta["labels"].update(queueing.cluster_labels(run))
+    workers = worker_group(run, plan, settings)
+    avoid_nodes(workers, avoided_nodes)
     spec: dict[str, Any] = {
         "enableInTreeAutoscaling": False,
         "headGroupSpec": head_group(run, settings),
-        "workerGroupSpecs": [worker_group(run, plan, settings)],
+        "workerGroupSpecs": [workers],
     }
     if queueing.queued(run):
         spec["suspend"] = True

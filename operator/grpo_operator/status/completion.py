@@ -8,6 +8,7 @@ from __future__ import annotations
 import re
 
 from grpo_operator.api.status import ConditionType, GRPORunStatus, Phase, Reason, RunLogs
+from grpo_operator.status import failures, recovery
 from grpo_operator.status.conditions import restamped
 from grpo_operator.status.decision import Action, Decision, DeleteRayCluster, Draft, Event, KeepLogs, StopJob
 from grpo_operator.status.guards import Trip
@@ -29,15 +30,19 @@ def last_line(message: str) -> str:
     return ""
 
 
-def job_failure(message: str, summary: RunSummary | None, logs: RunLogs | None) -> tuple[str, str]:
+def job_failure(message: str, summary: RunSummary | None, logs: RunLogs | None, log_text: str = "") -> tuple[str, str]:
     """The Failed reason and ONE line saying why: the failure file's reason when a component inside miles wrote
-    one, the preflight's own line, else the exit code and the job's last line of output."""
+    one, the preflight's own line, the failure class the log shows (`status.failures`), else the exit code and
+    the job's last line of output."""
     where = f" (log tail: ConfigMap {logs.config_map})" if logs is not None else ""
     if summary is not None and summary.failure is not None:
         return summary.failure.reason, f"{summary.failure.message}{where}"
     for line in reversed(message.splitlines()):
         if PREFLIGHT_MARK in line:
             return R.PREFLIGHT_FAILED, line[line.index(PREFLIGHT_MARK) :].strip()
+    failure = failures.classify(log_text or message)
+    if failure is not None:
+        return failure.reason, f"{failure.message}{where}"
     found = _EXIT.search(message)
     code = summary.exit_code if summary is not None and summary.exit_code is not None else None
     if code is None and found:
@@ -45,6 +50,11 @@ def job_failure(message: str, summary: RunSummary | None, logs: RunLogs | None) 
     head = f"the Ray job failed with exit code {code}" if code is not None else "the Ray job failed"
     last = last_line(message)
     return R.JOB_FAILED, f"{head}: {last}{where}" if last else f"{head}{where}"
+
+
+def _after(draft: Draft, message: str) -> str:
+    done = recovery.used(draft)
+    return f"{message} (after {done} restart{'s' if done > 1 else ''})" if done else message
 
 
 def _failed(draft: Draft, reason: str, message: str) -> Decision:
@@ -78,7 +88,8 @@ def ended(draft: Draft, trip: Trip | None) -> Decision:
     elif job.state is JobState.STOPPED:
         decision = _failed(draft, R.JOB_STOPPED, "the Ray job was stopped outside the operator")
     else:
-        decision = _failed(draft, *job_failure(job.message, obs.summary, obs.logs))
+        reason, message = job_failure(job.message, obs.summary, obs.logs, obs.log_text)
+        decision = recovery.restart(draft, reason, message) or _failed(draft, reason, _after(draft, message))
     return Decision(decision.status, keep[0] + decision.actions, decision.events)
 
 

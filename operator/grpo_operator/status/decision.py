@@ -42,6 +42,15 @@ class RequestCheckpoint:
 
 
 @dataclass(frozen=True)
+class CaptureEvidence:
+    """Keep what the job's processes and Ray know in the ConfigMap `config_map`, before anything stops it."""
+
+    submission_id: str
+    config_map: str
+    trigger: str
+
+
+@dataclass(frozen=True)
 class KeepLogs:
     """Keep the ended job's log tail in the run's log ConfigMap (the RayCluster, and Ray's copy, go later)."""
 
@@ -53,7 +62,16 @@ class DeleteRayCluster:
     """Give the GPUs back."""
 
 
-Action = CreateTokenSecret | ApplyChildren | Submit | StopJob | RequestCheckpoint | KeepLogs | DeleteRayCluster
+Action = (
+    CreateTokenSecret
+    | ApplyChildren
+    | Submit
+    | StopJob
+    | RequestCheckpoint
+    | CaptureEvidence
+    | KeepLogs
+    | DeleteRayCluster
+)
 
 
 @dataclass(frozen=True)
@@ -134,6 +152,9 @@ class Draft:
             "job_submission_id": self.attempt.job_submission_id,
             "job_status": self.attempt.job_status,
             "attempt": self.attempt.attempt,
+            "restarts": self.prev.restarts if self.prev else None,
+            "avoided_nodes": self.prev.avoided_nodes if self.prev else None,
+            "forensics": self.prev.forensics if self.prev else None,
             "start_time": self.attempt.start_time,
             "attempt_start_time": self.attempt.attempt_start_time,
             "logs": self.obs.logs or (self.prev.logs if self.prev else None),

@@ -111,10 +111,13 @@ class Observation:
     metrics_error: str | None = None  # the trainer's metrics endpoint could not be read this time
     summary: RunSummary | None = None  # read from the job's log once the job ended
     logs: RunLogs | None = None  # where the ended job's log tail, read this reconcile, is kept
+    log_text: str = field(default="", repr=False)  # that tail itself (bounded as kept), for `status.failures`
     trainer_image: str | None = None
     trainer_image_id: str | None = None
     gpus: GpuObservation | None = None  # None: not observed this reconcile (the GPUs held are taken as unchanged)
     created: datetime | None = None  # the run's metadata.creationTimestamp
+    evidence_config_map: str = ""  # the ConfigMap the next evidence bundle goes to (render/names.py `forensics`)
+    worker_nodes: tuple[tuple[str, str], ...] = ()  # (pod IP, node name) of each Ray worker pod
 
 
 def rfc3339(moment: datetime) -> str:

@@ -1,6 +1,6 @@
 """Where a run's Ray auth token goes: into its Secret and nowhere else a user, a log reader or a Ray job's
 submitter could read it (rendered objects, the GRPORun status, events, the operator's logs, the Ray job's
-runtime env, entrypoint and metadata).
+runtime env, entrypoint and metadata, and the evidence bundles a stopped job leaves, unpacked).
 
 The run's token is the recognisable `harness.RAY_TOKEN` (the local head's), given in a Secret made before the
 run; a run without one gets a Secret made by the operator, owned by the run, which the rendered Ray pods
@@ -10,6 +10,7 @@ reference and which is looked for the same way.
 from __future__ import annotations
 
 import base64
+import gzip
 import json
 from pathlib import Path
 from typing import Any
@@ -37,10 +38,19 @@ def places_holding(token: str, kubectl: Any, namespace: str, logs: str) -> list[
     """Every object of the namespace (and the operator's log) whose text holds the token, raw or base64."""
     needles = (token, base64.b64encode(token.encode()).decode())
     objects = json.loads(kubectl("get", KINDS, "-n", namespace, "-o", "json").stdout)["items"]
-    found = [f"{o['kind']}/{o['metadata']['name']}" for o in objects if any(n in json.dumps(o) for n in needles)]
+    found = [f"{o['kind']}/{o['metadata']['name']}" for o in objects if any(n in _text(o) for n in needles)]
     if any(n in logs for n in needles):
         found.append("operator log")
     return found
+
+
+def _text(obj: dict[str, Any]) -> str:
+    """An object as JSON, with the gzip'd pieces of a ConfigMap (the evidence bundles) unpacked."""
+    unpacked = []
+    for value in (obj.get("binaryData") or {}).values():
+        raw = base64.b64decode(value)
+        unpacked.append(gzip.decompress(raw).decode(errors="replace") if raw[:2] == b"\x1f\x8b" else "")
+    return json.dumps(obj) + "".join(unpacked)
 
 
 @pytest.fixture
@@ -106,3 +116,35 @@ def test_a_run_without_a_token_secret_gets_its_own_owned_by_the_run_and_referenc
     )
     assert "jobSubmissionId" not in refused["status"] or not refused["status"]["jobSubmissionId"]
     assert places_holding(token, kubectl, ns, op.logs()) == [f"Secret/{secret_name}"]
+
+
+def _bundle_texts(kubectl: Any, namespace: str, name: str) -> dict[str, str]:
+    found = json.loads(kubectl("get", "configmap", name, "-n", namespace, "-o", "json").stdout)
+    texts = {k: gzip.decompress(base64.b64decode(v)).decode() for k, v in (found.get("binaryData") or {}).items()}
+    return {**texts, **found["data"]}
+
+
+def test_a_stalled_run_keeps_its_evidence_before_the_stop_with_no_token_and_loses_it_with_the_run(env) -> None:  # type: ignore[no-untyped-def]
+    op, ns, kubectl, head = env
+    spec = fake("--fake-stall-after", "1", rollouts=10, guards={"stallTimeoutSeconds": 5, "startupGraceSeconds": 0})
+    kubectl("apply", "-f", "-", input=manifest("hung", ns, spec))
+    play_kuberay_ready(kubectl, ns, "hung")
+    run = wait_for("Failed", lambda: phase_is(kubectl, ns, "hung", "Failed", "Succeeded"), timeout=180)
+    assert run["status"]["reason"] == "Stalled", run["status"]
+    [bundle] = run["status"]["forensics"]
+    assert bundle["trigger"] == "Stalled" and bundle["submissionId"] == run["status"]["jobSubmissionId"]
+    texts = _bundle_texts(kubectl, ns, bundle["configMap"])
+    # captured while the job still ran: its driver's stack is the stalled double's, its status RUNNING
+    assert "fake_miles.py" in texts["stacks.txt.gz"] and '"status": "RUNNING"' in texts["job.json.gz"]
+    assert "stalled before rollout 1" in texts["driver.log.gz"]
+    assert places_holding(RAY_TOKEN, kubectl, ns, op.logs()) == [f"Secret/{names.ray_auth_secret('hung')}"]
+    assert all(RAY_TOKEN not in text for text in texts.values())
+    client = JobSubmissionClient(head.dashboard_url, headers=head.auth_headers)
+    wait_for(
+        "the job stopped after the capture", lambda: client.get_job_status(bundle["submissionId"]).value == "STOPPED"
+    )
+    kubectl("delete", "grporun", "hung", "-n", ns, "--wait=true", "--timeout=120s")
+    wait_for(
+        "the bundle garbage-collected with the run",
+        lambda: kubectl("get", "configmap", bundle["configMap"], "-n", ns, check=False).returncode != 0,
+    )

@@ -1,0 +1,71 @@
+"""Before a guard stops a job, its evidence is captured: the capture comes first among the actions, the bundle
+is listed in status.forensics with its time and trigger and announced in an event; a guard that only warns
+captures nothing."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from grpo_operator.api.status import Phase, Reason
+from grpo_operator.status.decision import CaptureEvidence, StopJob
+from grpo_operator.status.lifecycle import decide
+from grpo_operator.status.observation import JobState
+
+from tests.status.runs import READY, SID, T0, healthy, job, observe, spec
+
+BUNDLE = "x-forensics-1"
+
+
+def _stalled(action: str) -> object:
+    s = spec({"guards": {"stallTimeoutSeconds": 60, "startupGraceSeconds": 0, "action": action}})
+    seen = decide(None, observe(cluster=READY, job=job(JobState.RUNNING), metrics=healthy(3)), s)
+    later = observe(
+        now=T0 + timedelta(seconds=100),
+        cluster=READY,
+        job=job(JobState.RUNNING),
+        metrics=healthy(3),
+        evidence_config_map=BUNDLE,
+    )
+    return decide(seen.status, later, s)
+
+
+def test_a_stall_under_stop_captures_the_evidence_before_it_stops_the_job() -> None:
+    d = _stalled("Stop")
+    assert (d.status.phase, d.status.reason) == (Phase.FAILED, Reason.STALLED)  # type: ignore[attr-defined]
+    actions = [a for a in d.actions if isinstance(a, CaptureEvidence | StopJob)]  # type: ignore[attr-defined]
+    assert actions == [CaptureEvidence(SID, BUNDLE, Reason.STALLED), StopJob(SID)]
+    [bundle] = d.status.forensics  # type: ignore[attr-defined]
+    assert (bundle.trigger, bundle.config_map, bundle.submission_id, bundle.time) == (
+        "Stalled",
+        BUNDLE,
+        SID,
+        "2026-11-30T12:01:40Z",
+    )
+    assert Reason.EVIDENCE_CAPTURED in [e.reason for e in d.events]  # type: ignore[attr-defined]
+
+
+def test_a_degenerate_stop_captures_too_and_the_terminal_run_keeps_the_list() -> None:
+    s = spec({"guards": {"consecutiveRollouts": 1}})
+    d = decide(
+        None,
+        observe(
+            cluster=READY, job=job(JobState.RUNNING), metrics=healthy(3, repetition=0.9), evidence_config_map=BUNDLE
+        ),
+        s,
+    )
+    assert d.status.reason == Reason.DEGENERATE_OUTPUT and d.actions[-2:] == (
+        CaptureEvidence(SID, BUNDLE, Reason.DEGENERATE_OUTPUT),
+        StopJob(SID),
+    )
+    after = decide(d.status, observe(cluster=READY, job=job(JobState.STOPPED)), s)
+    assert after.status.forensics == d.status.forensics and not any(
+        isinstance(a, CaptureEvidence) for a in after.actions
+    )
+
+
+@pytest.mark.parametrize("action", ["Warn"])
+def test_a_guard_that_only_warns_captures_nothing(action: str) -> None:
+    d = _stalled(action)
+    assert not any(isinstance(a, CaptureEvidence) for a in d.actions)  # type: ignore[attr-defined]
+    assert d.status.forensics is None  # type: ignore[attr-defined]

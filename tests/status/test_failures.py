@@ -1,0 +1,176 @@
+"""A failed job's log says which class of failure ended it: each class from real lines of the pinned sources
+(docs/integrations/failures.md says where each line comes from), the most specific cause of a cascade wins, and
+the class is the run's `Failed` reason."""
+
+from __future__ import annotations
+
+import pytest
+from grpo_operator.api.status import FAILURE_CLASSES, Phase, Reason
+from grpo_operator.status.completion import job_failure
+from grpo_operator.status.failures import RETRYABLE, SIGNATURES, classify
+from grpo_operator.status.observation import JobState
+
+from tests.status.runs import READY, job, observe, run_through, spec
+
+R = Reason
+WATCHDOG = (
+    "(MegatronTrainRayActor pid=4711, ip=10.0.1.7) [rank3]:[E1201 10:00:00.000 ProcessGroupNCCL.cpp:632] [Rank 3]"
+    " Watchdog caught collective operation timeout: WorkNCCL(SeqNum=5012, OpType=ALLREDUCE, NumelIn=1048576,"
+    " NumelOut=1048576, Timeout(ms)=1800000) ran for 1800083 milliseconds before timing out."
+)
+CUDA_OOM = (
+    "(MegatronTrainRayActor pid=4712, ip=10.0.1.8) torch.OutOfMemoryError: CUDA out of memory. Tried to allocate"
+    " 2.00 GiB. GPU 0 has a total capacity of 139.81 GiB of which 1.06 GiB is free."
+)
+
+# One real line per signature: (the line, the class, the node it names).
+LINES = [
+    (CUDA_OOM, R.CUDA_OUT_OF_MEMORY, "10.0.1.8"),
+    ("RuntimeError: CUDA error: out of memory", R.CUDA_OUT_OF_MEMORY, None),
+    (
+        "ray.exceptions.OutOfMemoryError: Task was killed due to the node running low on memory.",
+        R.HOST_OUT_OF_MEMORY,
+        None,
+    ),
+    (
+        "(raylet, ip=10.0.1.9) [2026-12-01 10:00:00] 1 worker(s) were killed due to the node running low on memory.",
+        R.HOST_OUT_OF_MEMORY,
+        "10.0.1.9",
+    ),
+    (
+        "(MegatronTrainRayActor pid=4713, ip=10.0.1.9) OSError: [Errno 28] No space left on device",
+        R.CHECKPOINT_WRITE_FAILED,
+        "10.0.1.9",
+    ),
+    ("FileNotFoundError: Prompt dataset path '/data/dapo.jsonl' does not exist.", R.INPUT_ERROR, None),
+    (
+        "ValueError: Unsupported file format: /data/dapo.csv. Supported formats are .jsonl and .parquet.",
+        R.INPUT_ERROR,
+        None,
+    ),
+    (
+        "ValueError: Unsupported content type: <class 'int'>, expected str or list of dicts",
+        R.INPUT_ERROR,
+        None,
+    ),
+    (
+        'GRPO_FAILURE {"reason": "RewardServiceFailed", "message": "503 for 600 s"}',
+        R.REWARD_SERVICE_FAILED,
+        None,
+    ),
+    (
+        '  File "/root/miles/miles/rollout/rm_hub/__init__.py", line 27, in remote_rm',
+        R.REWARD_SERVICE_FAILED,
+        None,
+    ),
+    (
+        "The node with node id: 5e1f and address: 10.0.1.7 and node name: 10.0.1.7 has been marked dead because"
+        " the detector has missed too many heartbeats from it.",
+        R.NODE_LOST,
+        None,
+    ),
+    ("The actor died because its node has died. Node Id: 5e1f", R.NODE_LOST, None),
+    (WATCHDOG, R.NCCL_TIMEOUT, "10.0.1.7"),
+    (
+        "torch.distributed.DistBackendError: NCCL error in: ProcessGroupNCCL.cpp:3353, remote process exited or"
+        " there was a network error, NCCL version 2.28.9",
+        R.FABRIC_ERROR,
+        None,
+    ),
+    (
+        "node-7:412:901 [3] NCCL WARN NET/IB: Got completion from peer 10.0.1.8<41234> with status=12"
+        " opcode=1 reqSize=524288 vendor_err=129 req_type=Send localGid ::ffff:10.0.1.7 hca mlx5_3",
+        R.FABRIC_ERROR,
+        None,
+    ),
+    (
+        "RuntimeError: NCCL error in: ProcessGroupNCCL.cpp:3353, unhandled system error (run with NCCL_DEBUG=INFO"
+        " for details), NCCL version 2.28.9",
+        R.FABRIC_ERROR,
+        None,
+    ),
+    (
+        "(RolloutManager pid=900, ip=10.0.1.10) Health check failed for rollout engine 2 (ray timeout or error)."
+        " Killing actor. Exception: GetTimeoutError",
+        R.ROLLOUT_ENGINE_DIED,
+        "10.0.1.10",
+    ),
+    ("\tclass_name: SGLangEngine", R.ROLLOUT_ENGINE_DIED, None),
+    (
+        "[2026-12-01 10:00:00] Received sigquit from a child process. It usually means the child failed.",
+        R.ROLLOUT_ENGINE_DIED,
+        None,
+    ),
+]
+
+
+@pytest.mark.parametrize(("line", "reason", "node"), LINES)
+def test_each_failure_class_is_recognized_from_its_real_line(line: str, reason: Reason, node: str | None) -> None:
+    log = f"rollout 11: {{...}}\nsomething else\n{line}\nTraceback follows\n"
+    found = classify(log)
+    assert found is not None and (found.reason, found.node) == (reason, node)
+    assert found.line == line.strip()
+
+
+def test_every_failure_class_has_a_signature_and_a_real_line() -> None:
+    assert {s.reason for s in SIGNATURES} == set(FAILURE_CLASSES) == {r for _, r, _ in LINES}
+
+
+@pytest.mark.parametrize(
+    "chatter",
+    [
+        "node-7:412:412 [0] NCCL INFO NET/OFI Selected Provider is efa",
+        "node-7:412:412 [0] NCCL WARN Call to bind failed: Address already in use",
+        "rollout 3: {'rollout/raw_reward': 0.5}",
+        "[Rank 0] ProcessGroupNCCL initialization options: TIMEOUT(ms): 1800000",
+        "Job entrypoint command failed with exit code 1, last available logs (truncated to 20,000 chars):",
+    ],
+)
+def test_healthy_chatter_is_no_failure_class(chatter: str) -> None:
+    assert classify(chatter) is None
+
+
+def test_a_cascade_is_named_by_its_cause_not_its_consequences() -> None:
+    # one rank ran out of GPU memory; its peers then time out in the all-reduce and the engines lose them
+    log = "\n".join(["rollout 4: {...}", CUDA_OOM, WATCHDOG, "\tclass_name: SGLangEngine"])
+    found = classify(log)
+    assert found is not None and found.reason is R.CUDA_OUT_OF_MEMORY and not found.retryable
+
+
+def test_the_nccl_timeout_says_which_rank_waited_how_long_in_which_collective_on_which_node() -> None:
+    found = classify(f"\x1b[36m{WATCHDOG[:46]}\x1b[0m{WATCHDOG[46:]}")  # Ray colours the prefix
+    assert found is not None and found.retryable
+    assert found.summary == "rank 3 on node 10.0.1.7 waited 1800 s in ALLREDUCE"
+    assert found.message.startswith("rank 3 on node 10.0.1.7 waited 1800 s in ALLREDUCE: (MegatronTrainRayActor")
+
+
+def test_only_infrastructure_classes_are_retryable() -> None:
+    assert {R.NCCL_TIMEOUT, R.FABRIC_ERROR, R.NODE_LOST, R.ROLLOUT_ENGINE_DIED, R.HOST_OUT_OF_MEMORY} == RETRYABLE
+    assert R.INPUT_ERROR not in RETRYABLE and R.DEGENERATE_OUTPUT not in RETRYABLE
+
+
+def test_a_very_long_line_is_cut_in_the_message() -> None:
+    found = classify(WATCHDOG + " x" * 5000)
+    assert found is not None and len(found.line) == 300
+
+
+def test_the_failure_file_and_the_preflight_still_come_first() -> None:
+    preflight = f"x\n{WATCHDOG}\npreflight failed: /fsx not mounted\n"
+    assert job_failure(preflight, None, None)[0] == R.PREFLIGHT_FAILED
+    unclassified = "Job entrypoint command failed with exit code 3\nboom"
+    assert job_failure(unclassified, None, None) == (R.JOB_FAILED, "the Ray job failed with exit code 3: boom")
+
+
+def test_a_job_failure_with_an_nccl_timeout_line_ends_failed_with_that_class() -> None:
+    message = f"Job entrypoint command failed with exit code 1, last available logs (truncated to 20,000 chars):\n{WATCHDOG}\nRuntimeError: boom"
+    d = run_through(spec(), observe(cluster=READY, job=job(JobState.FAILED, message)))
+    assert (d.status.phase, d.status.reason) == (Phase.FAILED, "NCCLTimeout")
+    assert d.status.message is not None
+    assert d.status.message.startswith("rank 3 on node 10.0.1.7 waited 1800 s in ALLREDUCE: ")
+
+
+def test_the_whole_kept_log_tail_is_read_not_only_the_tail_ray_put_in_the_message() -> None:
+    message = "Job entrypoint command failed with exit code 1, last available logs (truncated to 20,000 chars):\nboom"
+    log_text = f"{CUDA_OOM}\n" + "filler\n" * 5000 + "boom\n"
+    d = run_through(spec(), observe(cluster=READY, job=job(JobState.FAILED, message), log_text=log_text))
+    assert d.status.reason == "CUDAOutOfMemory"

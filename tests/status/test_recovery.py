@@ -1,0 +1,141 @@
+"""spec.recovery: a failure a fresh start can fix restarts the run from its checkpoint as a new attempt, at most
+`maxRestarts` times; anything else, or one failure too many, ends the run `Failed`."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from grpo_operator.api.status import GRPORunStatus, Phase, Reason
+from grpo_operator.render import names
+from grpo_operator.status.decision import Decision, DeleteRayCluster, KeepLogs, StopJob, Submit
+from grpo_operator.status.lifecycle import decide
+from grpo_operator.status.observation import Failure, JobState, RunSummary
+
+from tests.status.runs import READY, T0, healthy, job, observe, spec
+from tests.status.test_completion import LOGS
+from tests.status.test_failures import CUDA_OOM, WATCHDOG
+
+R = Reason
+FAILED_WITH = "Job entrypoint command failed with exit code 1, last available logs (truncated to 20,000 chars):\n"
+FABRIC = (
+    "torch.distributed.DistBackendError: NCCL error in: x.cpp:1, remote process exited or there was a network error"
+)
+UID = "0123456789abcdef"
+
+
+def _sid(prev: GRPORunStatus | None) -> str:
+    return names.submission_id("x", UID, 1, prev)
+
+
+def _step(prev: GRPORunStatus | None, s: object, at: int, **kw: object) -> Decision:
+    kw.setdefault("cluster", READY)
+    d = decide(prev, observe(now=T0 + timedelta(seconds=at), submission_id=_sid(prev), **kw), s)  # type: ignore[arg-type]
+    return d
+
+
+def _running_then_failing(s: object, line: str, **kw: object) -> tuple[Decision, Decision]:
+    submitted = _step(None, s, 0)
+    running = _step(
+        submitted.status, s, 10, job=job(JobState.RUNNING, submission_id=_sid(submitted.status)), metrics=healthy(3)
+    )
+    sid = running.status.job_submission_id
+    assert sid is not None
+    failed = _step(running.status, s, 20, job=job(JobState.FAILED, FAILED_WITH + line, submission_id=sid), **kw)
+    return running, failed
+
+
+def test_a_fabric_class_failure_restarts_once_from_the_checkpoint_as_attempt_2_and_a_second_one_ends_failed() -> None:
+    s = spec({"recovery": {"maxRestarts": 1}})
+    running, restarting = _running_then_failing(s, WATCHDOG, logs=LOGS)
+    first = running.status.job_submission_id
+    assert (restarting.status.phase, restarting.status.reason) == (Phase.PROVISIONING, R.RESTARTING)
+    assert restarting.status.restarts == 1 and restarting.status.job_submission_id is None
+    assert restarting.status.message is not None
+    assert restarting.status.message.startswith(
+        "restart 1 of recovery.maxRestarts 1, from the last checkpoint, after NCCLTimeout: rank 3"
+    )
+    assert restarting.has(KeepLogs) and not restarting.has(StopJob)  # the failed job's log tail is kept
+    assert [e.reason for e in restarting.events] == [R.LOGS_KEPT, R.RESTARTED]
+
+    # the next reconcile submits the next attempt into the same RayCluster: a new id, attempt 2
+    resubmit = _step(restarting.status, s, 30)
+    [submit] = [a for a in resubmit.actions if isinstance(a, Submit)]
+    assert submit.submission_id != first and submit.submission_id.endswith("-a2")
+    assert resubmit.status.attempt == 2 and resubmit.status.restarts == 1
+    again = _step(resubmit.status, s, 40, job=job(JobState.RUNNING, submission_id=submit.submission_id))
+    assert again.status.phase is Phase.RUNNING and again.status.attempt == 2
+    failed = _step(
+        again.status, s, 50, job=job(JobState.FAILED, FAILED_WITH + FABRIC, submission_id=submit.submission_id)
+    )
+    assert (failed.status.phase, failed.status.reason) == (Phase.FAILED, R.FABRIC_ERROR)
+    assert failed.status.message is not None and failed.status.message.endswith("(after 1 restart)")
+    assert failed.status.restarts == 1 and not failed.has(Submit)
+
+
+def test_without_recovery_a_fabric_failure_ends_failed() -> None:
+    _, failed = _running_then_failing(spec(), WATCHDOG)
+    assert (failed.status.phase, failed.status.reason) == (Phase.FAILED, R.NCCL_TIMEOUT)
+    assert failed.status.restarts is None
+
+
+@pytest.mark.parametrize(
+    ("line", "summary", "reason"),
+    [
+        (CUDA_OOM, None, R.CUDA_OUT_OF_MEMORY),
+        ("FileNotFoundError: Prompt dataset path '/data/x.jsonl' does not exist.", None, R.INPUT_ERROR),
+        ("OSError: [Errno 28] No space left on device", None, R.CHECKPOINT_WRITE_FAILED),
+        ("preflight failed: /fsx not mounted", None, R.PREFLIGHT_FAILED),
+        ("RuntimeError: boom", None, R.JOB_FAILED),
+        (WATCHDOG, RunSummary(exit_code=1, failure=Failure("RewardServiceFailed", "gave up")), "RewardServiceFailed"),
+    ],
+)
+def test_failures_a_restart_cannot_fix_are_never_restarted(line: str, summary: RunSummary | None, reason: str) -> None:
+    _, failed = _running_then_failing(spec({"recovery": {"maxRestarts": 3}}), line, summary=summary)
+    assert (failed.status.phase, failed.status.reason) == (Phase.FAILED, reason)
+    assert not failed.status.restarts
+
+
+def test_a_degenerate_output_stop_is_never_restarted() -> None:
+    s = spec({"recovery": {"maxRestarts": 3}, "guards": {"consecutiveRollouts": 1}})
+    submitted = _step(None, s, 0)
+    sid = _sid(submitted.status)
+    stop = _step(
+        submitted.status, s, 10, job=job(JobState.RUNNING, submission_id=sid), metrics=healthy(3, repetition=0.9)
+    )
+    assert (stop.status.phase, stop.status.reason) == (Phase.FAILED, R.DEGENERATE_OUTPUT)
+    assert StopJob(sid) in stop.actions
+    # the stopped job's end (Ray may report it FAILED, with any line in its log) leaves the run as it ended
+    after = _step(stop.status, s, 20, job=job(JobState.FAILED, FAILED_WITH + WATCHDOG, submission_id=sid))
+    assert (after.status.phase, after.status.reason) == (Phase.FAILED, R.DEGENERATE_OUTPUT)
+    assert not after.has(Submit) and not after.status.restarts
+
+
+def test_a_stall_stop_is_never_restarted() -> None:
+    s = spec({"recovery": {"maxRestarts": 3}, "guards": {"stallTimeoutSeconds": 60, "startupGraceSeconds": 0}})
+    submitted = _step(None, s, 0)
+    sid = _sid(submitted.status)
+    seen = _step(submitted.status, s, 10, job=job(JobState.RUNNING, submission_id=sid), metrics=healthy(3))
+    stalled = _step(seen.status, s, 100, job=job(JobState.RUNNING, submission_id=sid), metrics=healthy(3))
+    assert (stalled.status.phase, stalled.status.reason) == (Phase.FAILED, R.STALLED)
+    after = _step(stalled.status, s, 110, job=job(JobState.FAILED, FAILED_WITH + WATCHDOG, submission_id=sid))
+    assert after.status.phase is Phase.FAILED and not after.has(Submit)
+
+
+def test_a_restart_keeps_the_workers_off_the_node_the_failure_names_and_remakes_the_ray_cluster() -> None:
+    s = spec({"recovery": {"maxRestarts": 2}})
+    workers = (("10.0.1.7", "ip-10-0-1-7.ec2.internal"), ("10.0.1.8", "ip-10-0-1-8.ec2.internal"))
+    _, restarting = _running_then_failing(s, WATCHDOG, worker_nodes=workers)  # the line says ip=10.0.1.7
+    assert restarting.status.avoided_nodes == ["ip-10-0-1-7.ec2.internal"]
+    assert restarting.has(DeleteRayCluster)
+    assert restarting.status.message is not None
+    assert restarting.status.message.endswith("; the workers now keep off node ip-10-0-1-7.ec2.internal")
+    later = _step(restarting.status, s, 30)  # the avoided node stays avoided for the rest of the run
+    assert later.status.avoided_nodes == ["ip-10-0-1-7.ec2.internal"]
+
+
+def test_a_failure_whose_line_names_no_worker_restarts_in_the_same_ray_cluster() -> None:
+    s = spec({"recovery": {"maxRestarts": 1}})
+    _, restarting = _running_then_failing(s, WATCHDOG, worker_nodes=(("10.0.9.9", "elsewhere"),))
+    assert restarting.status.reason == R.RESTARTING and restarting.status.avoided_nodes is None
+    assert not restarting.has(DeleteRayCluster)

@@ -1,0 +1,49 @@
+"""A Ray job that hangs in known places, for the evidence capture: an actor blocked in `wait_in_named_frame`
+(as a rank waits in a collective) and a driver blocked in `driver_waits_here`. It prints a marker line, then
+`--spam-mib` MiB of output (a job that floods its log), then hangs until stopped.
+
+    python tests/support/hanging_job.py --marker TEXT [--spam-mib N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+
+import ray
+
+
+@ray.remote(num_cpus=0)
+class Hanger:
+    def wait_in_named_frame(self) -> None:
+        while True:
+            time.sleep(0.5)
+
+    def ready(self) -> bool:
+        return True
+
+
+def driver_waits_here() -> None:
+    while True:
+        time.sleep(0.5)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--marker", required=True)
+    parser.add_argument("--spam-mib", type=int, default=0)
+    args = parser.parse_args()
+    ray.init()
+    hanger = Hanger.remote()  # type: ignore[attr-defined]
+    ray.get(hanger.ready.remote())
+    hanger.wait_in_named_frame.remote()
+    line = "x" * 1023 + "\n"
+    for _ in range(args.spam_mib * 1024):
+        sys.stdout.write(line)
+    print(args.marker, flush=True)
+    driver_waits_here()
+
+
+if __name__ == "__main__":
+    main()
