@@ -1,0 +1,47 @@
+"""The guards' boundaries as a user sets them: a repetition fraction exactly at guards.maxRepetitionFrac is not
+degenerate (the rule is "above"), and guards.minReward starts judging once afterRollouts rollouts are done."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from grpo_operator.api.status import Phase, Reason
+from grpo_operator.status.observation import JobState
+
+from tests.status.runs import READY, T0, healthy, job, observe, run_through, spec
+
+
+def test_rollouts_exactly_at_the_repetition_limit_keep_the_run_running() -> None:
+    s = spec({"guards": {"maxRepetitionFrac": 0.5, "consecutiveRollouts": 2}})
+    seen = [
+        observe(cluster=READY, job=job(JobState.RUNNING), now=T0 + timedelta(seconds=10 * i), metrics=healthy(i, 0.5))
+        for i in range(4)
+    ]
+    d = run_through(s, *seen)
+    assert (d.status.phase, d.status.reason, d.status.repetition_streak) == (Phase.RUNNING, Reason.RUNNING, 0)
+
+
+def _with_reward_at_the_floor(rollout: int) -> tuple[Phase | None, str | None]:
+    s = spec({"guards": {"minReward": {"value": 0.1, "afterRollouts": 5}}})
+    d = run_through(s, observe(cluster=READY, job=job(JobState.RUNNING), metrics=healthy(rollout, reward=0.1)))
+    return d.status.phase, d.status.reason
+
+
+def test_the_reward_floor_is_judged_from_the_rollout_that_completes_after_rollouts() -> None:
+    assert _with_reward_at_the_floor(3) == (Phase.RUNNING, Reason.RUNNING)  # rollout 3 (0-based): 4 done
+    assert _with_reward_at_the_floor(4) == (Phase.FAILED, Reason.DEGENERATE_OUTPUT)  # 5 done
+
+
+def _idle_for(seconds: int) -> tuple[Phase | None, str | None]:
+    s = spec({"guards": {"stallTimeoutSeconds": 60}})
+    seen = [
+        observe(cluster=READY, job=job(JobState.RUNNING), now=T0 + timedelta(seconds=t), metrics=healthy(1))
+        for t in (0, seconds)
+    ]
+    d = run_through(s, *seen)
+    return d.status.phase, d.status.reason
+
+
+def test_a_run_stalls_only_once_it_has_made_no_progress_for_longer_than_the_stall_timeout() -> None:
+    assert _idle_for(60) == (Phase.RUNNING, Reason.RUNNING)
+    assert _idle_for(61) == (Phase.FAILED, Reason.STALLED)
