@@ -5,7 +5,7 @@ ResourcesReady, JobRunning or Complete never sees a stale or missing condition."
 from __future__ import annotations
 
 from grpo_operator.api.status import ConditionType, Phase, Reason
-from grpo_operator.status.decision import Decision, StopJob
+from grpo_operator.status.decision import Decision, StopJob, Submit
 from grpo_operator.status.observation import ClusterObservation, JobState, RewardObservation
 
 from tests.status.runs import READY, job, observe, run_through, spec
@@ -110,3 +110,11 @@ def test_a_remote_reward_that_is_not_ready_keeps_the_run_provisioning_with_its_r
     assert d.status.message == "waiting for the RayCluster; reward service: 0/1 replicas ready"
     assert conditions(d)[C.REWARD_SERVICE_READY] == ("False", R.NOT_READY)
     assert conditions(d)[C.RESOURCES_READY] == ("False", R.PROVISIONING)
+
+
+def test_a_spec_that_parses_but_fails_validation_fails_in_the_validators_words_and_submits_nothing() -> None:
+    problem = "spec.rollout.globalBatchSize: 100 must be divisible by the data-parallel size 8"
+    d = run_through(spec(), observe(cluster=READY, problems=(problem,)))
+    assert (d.status.phase, d.status.reason, d.status.message) == (Phase.FAILED, R.INVALID_SPEC, problem)
+    assert conditions(d)[C.VALIDATED] == ("False", R.INVALID_SPEC)
+    assert not d.has(Submit)

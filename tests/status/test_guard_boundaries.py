@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from grpo_operator.api.status import Phase, Reason
-from grpo_operator.status.observation import JobState
+from grpo_operator.api.status import ConditionType, Phase, Reason
+from grpo_operator.status.observation import JobState, RunSummary
 
 from tests.status.runs import READY, T0, healthy, job, observe, run_through, spec
 
@@ -45,3 +45,31 @@ def _idle_for(seconds: int) -> tuple[Phase | None, str | None]:
 def test_a_run_stalls_only_once_it_has_made_no_progress_for_longer_than_the_stall_timeout() -> None:
     assert _idle_for(60) == (Phase.RUNNING, Reason.RUNNING)
     assert _idle_for(61) == (Phase.FAILED, Reason.STALLED)
+
+
+def test_rollouts_the_scrapes_already_counted_are_not_counted_again_from_the_end_of_run_summary() -> None:
+    s = spec({"rollout": {"numRollout": 2}, "guards": {"maxRepetitionFrac": 0.5, "consecutiveRollouts": 3}})
+    scraped = [
+        observe(cluster=READY, job=job(JobState.RUNNING), now=T0 + timedelta(seconds=10 * i), metrics=healthy(i, 0.6))
+        for i in range(2)
+    ]
+    summary = RunSummary(exit_code=0, last_rollout=1, rollouts=(healthy(0, 0.6), healthy(1, 0.6)))
+    end = observe(cluster=READY, job=job(JobState.SUCCEEDED), now=T0 + timedelta(seconds=30), summary=summary)
+    d = run_through(s, *scraped, end)
+    assert (d.status.phase, d.status.reason) == (Phase.SUCCEEDED, Reason.SUCCEEDED)
+
+
+def _scrape_failing_for(seconds: int) -> tuple[str, str]:
+    s = spec({"guards": {"stallTimeoutSeconds": 60}})
+    seen = [
+        observe(cluster=READY, job=job(JobState.RUNNING), now=T0 + timedelta(seconds=t), metrics_error="refused")
+        for t in (0, seconds)
+    ]
+    d = run_through(s, *seen)
+    c = next(c for c in d.status.conditions if c.type == ConditionType.METRICS_AVAILABLE)
+    return c.status, c.reason
+
+
+def test_a_failing_scrape_becomes_an_outage_only_past_the_stall_timeout() -> None:
+    assert _scrape_failing_for(60) == ("False", Reason.SCRAPE_FAILED)
+    assert _scrape_failing_for(61) == ("False", Reason.SCRAPE_OUTAGE)
