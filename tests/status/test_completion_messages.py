@@ -71,3 +71,21 @@ def test_a_verified_success_sets_complete_true_for_kubectl_wait() -> None:
     assert d.status.phase is Phase.SUCCEEDED
     complete = next(c for c in d.status.conditions if c.type == ConditionType.COMPLETE)
     assert (complete.status, complete.reason, complete.message) == ("True", Reason.SUCCEEDED, "10/10 rollouts")
+
+
+def test_a_success_read_only_from_the_end_of_run_summary_is_healthy_at_its_last_rollout() -> None:
+    s = spec({"rollout": {"numRollout": 10}})
+    summary = RunSummary(exit_code=0, last_rollout=9, rollouts=(healthy(9),))
+    d = run_through(s, observe(cluster=READY, job=job(JobState.SUCCEEDED), summary=summary))
+    healthy_condition = next(c for c in d.status.conditions if c.type == ConditionType.HEALTHY)
+    assert (healthy_condition.status, healthy_condition.reason, healthy_condition.message) == (
+        "True",
+        Reason.METRICS_HEALTHY,
+        "rollout 10/10",
+    )
+
+
+def test_a_job_that_ended_without_a_summary_says_its_metrics_are_not_available() -> None:
+    d = run_through(spec(), observe(cluster=READY, job=job(JobState.FAILED, ERROR)))
+    available = next(c for c in d.status.conditions if c.type == ConditionType.METRICS_AVAILABLE)
+    assert (available.status, available.reason) == ("False", Reason.NO_RUN_SUMMARY)
