@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 from grpo_operator.api.status import ConditionType, Phase, Reason
-from grpo_operator.status.observation import JobState, RunSummary
+from grpo_operator.status.observation import JobState, RunSummary, TrainerMetrics
 
 from tests.status.runs import READY, T0, healthy, job, observe, run_through, spec
 
@@ -73,3 +73,26 @@ def _scrape_failing_for(seconds: int) -> tuple[str, str]:
 def test_a_failing_scrape_becomes_an_outage_only_past_the_stall_timeout() -> None:
     assert _scrape_failing_for(60) == ("False", Reason.SCRAPE_FAILED)
     assert _scrape_failing_for(61) == ("False", Reason.SCRAPE_OUTAGE)
+
+
+def test_a_stall_warned_about_stays_unhealthy_once_the_job_fails_without_a_summary() -> None:
+    s = spec({"guards": {"stallTimeoutSeconds": 60, "action": "Warn"}})
+    seen = [
+        observe(cluster=READY, job=job(JobState.RUNNING), now=T0 + timedelta(seconds=t), metrics=healthy(1))
+        for t in (0, 61)
+    ]
+    stalled = run_through(s, *seen)
+    assert (stalled.status.phase, stalled.status.reason) == (Phase.RUNNING, Reason.STALLED)
+    failed = run_through(
+        s,
+        observe(cluster=READY, job=job(JobState.FAILED, "killed"), now=T0 + timedelta(seconds=90)),
+        prev=stalled.status,
+    )
+    c = next(c for c in failed.status.conditions if c.type == ConditionType.HEALTHY)
+    assert (c.status, c.reason) == ("False", Reason.STALLED)
+
+
+def test_a_trainer_that_has_logged_no_rollout_yet_is_not_yet_judged_healthy() -> None:
+    d = run_through(spec(), observe(cluster=READY, job=job(JobState.RUNNING), metrics=TrainerMetrics()))
+    c = next(c for c in d.status.conditions if c.type == ConditionType.HEALTHY)
+    assert (c.status, c.reason) == ("Unknown", Reason.NO_METRICS)
