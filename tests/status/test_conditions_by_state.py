@@ -118,3 +118,10 @@ def test_a_spec_that_parses_but_fails_validation_fails_in_the_validators_words_a
     assert (d.status.phase, d.status.reason, d.status.message) == (Phase.FAILED, R.INVALID_SPEC, problem)
     assert conditions(d)[C.VALIDATED] == ("False", R.INVALID_SPEC)
     assert not d.has(Submit)
+
+
+def test_a_running_job_is_job_running_and_not_complete() -> None:
+    d = run_through(spec(), observe(cluster=READY), observe(cluster=READY, job=job(JobState.RUNNING)))
+    assert (d.status.phase, d.status.reason) == (Phase.RUNNING, R.RUNNING)
+    assert conditions(d)[C.JOB_RUNNING] == ("True", R.RUNNING)
+    assert conditions(d)[C.COMPLETE] == ("False", R.IN_PROGRESS)
