@@ -77,3 +77,16 @@ def test_a_suspended_run_shows_its_resources_and_metrics_as_unknown_not_ready() 
     assert conditions[C.RESOURCES_READY] == ("Unknown", R.SUSPENDED)
     assert conditions[C.JOB_RUNNING] == ("False", R.SUSPENDED)
     assert conditions[C.METRICS_AVAILABLE] == ("Unknown", R.NOT_RUNNING)
+
+
+def test_the_status_names_the_trainer_image_and_digest_the_pods_run_and_keeps_them() -> None:
+    image, digest = "ghcr.io/x/trainer:1.2", "ghcr.io/x/trainer@sha256:" + "a" * 64
+    running = run_through(
+        spec(),
+        observe(cluster=READY),
+        observe(cluster=READY, job=job(JobState.RUNNING), trainer_image=image, trainer_image_id=digest),
+    )
+    assert running.status.provenance is not None
+    assert (running.status.provenance.image, running.status.provenance.image_id) == (image, digest)
+    later = run_through(spec(), observe(cluster=READY, job=job(JobState.RUNNING)), prev=running.status)
+    assert later.status.provenance == running.status.provenance

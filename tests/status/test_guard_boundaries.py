@@ -96,3 +96,10 @@ def test_a_trainer_that_has_logged_no_rollout_yet_is_not_yet_judged_healthy() ->
     d = run_through(spec(), observe(cluster=READY, job=job(JobState.RUNNING), metrics=TrainerMetrics()))
     c = next(c for c in d.status.conditions if c.type == ConditionType.HEALTHY)
     assert (c.status, c.reason) == ("Unknown", Reason.NO_METRICS)
+
+
+def test_a_run_the_guard_stopped_is_complete_with_the_guards_reason() -> None:
+    s = spec({"guards": {"minReward": {"value": 0.1, "afterRollouts": 1}}})
+    d = run_through(s, observe(cluster=READY, job=job(JobState.RUNNING), metrics=healthy(3, reward=0.0)))
+    c = next(c for c in d.status.conditions if c.type == ConditionType.COMPLETE)
+    assert (c.status, c.reason) == ("True", Reason.DEGENERATE_OUTPUT)
