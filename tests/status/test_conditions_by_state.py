@@ -8,7 +8,7 @@ from grpo_operator.api.status import ConditionType, Phase, Reason
 from grpo_operator.status.decision import Decision, StopJob, Submit
 from grpo_operator.status.observation import ClusterObservation, JobState, RewardObservation
 
-from tests.status.runs import READY, job, observe, run_through, spec
+from tests.status.runs import READY, healthy, job, observe, run_through, spec
 
 C, R = ConditionType, Reason
 QUEUED = ClusterObservation(ready=False, message="waiting for Kueue", queue="team-a")
@@ -125,3 +125,22 @@ def test_a_running_job_is_job_running_and_not_complete() -> None:
     assert (d.status.phase, d.status.reason) == (Phase.RUNNING, R.RUNNING)
     assert conditions(d)[C.JOB_RUNNING] == ("True", R.RUNNING)
     assert conditions(d)[C.COMPLETE] == ("False", R.IN_PROGRESS)
+
+
+def test_a_preemption_seen_while_the_job_still_runs_stops_it_and_says_the_trainer_is_not_running() -> None:
+    d = run_through(
+        spec(),
+        observe(cluster=READY),
+        observe(cluster=READY, job=job(JobState.RUNNING), metrics=healthy(2)),
+        observe(cluster=QUEUED, job=job(JobState.RUNNING), metrics=healthy(2)),
+    )
+    assert (d.status.phase, d.status.reason) == (Phase.SUSPENDED, R.PREEMPTED)
+    assert d.has(StopJob)
+    assert conditions(d)[C.METRICS_AVAILABLE] == ("Unknown", R.NOT_RUNNING)
+
+
+def test_a_run_the_user_suspended_then_resumed_under_a_queue_is_queued_not_preempted() -> None:
+    suspended = run_through(spec(), observe(cluster=READY), observe(suspend=True))
+    assert (suspended.status.phase, suspended.status.reason) == (Phase.SUSPENDED, R.SUSPENDED)
+    d = run_through(spec(), observe(cluster=QUEUED), prev=suspended.status)
+    assert (d.status.phase, d.status.reason) == (Phase.PENDING, R.QUEUED)
