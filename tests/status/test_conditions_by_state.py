@@ -144,3 +144,8 @@ def test_a_run_the_user_suspended_then_resumed_under_a_queue_is_queued_not_preem
     assert (suspended.status.phase, suspended.status.reason) == (Phase.SUSPENDED, R.SUSPENDED)
     d = run_through(spec(), observe(cluster=QUEUED), prev=suspended.status)
     assert (d.status.phase, d.status.reason) == (Phase.PENDING, R.QUEUED)
+
+
+def test_a_pending_driver_first_seen_after_a_lost_status_write_is_not_complete() -> None:
+    d = run_through(spec(), observe(cluster=READY, job=job(JobState.PENDING)))
+    assert conditions(d)[C.COMPLETE] == ("False", R.IN_PROGRESS)
