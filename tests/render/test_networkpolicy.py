@@ -192,3 +192,10 @@ def test_without_the_operators_namespace_the_operator_is_looked_for_in_the_runs_
     policies = network_policies(remote_run(), local)
     assert not allowed(policies, OPERATOR, HEAD, DASHBOARD)
     assert allowed(policies, Pod(NS, OPERATOR.labels), HEAD, DASHBOARD)
+
+
+def test_a_prometheus_pod_selector_alone_admits_prometheus_in_the_runs_namespace_only() -> None:
+    pods_only = CHART.model_copy(update={"prometheus_namespace_labels": None})
+    policies = network_policies(remote_run(), pods_only)
+    assert allowed(policies, Pod(WORKER.namespace, PROMETHEUS.labels), WORKER, TRAINER_METRICS)
+    assert not allowed(policies, PROMETHEUS, WORKER, TRAINER_METRICS)  # the same labels in another namespace
