@@ -199,3 +199,13 @@ def test_a_prometheus_pod_selector_alone_admits_prometheus_in_the_runs_namespace
     policies = network_policies(remote_run(), pods_only)
     assert allowed(policies, Pod(WORKER.namespace, PROMETHEUS.labels), WORKER, TRAINER_METRICS)
     assert not allowed(policies, PROMETHEUS, WORKER, TRAINER_METRICS)  # the same labels in another namespace
+
+
+def test_the_prometheus_selectors_admit_only_the_selected_pods_of_the_selected_namespace() -> None:
+    grafana = Pod(PROMETHEUS.namespace, {"app.kubernetes.io/name": "grafana"})
+    assert not allowed(network_policies(remote_run(), CHART), grafana, WORKER, TRAINER_METRICS)
+    namespace_only = CHART.model_copy(update={"prometheus_pod_labels": None})
+    policies = network_policies(remote_run(), namespace_only)
+    assert allowed(policies, PROMETHEUS, WORKER, TRAINER_METRICS) and allowed(
+        policies, grafana, WORKER, TRAINER_METRICS
+    )
