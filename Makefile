@@ -99,11 +99,13 @@ run: install control-plane
 
 ## Mutation testing over the unit tier: the pure core, the launcher's summary and reward client, the reward
 ## service's scoring, cache and admission. Per group: MODULES=planning,render (of planning, render, api, cli,
-## status, launcher, reward); JOBS mutants at once. Survivors: .mutation/survivors.txt.
+## status, launcher, reward); JOBS mutants at once; MUTATION_ARGS e.g. "--only render/job.py" or "--survivors"
+## (run only the last run's survivors again). Survivors: .mutation/survivors.txt.
 MODULES ?=
 JOBS ?= 1
+MUTATION_ARGS ?=
 mutation: install
-	$(PY) -m grpo_dev.mutation $(if $(MODULES),--modules $(MODULES)) --jobs $(JOBS)
+	$(PY) -m grpo_dev.mutation $(if $(MODULES),--modules $(MODULES)) --jobs $(JOBS) $(MUTATION_ARGS)
 
 bench-reward: install
 	$(PY) benchmarks/bench_reward.py

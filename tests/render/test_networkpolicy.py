@@ -192,3 +192,20 @@ def test_without_the_operators_namespace_the_operator_is_looked_for_in_the_runs_
     policies = network_policies(remote_run(), local)
     assert not allowed(policies, OPERATOR, HEAD, DASHBOARD)
     assert allowed(policies, Pod(NS, OPERATOR.labels), HEAD, DASHBOARD)
+
+
+def test_a_prometheus_pod_selector_alone_admits_prometheus_in_the_runs_namespace_only() -> None:
+    pods_only = CHART.model_copy(update={"prometheus_namespace_labels": None})
+    policies = network_policies(remote_run(), pods_only)
+    assert allowed(policies, Pod(WORKER.namespace, PROMETHEUS.labels), WORKER, TRAINER_METRICS)
+    assert not allowed(policies, PROMETHEUS, WORKER, TRAINER_METRICS)  # the same labels in another namespace
+
+
+def test_the_prometheus_selectors_admit_only_the_selected_pods_of_the_selected_namespace() -> None:
+    grafana = Pod(PROMETHEUS.namespace, {"app.kubernetes.io/name": "grafana"})
+    assert not allowed(network_policies(remote_run(), CHART), grafana, WORKER, TRAINER_METRICS)
+    namespace_only = CHART.model_copy(update={"prometheus_pod_labels": None})
+    policies = network_policies(remote_run(), namespace_only)
+    assert allowed(policies, PROMETHEUS, WORKER, TRAINER_METRICS) and allowed(
+        policies, grafana, WORKER, TRAINER_METRICS
+    )

@@ -10,7 +10,9 @@ failure. The parent never runs a test, so every child starts from the same clean
 A change inside a function replaces that function's code object (`__code__`), which every reference to the
 function sees. A change outside every function (a constant, a class body, a default) executes the mutated
 module again in its own namespace, then the modules that import it, and rebinds the names other modules and
-tests imported from them. Hypothesis runs derandomized, without its database or deadline, so a mutant's
+tests imported from them. A process a test starts (a spawned or forkserver worker, a subprocess) imports the
+code from disk: the child puts a copy of the mutated package first on its path, and the tests that start
+processes run for every mutant, after the ones the map names. Hypothesis runs derandomized, without its database or deadline, so a mutant's
 verdict does not depend on the run.
 """
 
@@ -20,6 +22,7 @@ import ast
 import hashlib
 import json
 import os
+import shutil
 import signal
 import sys
 import tempfile
@@ -38,6 +41,8 @@ from hypothesis import HealthCheck, settings
 from grpo_dev.mutation.mutants import Mutant
 
 SURVIVED, KILLED, ERROR = 0, 1, 3
+CHILD = "<a child process>"  # the coverage map's mark for a test that starts a process (spawn, forkserver, exec)
+_LAUNCHERS = ("_launch", "_execute_child")  # multiprocessing's popen_spawn/popen_forkserver, subprocess.Popen
 _UNWRAP = ("fget", "fset", "fdel", "__func__", "__wrapped__", "func", "wrapped")
 
 
@@ -100,7 +105,7 @@ def _top_scope(qualname: str) -> str:
 def _coverage_key(plan: Plan, items: list[pytest.Item]) -> str:
     digest = hashlib.sha256()
     sources = [str(p) for d in plan.source_dirs for p in sorted(Path(d).rglob("*.py"))]
-    files = sorted(set(sources) | {str(item.path) for item in items})
+    files = sorted(set(sources) | {str(item.path) for item in items} | {__file__})  # this file decides the map too
     for name in files:
         digest.update(name.encode() + b"\0" + Path(name).read_bytes())
     for item in items:
@@ -117,6 +122,10 @@ def _measure(items: list[pytest.Item], source_dirs: tuple[str, ...], out: Path) 
             code = frame.f_code
             if code.co_filename.startswith(source_dirs):
                 current.add((code.co_filename, _top_scope(code.co_qualname)))
+            elif code.co_name in _LAUNCHERS and (
+                "multiprocessing" in code.co_filename or "subprocess" in code.co_filename
+            ):
+                current.add((CHILD, CHILD))
 
     result: dict[str, Any] = {}
     sys.setprofile(profile)
@@ -262,12 +271,27 @@ def _rerun_modules(module: str, mutated: bytes, roots: tuple[str, ...], repo: st
                 setattr(other, key, new)
 
 
-def apply_in_child(mutant: Mutant, file: str, module_name: str, roots: tuple[str, ...], repo: str) -> bool:
-    module = sys.modules.get(module_name)
-    if module is None:
-        return True  # never imported by these tests: nothing to change, and no test will run
+def _overlay(file: str, module_name: str, mutated: bytes, where: Path) -> None:
+    """A copy of the mutated file's top package, first on the path of every process this child starts: a
+    spawned or forkserver worker, or a subprocess, imports the code from disk, not from this memory."""
+    root = module_name.split(".", maxsplit=1)[0]
+    package = next(p for p in Path(file).parents if p.name == root)
+    shutil.copytree(package, where / root, ignore=shutil.ignore_patterns("__pycache__"))
+    (where / root / Path(file).relative_to(package)).write_bytes(mutated)
+    sys.path.insert(0, str(where))
+    os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(where), os.environ.get("PYTHONPATH", "")) if p)
+
+
+def apply_in_child(
+    mutant: Mutant, file: str, module_name: str, roots: tuple[str, ...], repo: str, *, overlay: Path | None = None
+) -> bool:
     source = Path(file).read_bytes()
     mutated = mutant.apply(source)
+    if overlay is not None:
+        _overlay(file, module_name, mutated, overlay)
+    module = sys.modules.get(module_name)
+    if module is None:
+        return True  # never imported here: only the processes a test starts see the change
     if mutant.scope is not None:
         code = compile(mutated, file, "exec", dont_inherit=True)
         if _swap_code(module, code, mutant.scope):
@@ -293,11 +317,16 @@ def _select(
     usable = {nodeid: data for nodeid, data in tests.items() if data[0] and nodeid in by_id}
     if mutant.scope is not None:
         chosen = [n for n, d in usable.items() if [file, mutant.scope] in d[2]]
-        return sorted((by_id[n] for n in chosen), key=lambda i: usable[i.nodeid][1])
-    touching = [n for n, d in usable.items() if any(f == file for f, _ in d[2])]
-    others = [n for n, d in usable.items() if n not in touching and any(f.startswith(related) for f, _ in d[2])]
-    ordered = sorted(touching, key=lambda n: usable[n][1]) + sorted(others, key=lambda n: usable[n][1])
-    return [by_id[n] for n in ordered]
+        chosen = sorted(chosen, key=lambda n: usable[n][1])
+    else:
+        touching = [n for n, d in usable.items() if any(f == file for f, _ in d[2])]
+        others = [n for n, d in usable.items() if n not in touching and any(f.startswith(related) for f, _ in d[2])]
+        chosen = sorted(touching, key=lambda n: usable[n][1]) + sorted(others, key=lambda n: usable[n][1])
+    # A test that starts a process may reach the change there, where the profiler cannot see: it runs last.
+    children = sorted(
+        (n for n, d in usable.items() if n not in chosen and [CHILD, CHILD] in d[2]), key=lambda n: usable[n][1]
+    )
+    return [by_id[n] for n in chosen + children]
 
 
 @dataclass(frozen=True)
@@ -311,10 +340,11 @@ class Job:
 def _child(job: Job, plan: Plan, roots: tuple[str, ...]) -> None:
     mutant, file, selected, verdict = job.mutant, job.file, job.selected, job.verdict
     status = ERROR
+    overlay = Path(tempfile.mkdtemp(prefix="mutant-"))
     try:
         _silence()
         signal.signal(signal.SIGINT, signal.SIG_DFL)
-        apply_in_child(mutant, file, plan.modules[file], roots, str(Path.cwd()))
+        apply_in_child(mutant, file, plan.modules[file], roots, str(Path.cwd()), overlay=overlay)
         status = SURVIVED
         for item, passed in _run_items(selected):
             if not passed:
@@ -325,6 +355,7 @@ def _child(job: Job, plan: Plan, roots: tuple[str, ...]) -> None:
         verdict.write_text(f"(applying the mutant raised {type(exc).__name__}: {exc})")
         status = KILLED
     finally:
+        shutil.rmtree(overlay, ignore_errors=True)
         os._exit(status)
 
 
