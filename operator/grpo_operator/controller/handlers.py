@@ -143,8 +143,8 @@ def _report(outcome: Outcome, body: kopf.Body) -> None:
     for warning in outcome.warnings:
         if not outcome.transitioned:
             kopf.warn(body, reason="Guard", message=warning[:1024])
-    for reason, message in outcome.notes:
-        kopf.info(body, reason=reason, message=message[:1024])
+    for reason, message in outcome.notes:  # kopf.info would drop them: posting.level keeps kopf's own logs off
+        kopf.event(body, type="Normal", reason=reason, message=message[:1024])
 
 
 # The runs and their children as the watches see them (edges/watchcache.py): a reconcile reads them from here
