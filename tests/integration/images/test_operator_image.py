@@ -181,6 +181,7 @@ def _status(kubectl: Any, namespace: str, metrics_port: str) -> dict[str, Any]:
     status: dict[str, Any] = _normalized(run.get("status", {}), namespace, run["metadata"]["uid"], metrics_port)
     status.pop("metrics", None)  # scraped from each run's own trainer: values move with its progress
     status.pop("progress", None)
+    status.pop("accounting", None)  # durations and GPU-seconds on each run's own clock
     return status
 
 
