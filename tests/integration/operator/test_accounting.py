@@ -82,7 +82,7 @@ def test_a_first_time_success_reports_gpu_hours_and_goodput_from_its_own_timesta
             and r["status"]["accounting"]["attempts"][0].get("firstRolloutTime")
         ),
     )
-    done = wait_for("Succeeded", lambda: phase_is(kubectl, ns, "paid", "Succeeded", "Failed"), timeout=240)
+    done = wait_for("Succeeded", lambda: phase_is(kubectl, ns, "paid", "Succeeded", "Failed"), timeout=600)
     assert done["status"]["phase"] == "Succeeded", done["status"]
     acc = accounting(done)
     [attempt] = acc["attempts"]
@@ -126,7 +126,7 @@ def test_an_operator_restart_mid_run_changes_none_of_the_recorded_values(env) ->
         ),
     )
     op.restart()  # SIGKILL: nothing in memory survives
-    done = wait_for("Succeeded", lambda: phase_is(kubectl, ns, "steady", "Succeeded", "Failed"), timeout=240)
+    done = wait_for("Succeeded", lambda: phase_is(kubectl, ns, "steady", "Succeeded", "Failed"), timeout=600)
     assert done["status"]["phase"] == "Succeeded", done["status"]
     then, now = accounting(before), accounting(done)
     recorded = ("queuedSeconds", "provisioningSeconds", "timeToFirstRolloutSeconds")
@@ -169,14 +169,14 @@ def test_a_suspended_run_reports_the_rollouts_after_its_checkpoint_as_lost_once_
     first_job = stuck["status"]["jobSubmissionId"]
     (KNOBS_DIR / "lossy.json").write_text(json.dumps(knobs))  # the resumed job runs to the end
     kubectl("patch", "grporun", "lossy", "-n", ns, "--type=merge", "-p", '{"spec": {"suspend": true}}')
-    suspended = wait_for("Suspended", lambda: phase_is(kubectl, ns, "lossy", "Suspended"))
+    suspended = wait_for("Suspended", lambda: phase_is(kubectl, ns, "lossy", "Suspended"), timeout=600)
     checkpoint_dir = Path(suspended["status"]["plan"]["checkpointDir"])
     saved = int((checkpoint_dir / "latest_checkpointed_iteration.txt").read_text())
     log = jobs_client(ray_url).get_job_logs(first_job)
     last = max(int(n) for n in re.findall(r"rollout (\d+): \{", log))
     assert saved < last
     kubectl("patch", "grporun", "lossy", "-n", ns, "--type=merge", "-p", '{"spec": {"suspend": false}}')
-    done = wait_for("Succeeded", lambda: phase_is(kubectl, ns, "lossy", "Succeeded", "Failed"), timeout=300)
+    done = wait_for("Succeeded", lambda: phase_is(kubectl, ns, "lossy", "Succeeded", "Failed"), timeout=600)
     assert done["status"]["phase"] == "Succeeded", done["status"]
     acc = accounting(done)
     first, second = acc["attempts"]
