@@ -13,6 +13,9 @@ import shutil
 import subprocess
 import tempfile
 from pathlib import Path
+from typing import Any
+
+import yaml
 
 VERSION = "v0.316.0"  # github.com/prometheus/prometheus module version (Prometheus 3.x)
 CACHE = Path(os.environ.get("GRPO_CACHE_DIR", Path.home() / ".cache" / "grpo-operator"))
@@ -49,3 +52,16 @@ def promtool() -> Path:
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     return target
+
+
+def check_rules(tool: Path, rules: dict[str, Any], directory: Path) -> subprocess.CompletedProcess[str]:
+    """`promtool check rules` on `rules` (a rule file's content), written into `directory`."""
+    (directory / "rules.yaml").write_text(yaml.safe_dump(rules))
+    return subprocess.run(
+        [str(tool), "check", "rules", "rules.yaml"],
+        cwd=directory,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )

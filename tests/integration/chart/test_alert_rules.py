@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from tests.support.helm import by_kind, template
-from tests.support.promtool import PromtoolUnavailable, promtool
+from tests.support.promtool import PromtoolUnavailable, check_rules, promtool
 
 ALERTS = (
     "GRPORunDegenerate",
@@ -80,15 +80,7 @@ def _case(series: list[dict[str, str]], checks: list[tuple[str, str, list[dict[s
 
 
 def test_the_rules_pass_promtool_check(tool: Path, rules: dict[str, Any], tmp_path: Path) -> None:
-    (tmp_path / "rules.yaml").write_text(yaml.safe_dump(rules))
-    result = subprocess.run(
-        [str(tool), "check", "rules", "rules.yaml"],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    result = check_rules(tool, rules, tmp_path)
     assert result.returncode == 0, result.stdout + result.stderr
 
 

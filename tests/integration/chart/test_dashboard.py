@@ -6,18 +6,16 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
 from pathlib import Path
 
 import pytest
-import yaml
 from grpo_operator.api.status import GRPORunStatus, Phase, Reason, RunAccounting
 from grpo_operator.edges import opmetrics
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.support.helm import by_kind, template
-from tests.support.promtool import PromtoolUnavailable, promtool
+from tests.support.promtool import PromtoolUnavailable, check_rules, promtool
 
 pytestmark = pytest.mark.integration
 
@@ -52,13 +50,5 @@ def test_the_dashboard_panels_query_gauges_the_operator_serves_in_valid_promql(t
     except PromtoolUnavailable as exc:
         pytest.skip(str(exc))
     rules = [{"record": f"dashboard:panel{i}", "expr": e.replace("$namespace", ".*")} for i, e in enumerate(exprs)]
-    (tmp_path / "rules.yaml").write_text(yaml.safe_dump({"groups": [{"name": "dashboard", "rules": rules}]}))
-    result = subprocess.run(
-        [str(tool), "check", "rules", "rules.yaml"],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    result = check_rules(tool, {"groups": [{"name": "dashboard", "rules": rules}]}, tmp_path)
     assert result.returncode == 0, result.stdout + result.stderr
