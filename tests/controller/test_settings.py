@@ -51,6 +51,11 @@ LABELS = '{"app.kubernetes.io/name": "grpo-operator"}'
         ("GRPO_RECONCILE_INTERVAL_SECONDS", "1e-300", "greater than or equal to 1"),
         ("GRPO_HTTP_TIMEOUT_SECONDS", "1e-300", "greater than or equal to 0.1"),
         ("GRPO_PEERING_LIFETIME_SECONDS", "1", "greater than or equal to 5"),
+        # prices by instance type, positive and finite
+        ("GRPO_GPU_HOUR_PRICES_USD", '{"p5.xlarge": 4}', "Input should be 'p5.48xlarge'"),
+        ("GRPO_GPU_HOUR_PRICES_USD", '{"p5en.48xlarge": 0}', "greater than 0"),
+        ("GRPO_GPU_HOUR_PRICES_USD", '{"p5en.48xlarge": "Infinity"}', "finite number"),
+        ("GRPO_GPU_HOUR_PRICES_USD", "5.2", "JSON object of instance type: USD per GPU-hour"),
         # shapes
         ("GRPO_ENTRYPOINT_PREFIX", "python3 fake.py", "JSON list of strings"),
         ("GRPO_OPERATOR_POD_LABELS", "app=grpo", "JSON object"),

@@ -190,6 +190,19 @@ def test_the_same_run_failing_in_its_third_attempt_loses_all_of_that_attempts_gp
     assert acc.goodput == round((A1_GOOD + A2_GOOD) / total, 4)
 
 
+def test_with_a_price_per_gpu_hour_the_run_reports_its_cost_and_lost_cost_and_without_one_no_cost() -> None:
+    # 15.6 GPU-hours (56160 GPU-seconds, worked out above) at 4.5 USD; lost 3200 + 10560 + 5760 GPU-seconds.
+    priced = through([replace(obs, gpu_hour_price_usd=4.5) for obs in [*UNTIL_150, SUCCEEDS]])[-1].status.accounting
+    assert priced is not None
+    assert priced.cost_usd == 70.2
+    assert priced.lost_cost_usd == round(round(19520 / 3600, 4) * 4.5, 2) == 24.4
+    unpriced = through([*UNTIL_150, SUCCEEDS])[-1].status.accounting
+    assert unpriced is not None and (unpriced.cost_usd, unpriced.lost_cost_usd) == (None, None)
+    assert "cost" not in json.dumps(unpriced.model_dump(by_alias=True, exclude_none=True)).lower()
+    wire = priced.model_dump(by_alias=True, exclude_none=True)
+    assert (wire["costUSD"], wire["lostCostUSD"]) == (70.2, 24.4)
+
+
 def test_a_terminal_runs_accounting_stays_as_it_ended() -> None:
     decisions = through([*UNTIL_150, SUCCEEDS, replace(SUCCEEDS, now=SUCCEEDS.now + timedelta(hours=5))])
     assert decisions[-1].status.accounting == decisions[-2].status.accounting

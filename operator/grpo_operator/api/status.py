@@ -366,6 +366,15 @@ class RunAccounting(ApiModel):
         description="GPU time of rollouts that count (after each first rollout, less lost rollouts and Failed "
         "attempts) / GPU time held.",
     )
+    cost_usd: float | None = Field(
+        default=None,
+        ge=0,
+        alias="costUSD",
+        description="gpuHours x the operator's price for the instance type; absent without one.",
+    )
+    lost_cost_usd: float | None = Field(
+        default=None, ge=0, alias="lostCostUSD", description="lostGpuHours x the same price; absent without one."
+    )
     attempts: list[AttemptAccount] = Field(default_factory=list, max_length=64, description="One entry per attempt.")
 
 

@@ -14,12 +14,13 @@ import re
 import string
 from collections.abc import Mapping
 from functools import cached_property
-from typing import Any
+from typing import Annotated, Any
 
 from pydantic import Field, ValidationError, ValidationInfo, field_validator, model_validator
 from pydantic_settings import BaseSettings, EnvSettingsSource, PydanticBaseSettingsSource, SettingsConfigDict
 from pydantic_settings import SettingsError as SourceError
 
+from grpo_operator.api.catalog import InstanceTypeName
 from grpo_operator.render.networkpolicy import CLIENT_PORT, RAY_METRICS_PORT
 from grpo_operator.render.settings import RenderSettings
 
@@ -41,6 +42,7 @@ _SHAPES = {
     "prometheus_namespace_labels": "object of label: value",
     "prometheus_pod_labels": "object of label: value",
     "egress_cidrs": 'list of CIDRs, e.g. ["10.0.0.0/8"]',
+    "gpu_hour_prices_usd": 'object of instance type: USD per GPU-hour, e.g. {"p5en.48xlarge": 5.2}',
 }
 
 
@@ -113,6 +115,10 @@ class OperatorSettings(BaseSettings):
     prometheus_namespace_labels: dict[str, str] | None = None
     prometheus_pod_labels: dict[str, str] | None = None
     egress_cidrs: tuple[str, ...] | None = None
+    gpu_hour_prices_usd: dict[InstanceTypeName, Annotated[float, Field(gt=0, allow_inf_nan=False)]] | None = Field(
+        default=None,
+        description="USD per GPU-hour of each instance type: status.accounting gains costUSD and lostCostUSD.",
+    )
 
     @classmethod
     def settings_customise_sources(

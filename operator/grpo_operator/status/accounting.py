@@ -4,7 +4,8 @@ and incremental: every reconcile adds the time since `updatedAt` (at the GPUs th
 current) to the totals in the previous status, so the values live in the status and a restarted operator, or
 another replica, carries on from them. GPU-seconds come from the pods (their GPU requests while bound, from the
 time they were bound), never from the spec. A later attempt's first rollout is the checkpoint it loaded + 1,
-which says how many rollouts the attempt before it lost (the launcher's summary gives the exact first rollout)."""
+which says how many rollouts the attempt before it lost (the launcher's summary gives the exact first rollout).
+With the operator's price per GPU-hour for the run's instance type, the GPU-hours and lost GPU-hours in USD."""
 
 from __future__ import annotations
 
@@ -179,7 +180,7 @@ def _split(attempt: AttemptAccount) -> tuple[int, int]:
     return share + (warmup if attempt.attempt > 1 else 0), rollout_time - share
 
 
-def _totals(run: RunAccounting, created: datetime | None) -> None:
+def _totals(run: RunAccounting, created: datetime | None, price: float | None) -> None:
     lost_total = productive_total = 0
     for attempt in run.attempts:
         lost, productive = _split(attempt)
@@ -187,6 +188,8 @@ def _totals(run: RunAccounting, created: datetime | None) -> None:
         lost_total, productive_total = lost_total + lost, productive_total + productive
     run.gpu_hours, run.lost_gpu_hours = _hours(run.gpu_seconds), _hours(lost_total)
     run.goodput = round(productive_total / run.gpu_seconds, 4) if run.gpu_seconds else None
+    run.cost_usd = round(run.gpu_hours * price, 2) if price is not None else None
+    run.lost_cost_usd = round(run.lost_gpu_hours * price, 2) if price is not None else None
     first = next((a.first_rollout_time for a in run.attempts if a.first_rollout_time is not None), None)
     seen = parse_rfc3339(first)
     if seen is not None and created is not None:
@@ -233,6 +236,6 @@ def account(
     if status.phase is Phase.SUSPENDED or status.phase in TERMINAL_PHASES:
         _close(ledger, status, now)
     events = _lost_rollouts(ledger)
-    _totals(ledger.run, obs.created)
+    _totals(ledger.run, obs.created, obs.gpu_hour_price_usd)
     run = RunAccounting.model_validate(ledger.run.model_dump())
     return run, (*events, *(_ended(a) for a in ledger.closed))

@@ -118,6 +118,7 @@ class Observation:
     created: datetime | None = None  # the run's metadata.creationTimestamp
     evidence_config_map: str = ""  # the ConfigMap the next evidence bundle goes to (render/names.py `forensics`)
     worker_nodes: tuple[tuple[str, str], ...] = ()  # (pod IP, node name) of each Ray worker pod
+    gpu_hour_price_usd: float | None = None  # the operator's price for the run's instance type, if it has one
 
 
 def rfc3339(moment: datetime) -> str:
