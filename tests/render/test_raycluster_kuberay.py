@@ -87,3 +87,18 @@ def test_a_gpu_node_selector_keeps_the_instance_type_and_may_not_contradict_it()
         )
         for p in problems
     ), problems
+
+
+def test_the_head_serves_the_jobs_api_on_the_port_its_container_service_and_policy_name() -> None:
+    """Ray's dashboard (the Jobs API the operator submits to) listens where the head's containerPort (KubeRay's
+    head Service), the NetworkPolicy and the operator's address all point, not at Ray's own default."""
+    settings = SETTINGS.model_copy(update={"dashboard_port": 18265})
+    run = run_of(example("qwen3-4b-disaggregated"))
+    result = render(run, make_plan(run), settings)
+    head = kind(result, "RayCluster")["spec"]["headGroupSpec"]
+    assert head["rayStartParams"]["dashboard-port"] == "18265"
+    [container] = head["template"]["spec"]["containers"]
+    assert {"containerPort": 18265, "name": "dashboard"} in container["ports"]
+    policies = [c for c in result.children if c["kind"] == "NetworkPolicy"]
+    allowed = [p["port"] for policy in policies for rule in policy["spec"].get("ingress", []) for p in rule.get("ports", [])]
+    assert 18265 in allowed

@@ -150,7 +150,12 @@ def head_group(run: GRPORun, settings: RenderSettings) -> dict[str, Any]:
         pod["affinity"] = HEAD_OFF_GPU_NODES
     return {
         # Zero CPUs and GPUs: no actor or task can be placed on the head, which has no GPU driver.
-        "rayStartParams": {"dashboard-host": "0.0.0.0", "num-cpus": "0", "num-gpus": "0"},
+        "rayStartParams": {
+            "dashboard-host": "0.0.0.0",
+            "dashboard-port": str(settings.dashboard_port),
+            "num-cpus": "0",
+            "num-gpus": "0",
+        },
         "template": {"metadata": {"labels": names.labels(run.metadata.name, "ray-head")}, "spec": pod},
     }
 
