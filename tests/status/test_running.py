@@ -88,3 +88,19 @@ def test_a_lost_worker_is_provisioning_and_not_stopped() -> None:
     d = decide(None, observe(cluster=ClusterObservation(False, "1/2 workers ready"), job=job(JobState.RUNNING)), spec())
     assert (d.status.phase, d.status.reason) == (Phase.PROVISIONING, Reason.PROVISIONING)
     assert d.actions == (ApplyChildren(),)
+
+
+def test_a_warned_stall_stays_unhealthy_through_a_scrape_outage_that_follows() -> None:
+    """Healthy says what the guards last judged from metrics read: an outage after a warned stall observes nothing
+    new, so the run is not reported healthy again until a scrape shows progress."""
+    s = spec({"guards": {"action": "Warn", "stallTimeoutSeconds": 60, "startupGraceSeconds": 0}})
+    stalled = run_through(
+        s,
+        observe(**RUNNING, metrics=healthy(3)),
+        observe(**RUNNING, now=T0 + timedelta(seconds=120), metrics=healthy(3)),
+    )
+    assert cond(stalled, C.HEALTHY) == ("False", "Stalled")
+    outage = decide(stalled.status, observe(**RUNNING, now=T0 + timedelta(seconds=150), metrics_error="refused"), s)
+    assert cond(outage, C.HEALTHY) == ("False", "Stalled")
+    moving = decide(outage.status, observe(**RUNNING, now=T0 + timedelta(seconds=180), metrics=healthy(4)), s)
+    assert cond(moving, C.HEALTHY) == ("True", "MetricsHealthy")

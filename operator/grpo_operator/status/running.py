@@ -106,17 +106,17 @@ def _as_trainer(metrics: RunMetrics | None) -> TrainerMetrics | None:
 
 
 def health(draft: Draft) -> Trip | None:
-    """Set Healthy from the guards; the trip, if one tripped. The stall guard judges only a running job."""
+    """Set Healthy from the guards; the trip, if one tripped. The stall guard judges only a running job. Without
+    metrics read this reconcile (a scrape outage) Healthy keeps its last verdict: nothing new was observed."""
     state, spec, metrics = draft.progress.guard, draft.spec, draft.progress.metrics
     job = draft.obs.job
     trip = guards.degenerate(state, spec.guards, _as_trainer(metrics))
     if trip is None and job is not None and job.state is JobState.RUNNING:
         since = parse_rfc3339(draft.attempt.attempt_start_time)
         trip = guards.stalled(state, spec.guards, since, draft.now, draft.metrics_available)
-    ended = job is not None and not job.state.active
     if trip is not None:
         draft.conds.set(C.HEALTHY, False, trip.reason, trip.message)
-    elif metrics is not None and (draft.metrics_available or not ended):
+    elif metrics is not None and draft.metrics_available:
         draft.conds.set(C.HEALTHY, True, R.METRICS_HEALTHY, f"rollout {draft.progress.text}")
     elif metrics is None:
         draft.conds.set(C.HEALTHY, None, R.NO_METRICS, "no metrics observed yet")
