@@ -9,6 +9,7 @@ import shlex
 import pytest
 from grpo_operator.cli.loading import parse_run
 from grpo_operator.controller.config import SettingsError, load_settings
+from grpo_operator.edges.endpoints import ray_address
 from grpo_operator.planning.instances import INSTANCES
 from grpo_operator.planning.plan import make_plan
 from grpo_operator.planning.validation import validate
@@ -89,16 +90,24 @@ def test_a_gpu_node_selector_keeps_the_instance_type_and_may_not_contradict_it()
     ), problems
 
 
-def test_the_head_serves_the_jobs_api_on_the_port_its_container_service_and_policy_name() -> None:
-    """Ray's dashboard (the Jobs API the operator submits to) listens where the head's containerPort (KubeRay's
-    head Service), the NetworkPolicy and the operator's address all point, not at Ray's own default."""
-    settings = SETTINGS.model_copy(update={"dashboard_port": 18265})
+# KubeRay v1.5.0 probes the head's dashboard for GCS health on this port, whatever rayStartParams say
+# (ray-operator/controllers/ray/common/pod.go:371-375, utils/constant.go:98 DefaultDashboardPort).
+KUBERAY_HEAD_PROBE_PORT = 8265
+
+
+def test_the_head_serves_the_jobs_api_where_kuberays_probe_its_service_the_policy_and_the_operator_look() -> None:
+    """Ray's dashboard (the Jobs API the operator submits to) is told its port, and it is the port KubeRay's
+    head probes check, the head's containerPort (KubeRay's head Service), the NetworkPolicy's and the operator's."""
     run = run_of(example("qwen3-4b-disaggregated"))
-    result = render(run, make_plan(run), settings)
+    result = render(run, make_plan(run), SETTINGS)
     head = kind(result, "RayCluster")["spec"]["headGroupSpec"]
-    assert head["rayStartParams"]["dashboard-port"] == "18265"
+    assert head["rayStartParams"]["dashboard-port"] == str(KUBERAY_HEAD_PROBE_PORT)
     [container] = head["template"]["spec"]["containers"]
-    assert {"containerPort": 18265, "name": "dashboard"} in container["ports"]
+    assert {"containerPort": KUBERAY_HEAD_PROBE_PORT, "name": "dashboard"} in container["ports"]
     policies = [c for c in result.children if c["kind"] == "NetworkPolicy"]
-    allowed = [p["port"] for policy in policies for rule in policy["spec"].get("ingress", []) for p in rule.get("ports", [])]
-    assert 18265 in allowed
+    allowed = [
+        p["port"] for policy in policies for rule in policy["spec"].get("ingress", []) for p in rule.get("ports", [])
+    ]
+    assert KUBERAY_HEAD_PROBE_PORT in allowed
+    address = ray_address("ns", run.metadata.name, load_settings({}))
+    assert address.endswith(f".ns.svc.cluster.local:{KUBERAY_HEAD_PROBE_PORT}")

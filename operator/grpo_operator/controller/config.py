@@ -22,7 +22,7 @@ from pydantic_settings import SettingsError as SourceError
 
 from grpo_operator.api.catalog import InstanceTypeName
 from grpo_operator.render.networkpolicy import CLIENT_PORT, RAY_METRICS_PORT
-from grpo_operator.render.settings import RenderSettings
+from grpo_operator.render.settings import DASHBOARD_PORT, RenderSettings
 
 PREFIX = "GRPO_"
 _RENDER = RenderSettings.model_fields
@@ -199,7 +199,7 @@ class OperatorSettings(BaseSettings):
             _RENDER["launcher_metrics_port"].default: "the launcher's metrics port, on the same trainer container",
             RAY_METRICS_PORT: "the Ray metrics port KubeRay adds to every Ray container",
             6379: "Ray's GCS port",
-            _RENDER["dashboard_port"].default: "the Ray dashboard port",
+            DASHBOARD_PORT: "the Ray dashboard port",
             CLIENT_PORT: "the Ray client port",
         }
         if self.prometheus_port in taken:

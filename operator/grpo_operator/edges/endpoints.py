@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Protocol
 
 from grpo_operator.render import names
-from grpo_operator.render.settings import RenderSettings
+from grpo_operator.render.settings import DASHBOARD_PORT, RenderSettings
 
 
 class Addressing(Protocol):
@@ -28,7 +28,7 @@ def ray_address(namespace: str, run: str, settings: Addressing) -> str:
     if settings.ray_address:
         return settings.ray_address
     host = f"{names.head_service(run)}.{namespace}.svc.{settings.render.cluster_domain}"
-    return f"http://{host}:{settings.render.dashboard_port}"
+    return f"http://{host}:{DASHBOARD_PORT}"
 
 
 def trainer_metrics_url(driver_ip: str, settings: Addressing) -> str:

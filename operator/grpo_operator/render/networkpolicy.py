@@ -29,7 +29,7 @@ from grpo_operator.api import GRPORun
 from grpo_operator.api.spec import RewardType
 from grpo_operator.render import names
 from grpo_operator.render.raycluster import metadata
-from grpo_operator.render.settings import RenderSettings
+from grpo_operator.render.settings import DASHBOARD_PORT, RenderSettings
 
 CLIENT_PORT = 10001  # KubeRay's Ray client server port (docs/integrations/kuberay.md: ports)
 RAY_METRICS_PORT = 8080  # KubeRay adds it to every Ray container as its "metrics" port
@@ -111,7 +111,7 @@ def network_policies(run: GRPORun, settings: RenderSettings) -> list[dict[str, A
     scrapers = [operator_pods(settings), *prometheus]
     ray_metrics = [{"from": prometheus, "ports": _tcp(RAY_METRICS_PORT)}] if prometheus else []
     head = [
-        {"from": [operator_pods(settings), run_pods(name)], "ports": _tcp(settings.dashboard_port, CLIENT_PORT)},
+        {"from": [operator_pods(settings), run_pods(name)], "ports": _tcp(DASHBOARD_PORT, CLIENT_PORT)},
         {"from": [ray_pods(name)]},  # GCS 6379, raylet, object manager, worker ports: the run's Ray pods only
         *ray_metrics,
     ]

@@ -16,7 +16,7 @@ from grpo_operator.api import GRPORun
 from grpo_operator.api.status import RunPlan
 from grpo_operator.planning.instances import INSTANCES
 from grpo_operator.render import names, queueing
-from grpo_operator.render.settings import RenderSettings
+from grpo_operator.render.settings import DASHBOARD_PORT, RenderSettings
 
 HOST_SHARE = 0.9  # of a node's vCPUs and memory requested by its worker pod (daemonsets need the rest)
 EFA_ENV = {
@@ -131,7 +131,7 @@ def head_group(run: GRPORun, settings: RenderSettings) -> dict[str, Any]:
                 "image": spec.image,
                 "ports": [
                     {"containerPort": 6379, "name": "gcs"},
-                    {"containerPort": settings.dashboard_port, "name": "dashboard"},
+                    {"containerPort": DASHBOARD_PORT, "name": "dashboard"},
                     {"containerPort": 10001, "name": "client"},
                 ],
                 "env": pod_env(run),
@@ -152,7 +152,7 @@ def head_group(run: GRPORun, settings: RenderSettings) -> dict[str, Any]:
         # Zero CPUs and GPUs: no actor or task can be placed on the head, which has no GPU driver.
         "rayStartParams": {
             "dashboard-host": "0.0.0.0",
-            "dashboard-port": str(settings.dashboard_port),
+            "dashboard-port": str(DASHBOARD_PORT),
             "num-cpus": "0",
             "num-gpus": "0",
         },

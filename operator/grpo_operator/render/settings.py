@@ -8,6 +8,10 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
 
+# The head's dashboard (the Jobs API) port is fixed: KubeRay's head probes check this port whatever Ray is told
+# (docs/integrations/kuberay.md), so the operator also tells Ray (`--dashboard-port`) rather than trust its default.
+DASHBOARD_PORT = 8265
+
 
 class RenderSettings(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -15,7 +19,6 @@ class RenderSettings(BaseModel):
     reward_image: str | None = Field(default=None, description="Default reward service image.")
     prometheus_port: int = Field(default=9400, description="miles --prometheus-port on the job driver's node.")
     launcher_metrics_port: int = Field(default=9465, description="grpo_launcher provenance metrics port.")
-    dashboard_port: int = Field(default=8265, description="Ray dashboard / Jobs API port of the head.")
     reward_port: int = Field(default=8000, description="Reward service HTTP port.")
     config_dir: str = Field(default="/etc/grpo", description="Where the run config is mounted in Ray pods.")
     miles_train: str = Field(default="/root/miles/train.py", description="miles's synchronous GRPO entry point.")
