@@ -1,7 +1,7 @@
 """Fixtures for the real-pod tests: a simulated cluster with a real kubelet node, and our images in it.
 
 `real_cluster` (one per test module: the node is one per machine, and a teardown test starts its own) is a
-`SimulatedCluster(real_node=True)` with no kwok nodes: containerd, runc, the CNI bridge, kubelet, kube-proxy and
+`SimulatedCluster(real_node=True)` with one kwok CPU node for the platform's pods: containerd, runc, the CNI bridge, kubelet, kube-proxy and
 CoreDNS on this machine (grpo_dev.localcluster.realnode). The tests skip, saying why, only where the machine
 cannot run a node at all (not root, no br_netfilter, tools missing and not installable); on a machine that can,
 a node that fails to start fails the test.
@@ -19,6 +19,7 @@ import pytest
 from grpo_dev.images import IMAGES, ImageError, build_all
 from grpo_dev.localcluster import SimulatedCluster
 from grpo_dev.localcluster.realnode import RealNodeUnavailable, ensure_host_tools
+from grpo_dev.localcluster.simcluster import cpu_node
 
 
 def _unavailable() -> str | None:
@@ -34,12 +35,17 @@ def _unavailable() -> str | None:
     return None
 
 
+# One kwok CPU node plays the platform's own pods (the KubeRay operator's Deployment record); our pods select
+# the real node by its label.
+PLATFORM_NODES = [cpu_node("cpu-0")]
+
+
 @pytest.fixture(scope="module")
 def real_cluster() -> Iterator[SimulatedCluster]:
     reason = _unavailable()
     if reason:
         pytest.skip(reason if reason.startswith("NOT RUN") else f"this machine cannot run a real node: {reason}")
-    with SimulatedCluster(nodes=[], real_node=True) as cluster:
+    with SimulatedCluster(nodes=PLATFORM_NODES, real_node=True) as cluster:
         yield cluster
 
 

@@ -24,7 +24,7 @@ pytestmark = pytest.mark.integration
 def reward_children(image: str) -> list[dict[str, Any]]:
     """The reward Deployment and Service the operator renders for a remote-reward run, placed on the real node
     (one scoring process, so its CPU request fits a small machine) and using the imported image."""
-    run = run_of(example("qwen3-4b-disaggregated", {"reward": {"remote": {"image": image}}}))
+    run = run_of(example("qwen3-4b-disaggregated", {"reward": {"remote": {"image": image, "replicas": 1}}}))
     result = render(run, make_plan(run), RenderSettings(reward_cpu="1", reward_memory="1Gi"))
     children = [c for c in result.children if c["kind"] in ("Deployment", "Service")]
     for child in children:

@@ -14,6 +14,8 @@ from grpo_dev.localcluster import SimulatedCluster
 from grpo_dev.localcluster.build import PAUSE_REFERENCE
 from grpo_dev.localcluster.realnode import BRIDGE, NODE_LABELS, STATE_DIR, RealNodeUnavailable, ensure_host_tools
 
+from tests.e2e.conftest import PLATFORM_NODES
+
 pytestmark = pytest.mark.integration
 
 
@@ -65,7 +67,7 @@ def test_stop_leaves_no_process_mount_bridge_or_rule_behind() -> None:
     except RealNodeUnavailable as exc:
         pytest.skip(f"this machine cannot run a real node: {exc}")
     before_host, before_rules = _host(), _iptables()
-    with SimulatedCluster(nodes=[], real_node=True) as cluster:
+    with SimulatedCluster(nodes=PLATFORM_NODES, real_node=True) as cluster:
         pod = {
             "apiVersion": "v1",
             "kind": "Pod",
