@@ -21,7 +21,7 @@ from grpo_operator.planning.plan import make_plan
 from grpo_operator.render import render
 from grpo_operator.render.job import SAVE_SENTINEL
 
-from tests.support.builders import SETTINGS, base, kind, merge, run_of, spec
+from tests.support.builders import SETTINGS, base, check, kind, merge, run_of, spec
 
 # The seed's FSx measurement: a 4B model's 53 GB checkpoint in 72 s.
 SEED_GB, SEED_SECONDS = 53, 72
@@ -146,3 +146,17 @@ def test_every_worker_asks_miles_for_a_checkpoint_before_it_goes_and_gives_up_be
     assert argv[argv.index("--save") + 1] == args["--checkpoint-dir"]
     # the head runs no trainer rank (num-gpus 0): nothing to save there
     assert "lifecycle" not in cluster["headGroupSpec"]["template"]["spec"]["containers"][0]
+
+
+@pytest.mark.parametrize(
+    ("patch", "field"),
+    [
+        ({"storage": {"writeGBps": 1e-300}}, "spec.storage.writeGBps"),
+        ({"preemption": {"maxGraceSeconds": 5}}, "spec.preemption.maxGraceSeconds"),
+        ({"preemption": {"stepSeconds": 0}}, "spec.preemption.stepSeconds"),
+    ],
+)
+def test_a_grace_input_out_of_bounds_is_refused_naming_the_field(patch: dict[str, object], field: str) -> None:
+    run, problems = check(merge(base(), {"spec": patch}))
+    assert run is None
+    assert any(field in str(p) for p in problems), [str(p) for p in problems]

@@ -519,7 +519,7 @@ class StorageSpec(ApiModel):
     )
     write_gbps: float = Field(
         default=0.74,
-        gt=0,
+        ge=0.01,  # a save of the largest checkpoint then stays within days, not an overflow
         le=1000,
         description="Checkpoint write bandwidth of the volume in GB/s, for the time a save takes before a worker "
         "pod goes; default: FSx for Lustre as measured (53 GB in 72 s).",
