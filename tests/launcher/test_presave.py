@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from grpo_dev import fake_miles
 from grpo_launcher.cli import main as launcher_main
-from grpo_launcher.presave import REPORT, TRACKER, report, save_before_exit
+from grpo_launcher.presave import MILES_RUNNING, REPORT, TRACKER, report, save_before_exit
 
 POLL = 2.0
 
@@ -49,6 +49,7 @@ def standin(tmp_path: Path) -> Iterator[tuple[Path, Path, Path, list[str]]]:
     checkpoints = tmp_path / "checkpoints"
     (checkpoints / "iter_0000004").mkdir(parents=True)
     (checkpoints / TRACKER).write_text("4\n")
+    (checkpoints / MILES_RUNNING).write_text("1\n")  # as the launcher keeps it while miles runs (launch.py)
     sentinel, log = checkpoints / ".grpo-save-now", tmp_path / "miles.log"
     procs: list[subprocess.Popen[bytes]] = []
     argv = [
@@ -110,6 +111,7 @@ def test_when_the_step_never_ends_the_hook_gives_up_at_its_wait_and_names_the_ch
     assert line == json.loads((checkpoints / REPORT).read_text())
     assert line["preStopSave"] == {
         "saved": False,
+        "miles_running": True,
         "iteration_before": 4,
         "iteration": 4,
         "seconds": 60,
@@ -125,4 +127,32 @@ def test_the_hook_command_exits_0_and_reports_even_when_nothing_saves(
     assert launcher_main([*argv, "--wait-seconds", "0"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["preStopSave"]["saved"] is False and out["preStopSave"]["iteration"] is None
+    assert out["preStopSave"]["miles_running"] is False
     assert json.loads((checkpoints / REPORT).read_text()) == out
+
+
+def test_when_miles_is_not_running_the_hook_returns_at_once_without_asking(tmp_path: Path) -> None:
+    """A pod deleted after its job ended (a finished run, a job the operator stopped) does not wait the grace."""
+    checkpoints = tmp_path / "checkpoints"
+    checkpoints.mkdir()
+    (checkpoints / TRACKER).write_text("9\n")
+    clock = PollClock()
+    outcome = save_before_exit(checkpoints / ".s", checkpoints, 600, clock=clock, sleep=clock.sleep)
+    assert (outcome.saved, outcome.miles_running, outcome.iteration, outcome.seconds) == (False, False, 9, 0.0)
+    assert clock.now == 0 and not (checkpoints / ".s").exists()
+
+
+def test_when_miles_exits_without_saving_the_hook_stops_waiting(standin: tuple) -> None:  # type: ignore[type-arg]
+    checkpoints, sentinel, log, start = standin
+    start("--fake-stall-after", "7")
+    _wait_for_line(log, "stalled before rollout 7")
+    clock = PollClock()
+
+    def sleep(seconds: float) -> None:
+        clock.sleep(seconds)
+        if clock.now >= 10:  # the launcher saw miles exit (a stopped job) and removed its marker
+            (checkpoints / MILES_RUNNING).unlink(missing_ok=True)
+
+    outcome = save_before_exit(sentinel, checkpoints, 600, clock=clock, sleep=sleep, poll_seconds=POLL)
+    assert (outcome.saved, outcome.miles_running, outcome.iteration, outcome.seconds) == (False, True, 4, 10)
+    assert not sentinel.exists()
