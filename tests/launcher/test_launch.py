@@ -181,3 +181,22 @@ def test_miles_killed_by_a_signal_exits_128_plus_the_signal(tmp_path: Path) -> N
     script.write_text("import os, signal\nos.kill(os.getpid(), signal.SIGKILL)\n")
     proc = _run(tmp_path, [sys.executable, str(script)], base_config(tmp_path))
     assert proc.returncode == 128 + signal.SIGKILL
+
+
+MARKER_PROBE = """
+import json, os, sys
+marker = os.path.join(os.environ["CHECKPOINTS"], ".grpo-miles-running")
+open(os.environ["RECORD"], "w").write(json.dumps({"marker": os.path.exists(marker)}))
+"""
+
+
+def test_the_launcher_marks_miles_running_beside_the_checkpoints_only_while_it_runs(tmp_path: Path) -> None:
+    """The workers' preStop hook waits for a save only while this file exists (presave.py)."""
+    script = tmp_path / "train.py"
+    script.write_text(MARKER_PROBE)
+    config = base_config(tmp_path)
+    checkpoints = Path(config["preflight"]["checkpointDir"])
+    proc = _run(tmp_path, [sys.executable, str(script)], config, CHECKPOINTS=str(checkpoints))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert json.loads((tmp_path / "record.json").read_text()) == {"marker": True}
+    assert not (checkpoints / ".grpo-miles-running").exists()

@@ -15,8 +15,8 @@ from pydantic.alias_generators import to_camel
 
 def wire_name(field: str) -> str:
     """camelCase with the unit spelt right: `actor_gib_per_gpu` -> `actorGiBPerGpu` (GiB, gibibytes; "Gib"
-    would be gibibits)."""
-    return re.sub(r"Gib(?=[A-Z]|$)", "GiB", to_camel(field))
+    would be gibibits), `write_gbps` -> `writeGBps` (gigabytes a second; "Gbps" would be gigabits)."""
+    return re.sub(r"Gbps(?=[A-Z]|$)", "GBps", re.sub(r"Gib(?=[A-Z]|$)", "GiB", to_camel(field)))
 
 
 class ApiModel(BaseModel):

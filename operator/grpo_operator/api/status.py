@@ -100,6 +100,8 @@ class Reason(StrEnum):
     ROLLOUTS_LOST = "RolloutsLost"
     RESTARTED = "Restarted"
     EVIDENCE_CAPTURED = "EvidenceCaptured"
+    SAVED_BEFORE_STOP = "SavedBeforeStop"
+    NOT_SAVED_BEFORE_STOP = "NotSavedBeforeStop"
 
 
 R = Reason
@@ -264,6 +266,22 @@ class RolloutMemory(ApiModel):
     )
 
 
+class StepTimeSource(StrEnum):
+    OBSERVED = "Observed"  # p95 of the last ended attempt's rollouts (status.accounting.attempts[].rolloutSeconds)
+    SPEC = "Spec"  # spec.preemption.stepSeconds, before any rollout time is observed
+
+
+class PreemptionGrace(ApiModel):
+    """A worker pod's terminationGracePeriodSeconds: finish the rollout step, save, and a margin to exit."""
+
+    step_seconds: int = Field(ge=0, description="A rollout step's time: observed p95, or the spec's before one.")
+    step_source: StepTimeSource = Field(description="Observed or Spec.")
+    save_seconds: int = Field(ge=0, description="checkpointGiB over spec.storage.writeGBps.")
+    margin_seconds: int = Field(ge=0, description="Time left after the hook gives up, for the pod to exit.")
+    wanted_seconds: int = Field(ge=0, description="step + save + margin.")
+    seconds: int = Field(ge=0, description="wantedSeconds capped by spec.preemption.maxGraceSeconds.")
+
+
 class RunPlan(ApiModel):
     """What the run needs and whether it fits: derived from the spec alone."""
 
@@ -293,9 +311,31 @@ class RunPlan(ApiModel):
     checkpoint_dir: str = Field(description="Resolved checkpoint directory.")
     tensorboard_dir: str = Field(description="Resolved TensorBoard directory.")
     save_interval: int = Field(description="Resolved save interval in rollouts.")
+    preemption_grace: PreemptionGrace = Field(description="The worker pods' grace period to save before they go.")
     actor_memory: ActorMemory = Field(description="Breakdown of the training estimate.")
     rollout_memory: RolloutMemory = Field(description="Breakdown of the rollout estimate.")
     fits: bool = Field(description="Whether the run fits in GPU and host memory.")
+
+
+class SaveOutcome(StrEnum):
+    SAVED = "Saved"  # the next attempt resumed after the last rollout observed of this one
+    NOT_SAVED = "NotSaved"  # it resumed before: no checkpoint after that rollout was made before the pods went
+
+
+class AttemptSave(ApiModel):
+    """Whether a suspended or preempted attempt saved before its worker pods went, as the next attempt showed."""
+
+    outcome: SaveOutcome = Field(description="Saved or NotSaved.")
+    rollout: int = Field(description="Checkpoint the next attempt loaded (its first rollout - 1; -1: none).")
+    seconds: int | None = Field(
+        default=None,
+        ge=0,
+        description="From the attempt's end to its worker pods gone, as observed: the save and the preStop hooks' "
+        "wait, bound by the grace period.",
+    )
+    grace_seconds: int | None = Field(
+        default=None, ge=0, description="The worker pods' grace period then (status.plan.preemptionGrace.seconds)."
+    )
 
 
 class AttemptAccount(ApiModel):
@@ -315,6 +355,13 @@ class AttemptAccount(ApiModel):
         default=None, description="Lowest rollout id observed (a resume starts at the loaded checkpoint + 1)."
     )
     last_rollout: int | None = Field(default=None, description="Highest rollout id observed.")
+    last_rollout_time: str | None = Field(default=None, description="When lastRollout was first observed (RFC 3339).")
+    rollout_seconds: list[int] = Field(
+        default_factory=list,
+        max_length=20,
+        description="Seconds per rollout between its recent advances observed, newest last; once it ends, their "
+        "p95 sizes the next pods' grace period.",
+    )
     ended: str | None = Field(default=None, description="When the attempt ended (RFC 3339).")
     end_phase: Phase | None = Field(default=None, description="The run's phase when the attempt ended.")
     end_reason: str | None = Field(default=None, description="The run's reason when the attempt ended.")
@@ -332,6 +379,12 @@ class AttemptAccount(ApiModel):
         ge=0,
         description="Rollouts after the checkpoint the next attempt loaded (its firstRollout - 1); all of a "
         "Failed attempt's; unknown until then.",
+    )
+    pods_gone_seconds: int | None = Field(
+        default=None, ge=0, description="From its end to its worker pods' GPUs released, as observed."
+    )
+    save: AttemptSave | None = Field(
+        default=None, description="A suspended or preempted attempt's save before its pods went, once resumed."
     )
     lost_gpu_hours: float = Field(
         default=0.0,

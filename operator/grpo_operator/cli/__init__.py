@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any, TextIO
 
 from grpo_operator.api import GRPORun
-from grpo_operator.api.status import ActorMemory, RunPlan
+from grpo_operator.api.status import ActorMemory, PreemptionGrace, RunPlan, StepTimeSource
 from grpo_operator.cli.doctor import run_doctor
 from grpo_operator.cli.doctorchecks import Target
 from grpo_operator.cli.loading import Document, load_documents
@@ -126,6 +126,20 @@ def reward_guard(run: GRPORun) -> str:
     return f"{reward.type.value} ({span}); degenerate at or below {run.spec.guards.min_reward.describe()}"
 
 
+def grace_text(g: PreemptionGrace) -> str:
+    step = "observed p95" if g.step_source is StepTimeSource.OBSERVED else "spec.preemption.stepSeconds"
+    capped = (
+        f", capped by spec.preemption.maxGraceSeconds (wanted {g.wanted_seconds} s)"
+        if g.seconds < g.wanted_seconds
+        else ""
+    )
+    return (
+        f"{g.seconds} s = rollout step {g.step_seconds} s ({step}) + save {g.save_seconds} s "
+        f"(checkpoint / spec.storage.writeGBps) + margin {g.margin_seconds} s{capped}; the operator's "
+        "GRPO_MAX_GRACE_SECONDS may lower it"
+    )
+
+
 def plan_table(plan: RunPlan, run: GRPORun | None = None) -> str:
     a, r = plan.actor_memory, plan.rollout_memory
     rows = [
@@ -152,6 +166,7 @@ def plan_table(plan: RunPlan, run: GRPORun | None = None) -> str:
             f"{plan.checkpoint_gib} GiB each, every {plan.save_interval} rollouts, in {plan.checkpoint_dir}",
         ),
         ("tensorboard", plan.tensorboard_dir),
+        ("preemption grace", grace_text(plan.preemption_grace)),
         *([("reward", reward_guard(run))] if run is not None else []),
         ("fits", "yes" if plan.fits else "NO"),
     ]

@@ -110,6 +110,12 @@ class OperatorSettings(BaseSettings):
         default=30, ge=5, le=600, description="With peering: how long a silent replica counts as alive."
     )
     network_policies: bool = _RENDER["network_policies"].default
+    max_grace_seconds: int = Field(
+        default=_RENDER["max_grace_seconds"].default,
+        ge=30,
+        le=86400,
+        description="Most seconds a worker pod's grace period may be (a preemptor waits this long for the GPUs).",
+    )
     operator_namespace: str | None = Field(default=None, max_length=63, pattern=_DNS_LABEL.pattern)
     operator_pod_labels: dict[str, str] = Field(default_factory=_RENDER["operator_pod_labels"].default_factory)  # type: ignore[arg-type]
     prometheus_namespace_labels: dict[str, str] | None = None
@@ -218,6 +224,7 @@ class OperatorSettings(BaseSettings):
             cluster_domain=self.cluster_domain,
             launcher=self.entrypoint_prefix,
             network_policies=self.network_policies,
+            max_grace_seconds=self.max_grace_seconds,
             operator_namespace=self.operator_namespace,
             operator_pod_labels=self.operator_pod_labels,
             prometheus_namespace_labels=self.prometheus_namespace_labels,

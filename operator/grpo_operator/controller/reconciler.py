@@ -27,6 +27,7 @@ from grpo_operator.edges import childstate, endpoints, scrape
 from grpo_operator.edges.kube import ChildRefused, Kube, StatusConflict
 from grpo_operator.edges.opmetrics import OperatorMetrics
 from grpo_operator.edges.rayjobs import RayJobs, RayUnavailable
+from grpo_operator.planning import grace
 from grpo_operator.planning.documents import parse_run
 from grpo_operator.planning.validation import check, errors
 from grpo_operator.render import MissingRewardImage, Rendered, names, queueing, render
@@ -154,7 +155,8 @@ class Reconciler:
         prev = previous_status(body)
         now, generation = self.clock(), int(meta.get("generation") or 1)
         avoided = tuple(prev.avoided_nodes or ()) if prev is not None else ()
-        run, rendered, problems = self._checked(body, avoided)
+        recent = grace.observed_rollout_seconds(prev.accounting if prev is not None else None)
+        run, rendered, problems = self._checked(body, avoided, recent)
         if run is None or rendered is None:
             obs = Observation(now=now, generation=generation, problems=tuple(problems))
             return self._finish(body, prev, decide(prev, obs, None))
@@ -175,7 +177,7 @@ class Reconciler:
         return self._finish(body, prev, decision, ctx.failures)
 
     def _checked(
-        self, body: Mapping[str, Any], avoided_nodes: tuple[str, ...] = ()
+        self, body: Mapping[str, Any], avoided_nodes: tuple[str, ...] = (), rollout_seconds: tuple[int, ...] = ()
     ) -> tuple[GRPORun | None, Rendered | None, list[str]]:
         """The run, its children rendered from the one plan of this reconcile, or the problems that stop it."""
         namespace = body["metadata"]["namespace"]
@@ -184,7 +186,10 @@ class Reconciler:
         problems = [str(p) for p in structural]
         if run is None:
             return None, None, problems
-        checked = check(run)  # the plan is made once per reconcile, here
+        # Under a Kueue queue the RayCluster is never applied again after admission, so its pods keep the grace
+        # they were created with: the plan says that one (the spec's), not one sized from rollouts seen since.
+        observed = () if queueing.queued(run) else rollout_seconds
+        checked = check(run, observed)  # the plan is made once per reconcile, here
         problems += [str(p) for p in errors(checked.problems)]
         if problems or checked.plan is None:
             return run, None, problems

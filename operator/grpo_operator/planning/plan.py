@@ -10,12 +10,14 @@ so validation reads the plan instead of recomputing parts of it.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from grpo_operator.api import GRPORun
 from grpo_operator.api.spec import GRPORunSpec, Placement
 from grpo_operator.api.status import ActorMemory, RolloutMemory, RunPlan
 from grpo_operator.planning import calibration
+from grpo_operator.planning.grace import preemption_grace
 from grpo_operator.planning.instances import INSTANCES, InstanceType
 from grpo_operator.planning.memory import (
     GIB,
@@ -117,12 +119,13 @@ class Planned:
     host_capacity_gib: float
 
 
-def make_plan(run: GRPORun) -> RunPlan:
+def make_plan(run: GRPORun, rollout_seconds: Sequence[int] = ()) -> RunPlan:
     """The `RunPlan` of a run whose topology rules hold (see `grpo_operator.planning.validation.check`)."""
-    return plan_run(run).plan
+    return plan_run(run, rollout_seconds).plan
 
 
-def plan_run(run: GRPORun) -> Planned:
+def plan_run(run: GRPORun, rollout_seconds: Sequence[int] = ()) -> Planned:
+    """The plan; `rollout_seconds`, the run's recent rollout times as observed (status.accounting), size the grace."""
     spec = run.spec
     profile = PROFILES[spec.model.profile]
     instance = INSTANCES[spec.topology.instance_type]
@@ -164,6 +167,7 @@ def plan_run(run: GRPORun) -> Planned:
         host_gib_per_node=_r(host),
         host_capacity_gib=_r(host_capacity),
         checkpoint_gib=_r(checkpoint_gib(profile)),
+        preemption_grace=preemption_grace(spec, checkpoint_gib(profile), rollout_seconds),
         checkpoint_dir=checkpoint_dir,
         tensorboard_dir=tensorboard_dir,
         save_interval=spec.storage.save_interval or spec.rollout.num_rollout,

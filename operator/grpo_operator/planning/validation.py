@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import posixpath
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -431,13 +432,14 @@ def _field_rules(run: GRPORun) -> list[Problem]:
     return out
 
 
-def check(run: GRPORun) -> Checked:
-    """The plan of a structurally valid GRPORun and all its problems (errors first, then warnings).
+def check(run: GRPORun, rollout_seconds: Sequence[int] = ()) -> Checked:
+    """The plan of a structurally valid GRPORun and all its problems (errors first, then warnings);
+    `rollout_seconds`, its recent rollout times as observed, size the plan's grace period.
 
     The plan is made once, here, and only when the topology and profile rules hold (it divides by them).
     """
     problems = api_server_rules(run.spec) + _profile_rules(run.spec)
-    planned = plan_run(run) if not errors(problems) else None
+    planned = plan_run(run, rollout_seconds) if not errors(problems) else None
     if planned is not None:
         problems += _memory_rules(run.spec, planned)
     problems += _field_rules(run)

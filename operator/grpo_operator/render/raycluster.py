@@ -14,8 +14,10 @@ from typing import Any
 
 from grpo_operator.api import GRPORun
 from grpo_operator.api.status import RunPlan
+from grpo_operator.planning.grace import hook_wait_seconds, pod_grace_seconds
 from grpo_operator.planning.instances import INSTANCES
 from grpo_operator.render import names, queueing
+from grpo_operator.render.job import save_sentinel
 from grpo_operator.render.settings import DASHBOARD_PORT, RenderSettings
 
 HOST_SHARE = 0.9  # of a node's vCPUs and memory requested by its worker pod (daemonsets need the rest)
@@ -160,6 +162,23 @@ def head_group(run: GRPORun, settings: RenderSettings) -> dict[str, Any]:
     }
 
 
+def presave_command(plan: RunPlan, settings: RenderSettings, pod_grace: int) -> list[str]:
+    """The workers' preStop hook: every rank stays up while miles saves (a distributed save needs them all), and
+    the hook returns before the grace ends (`python -m grpo_launcher presave`)."""
+    return [
+        settings.python,
+        "-m",
+        "grpo_launcher",
+        "presave",
+        "--sentinel",
+        save_sentinel(plan),
+        "--checkpoint-dir",
+        plan.checkpoint_dir,
+        "--wait-seconds",
+        str(hook_wait_seconds(pod_grace)),
+    ]
+
+
 def worker_group(run: GRPORun, plan: RunPlan, settings: RenderSettings) -> dict[str, Any]:
     spec = run.spec
     instance = INSTANCES[spec.topology.instance_type]
@@ -170,6 +189,7 @@ def worker_group(run: GRPORun, plan: RunPlan, settings: RenderSettings) -> dict[
     if plan.efa_per_node:
         limits["vpc.amazonaws.com/efa"] = str(plan.efa_per_node)
     requests = {**limits, "cpu": cpu}
+    grace = pod_grace_seconds(plan.preemption_grace, settings.max_grace_seconds)
     env = pod_env(run)
     if plan.efa_per_node:
         env += [{"name": k, "value": v} for k, v in EFA_ENV.items()]
@@ -184,7 +204,7 @@ def worker_group(run: GRPORun, plan: RunPlan, settings: RenderSettings) -> dict[
     tolerations += [t.model_dump(by_alias=True, exclude_none=True) for t in spec.scheduling.tolerations]
     pod: dict[str, Any] = {
         "enableServiceLinks": False,
-        "terminationGracePeriodSeconds": 300,
+        "terminationGracePeriodSeconds": grace,
         "affinity": {
             "podAntiAffinity": {
                 "requiredDuringSchedulingIgnoredDuringExecution": [
@@ -233,6 +253,7 @@ def worker_group(run: GRPORun, plan: RunPlan, settings: RenderSettings) -> dict[
                 "resources": {"requests": requests, "limits": limits},
                 "volumeMounts": volume_mounts,
                 "securityContext": security,
+                "lifecycle": {"preStop": {"exec": {"command": presave_command(plan, settings, grace)}}},
             }
         ],
         "volumes": [

@@ -28,6 +28,9 @@ class RenderSettings(BaseModel):
         description="Entrypoint argv placed before miles's argv; default: the grpo launcher with the run config. "
         "Tests and local runs replace it with a stand-in for miles.",
     )
+    max_grace_seconds: int = Field(
+        default=3600, description="Most seconds a worker pod's grace period may be, whatever the run's spec asks."
+    )
     cluster_domain: str = Field(
         default="cluster.local",
         pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$",

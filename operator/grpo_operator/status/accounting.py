@@ -9,16 +9,20 @@ With the operator's price per GPU-hour for the run's instance type, the GPU-hour
 
 from __future__ import annotations
 
+import itertools
+import math
 from dataclasses import dataclass, field
 from datetime import datetime
 
 from grpo_operator.api.status import (
     TERMINAL_PHASES,
     AttemptAccount,
+    AttemptSave,
     GRPORunStatus,
     Phase,
     Reason,
     RunAccounting,
+    SaveOutcome,
 )
 from grpo_operator.status.decision import Event
 from grpo_operator.status.observation import JobState, Observation, parse_rfc3339, rfc3339
@@ -31,6 +35,7 @@ _BUCKET = {
     Phase.SUSPENDED: "suspended_seconds",
 }
 MAX_ATTEMPTS = 64
+MAX_ROLLOUT_SAMPLES = 20
 # A reconcile that changes nothing else leaves the accounting as it is (no status write) until this much time has
 # passed: the time is not lost, the next update adds everything since `updatedAt`.
 REFRESH_SECONDS = 60
@@ -140,7 +145,21 @@ def _progress(ledger: _Ledger, obs: Observation, now: datetime) -> None:
         current.gpu_seconds_to_first_rollout = current.gpu_seconds
         current.time_to_first_rollout_seconds = _seconds(now, parse_rfc3339(current.started) or now)
     current.first_rollout = min(seen) if current.first_rollout is None else min(current.first_rollout, *seen)
+    _rollout_time(current, max(seen), now)
     current.last_rollout = max(seen) if current.last_rollout is None else max(current.last_rollout, *seen)
+
+
+def _rollout_time(attempt: AttemptAccount, rollout: int, now: datetime) -> None:
+    """A sample of the seconds per rollout when the rollout advanced since the last one observed."""
+    if attempt.last_rollout is None or rollout <= attempt.last_rollout:
+        if attempt.last_rollout is None:
+            attempt.last_rollout_time = rfc3339(now)
+        return
+    since = parse_rfc3339(attempt.last_rollout_time)
+    if since is not None:
+        per_rollout = math.ceil(_seconds(now, since) / (rollout - attempt.last_rollout))
+        attempt.rollout_seconds = [*attempt.rollout_seconds, per_rollout][-MAX_ROLLOUT_SAMPLES:]
+    attempt.last_rollout_time = rfc3339(now)
 
 
 def _lost_rollouts(ledger: _Ledger) -> list[Event]:
@@ -165,6 +184,58 @@ def _lost_rollouts(ledger: _Ledger) -> list[Event]:
                     )
                 )
     return events
+
+
+def _pods_gone(ledger: _Ledger, now: datetime) -> None:
+    """The time from the last attempt's end to its worker pods' GPUs released (their preStop hooks' wait)."""
+    last = ledger.run.attempts[-1] if ledger.run.attempts else None
+    ended = parse_rfc3339(last.ended) if last is not None else None
+    if last is None or ended is None or last.pods_gone_seconds is not None or ledger.run.gpus:
+        return
+    last.pods_gone_seconds = _seconds(now, ended)
+
+
+def _saves(ledger: _Ledger, grace: int | None) -> list[Event]:
+    """A suspended or preempted attempt saved when the next one resumed after its last rollout observed; an event
+    when a later attempt first tells it."""
+    events = []
+    attempts = ledger.run.attempts
+    for attempt, after in itertools.pairwise(attempts):
+        last, first = attempt.last_rollout, after.first_rollout
+        if attempt.end_phase is not Phase.SUSPENDED or attempt.save is not None or last is None or first is None:
+            continue
+        saved = first - 1 >= last
+        attempt.save = AttemptSave(
+            outcome=SaveOutcome.SAVED if saved else SaveOutcome.NOT_SAVED,
+            rollout=first - 1,
+            seconds=attempt.pods_gone_seconds,
+            grace_seconds=grace,
+        )
+        if attempt not in ledger.closed:
+            events.append(_save_event(attempt, attempt.save, after))
+    return events
+
+
+def _save_event(attempt: AttemptAccount, save: AttemptSave, after: AttemptAccount) -> Event:
+    why = "preemption" if attempt.end_reason == Reason.PREEMPTED else "suspending"
+    took = "" if save.seconds is None else f" in {save.seconds} s"
+    if save.outcome is SaveOutcome.SAVED:
+        return Event(
+            "Normal",
+            Reason.SAVED_BEFORE_STOP,
+            f"attempt {attempt.attempt} saved rollout {save.rollout}{took} before {why}: attempt {after.attempt} "
+            f"resumed at rollout {save.rollout + 1}",
+        )
+    gone = "" if save.seconds is None else f"its pods went after {save.seconds} s"
+    grace = "" if save.grace_seconds is None else f"grace {save.grace_seconds} s"
+    detail = ", ".join(x for x in (gone, grace) if x)
+    return Event(  # Normal, as the other accounting notes: the reconciler posts those under their own reason
+        "Normal",
+        Reason.NOT_SAVED_BEFORE_STOP,
+        f"attempt {attempt.attempt} made no checkpoint after rollout {attempt.last_rollout} before {why}"
+        + (f" ({detail})" if detail else "")
+        + f": attempt {after.attempt} resumed from rollout {save.rollout + 1}, {attempt.rollouts_lost} rollout(s) lost",
+    )
 
 
 def _split(attempt: AttemptAccount) -> tuple[int, int]:
@@ -235,7 +306,9 @@ def account(
     _progress(ledger, obs, now)
     if status.phase is Phase.SUSPENDED or status.phase in TERMINAL_PHASES:
         _close(ledger, status, now)
+    _pods_gone(ledger, now)
     events = _lost_rollouts(ledger)
+    events += _saves(ledger, status.plan.preemption_grace.seconds if status.plan is not None else None)
     _totals(ledger.run, obs.created, obs.gpu_hour_price_usd)
     run = RunAccounting.model_validate(ledger.run.model_dump())
     return run, (*events, *(_ended(a) for a in ledger.closed))

@@ -280,6 +280,22 @@ def test_a_run_kueue_preempts_is_suspended_preempted_and_resumes_as_a_new_attemp
             timeout=300,
         )
         first_job = running["status"]["jobSubmissionId"]
+        # Every worker KubeRay made carries the preStop hook that asks miles for a checkpoint, and the plan's grace.
+        grace = running["status"]["plan"]["preemptionGrace"]
+        assert grace["stepSource"] == "Spec" and grace["seconds"] == grace["wantedSeconds"]
+        workers = ",".join(f"{k}={v}" for k, v in names.selector("low", "ray-worker").items())
+        [worker] = get(kubectl, "pods", "-n", ns, "-l", workers)["items"]
+        assert worker["spec"]["terminationGracePeriodSeconds"] == grace["seconds"]
+        hook = worker["spec"]["containers"][0]["lifecycle"]["preStop"]["exec"]["command"]
+        assert hook[3:] == [
+            "presave",
+            "--sentinel",
+            f"{running['status']['plan']['checkpointDir']}/.grpo-save-now",
+            "--checkpoint-dir",
+            running["status"]["plan"]["checkpointDir"],
+            "--wait-seconds",
+            str(grace["seconds"] - 15),
+        ]
         kubectl(
             "apply",
             "-f",
@@ -325,6 +341,15 @@ def test_a_run_kueue_preempts_is_suspended_preempted_and_resumes_as_a_new_attemp
         assert (first["endPhase"], first["endReason"], first["gpus"]) == ("Suspended", "Preempted", 8)
         assert second["firstRollout"] == saved + 1 and first["lastRollout"] == last
         assert first["rolloutsLost"] == last - saved
+        # kwok runs no preStop hook and its stand-in stalls mid-step, so no save was made before the pods went: the
+        # status says only that, with the checkpoint the resumed attempt loaded, and no save time it did not see.
+        assert first["save"]["outcome"] == "NotSaved" and first["save"]["rollout"] == saved
+        assert first["save"]["graceSeconds"] == grace["seconds"]
+        assert first["save"]["seconds"] == first["podsGoneSeconds"] <= grace["seconds"]
+        events = get(kubectl, "events", "-n", ns, "--field-selector", "involvedObject.name=low")["items"]
+        [save_event] = [e["message"] for e in events if e["reason"] == "NotSavedBeforeStop"]
+        assert save_event.startswith(f"attempt 1 made no checkpoint after rollout {last} before preemption")
+        assert save_event.endswith(f"attempt 2 resumed from rollout {saved + 1}, {last - saved} rollout(s) lost")
         rollout_time = first["gpuSeconds"] - first["gpuSecondsToFirstRollout"]
         share = round(rollout_time * (last - saved) / first["rolloutsCompleted"])
         assert first["lostGpuHours"] == round(share / 3600, 4)

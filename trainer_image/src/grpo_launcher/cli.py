@@ -20,6 +20,7 @@ from grpo_launcher.evaluate.cli import run_from_args as run_evaluate
 from grpo_launcher.host_checks import HostPaths
 from grpo_launcher.launch import METRICS_ADDR, USAGE_EXIT, RunOptions, StaleConfigError, run
 from grpo_launcher.preflight import PreflightEnv, run_preflight
+from grpo_launcher.presave import add_presave, run_presave
 from grpo_launcher.provenance import ProvenanceSources, collect, provenance_line
 
 _PATH_FLAGS = {
@@ -65,6 +66,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_paths(pre_p)
     sub.add_parser("provenance", help="print the provenance JSON line")
     add_evaluate(sub.add_parser("evaluate", help="offline AIME-style evaluation against an SGLang server"))
+    add_presave(sub.add_parser("presave", help="preStop hook: ask miles for a checkpoint and wait for it"))
     return parser
 
 
@@ -100,6 +102,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             report = run_preflight(config.preflight, PreflightEnv(paths=_paths(args)), sys.stdout)
             print_report(report, sys.stdout)
             return 0 if report.ok else PREFLIGHT_FAILED_EXIT
+        if args.command == "presave":
+            return run_presave(args)
         if args.command == "provenance":
             sys.stdout.write(provenance_line(collect(ProvenanceSources())) + "\n")
             return 0

@@ -31,6 +31,7 @@ from grpo_launcher.checks import PREFLIGHT_FAILED_EXIT, print_report
 from grpo_launcher.config import RunConfig, echo
 from grpo_launcher.metrics import MetricsServer, serve
 from grpo_launcher.preflight import PreflightEnv, run_preflight
+from grpo_launcher.presave import MILES_RUNNING
 from grpo_launcher.provenance import ProvenanceSources, collect, provenance_line
 from grpo_launcher.summary import FAILURE_FILE_ENV, RolloutLog, read_failure, summary_line
 
@@ -151,6 +152,18 @@ def run(config: RunConfig, miles_argv: Sequence[str], options: RunOptions, out: 
     return code
 
 
+def _mark_running(checkpoint_dir: Path, out: TextIO) -> Path | None:
+    """The file the workers' preStop hook (presave.py) reads: miles runs, so a save asked for can come."""
+    marker = checkpoint_dir / MILES_RUNNING
+    try:
+        checkpoint_dir.mkdir(parents=True, exist_ok=True)
+        marker.write_text(f"{os.getpid()}\n")
+    except OSError as exc:
+        out.write(f"[warn] cannot write {marker}: {exc.strerror}; a preempted worker will not wait for a save\n")
+        return None
+    return marker
+
+
 def _preflight_and_miles(
     config: RunConfig, miles_argv: Sequence[str], options: RunOptions, out: TextIO, record: tuple[RolloutLog, Path]
 ) -> int:
@@ -172,7 +185,12 @@ def _preflight_and_miles(
         return 127
     assert child.stdout is not None  # start_miles pipes it
     copier = pump(child.stdout, out, rollouts)
-    code = supervise(child)
+    marker = _mark_running(Path(config.preflight.checkpoint_dir), out)
+    try:
+        code = supervise(child)
+    finally:
+        if marker is not None:
+            marker.unlink(missing_ok=True)
     copier.join(timeout=30)  # miles's last lines, then the summary
     out.write(f"[info] miles exited with {code}\n")
     out.flush()

@@ -1,0 +1,158 @@
+"""The workers' preStop hook against the miles stand-in (devtools/grpo_dev/fake_miles.py, which checks the
+sentinel after each step, saves, then deletes it, as miles's train.py:120-126 does): it returns with the new
+checkpoint when the stand-in saves, and gives up at its wait when the step never ends. The wait is counted in
+the hook's polls on an injected clock, never in real seconds."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from grpo_dev import fake_miles
+from grpo_launcher.cli import main as launcher_main
+from grpo_launcher.presave import MILES_RUNNING, REPORT, TRACKER, report, save_before_exit
+
+POLL = 2.0
+
+
+class PollClock:
+    """The hook's clock advances by one poll each time it sleeps; the real pause is short."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        time.sleep(0.02)
+        self.now += seconds
+
+
+def _wait_for_line(log: Path, text: str) -> None:
+    for _ in range(3000):  # a safety net for a loaded machine, not a timing assertion
+        if text in log.read_text():
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"the stand-in never logged {text!r}: {log.read_text()[-2000:]}")
+
+
+@pytest.fixture
+def standin(tmp_path: Path) -> Iterator[tuple[Path, Path, Path, list[str]]]:
+    """A checkpoint directory holding iteration 4, and a way to start the stand-in resuming from it."""
+    checkpoints = tmp_path / "checkpoints"
+    (checkpoints / "iter_0000004").mkdir(parents=True)
+    (checkpoints / TRACKER).write_text("4\n")
+    (checkpoints / MILES_RUNNING).write_text("1\n")  # as the launcher keeps it while miles runs (launch.py)
+    sentinel, log = checkpoints / ".grpo-save-now", tmp_path / "miles.log"
+    procs: list[subprocess.Popen[bytes]] = []
+    argv = [
+        sys.executable,
+        fake_miles.__file__,
+        "--num-rollout",
+        "100000",
+        "--fake-checkpoints",
+        "--load",
+        str(checkpoints),
+        "--save",
+        str(checkpoints),
+        "--save-interval",
+        "1000000",  # no periodic save: only the sentinel makes one
+        "--save-trigger-sentinel",
+        str(sentinel),
+        "--fake-step-seconds",
+        "0.05",
+    ]
+
+    def start(*extra: str) -> None:
+        with log.open("wb") as out:
+            procs.append(subprocess.Popen([*argv, *extra], stdout=out, stderr=subprocess.STDOUT))
+
+    yield checkpoints, sentinel, log, start  # type: ignore[misc]
+    for proc in procs:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=60)
+
+
+def test_when_miles_saves_the_hook_returns_with_the_new_checkpoint(standin: tuple) -> None:  # type: ignore[type-arg]
+    checkpoints, sentinel, log, start = standin
+    start()
+    _wait_for_line(log, "rollout 6: {")
+    clock = PollClock()
+    outcome = save_before_exit(sentinel, checkpoints, 100_000, clock=clock, sleep=clock.sleep, poll_seconds=POLL)
+    assert outcome.saved and outcome.iteration_before == 4
+    assert outcome.iteration is not None and outcome.iteration > 6
+    assert (checkpoints / TRACKER).read_text().strip() == str(outcome.iteration)
+    assert (checkpoints / f"iter_{outcome.iteration:07d}" / "fake_checkpoint").is_file()
+    assert f"saved checkpoint iteration {outcome.iteration} to {checkpoints} (sentinel)" in log.read_text()
+    assert not sentinel.exists()  # miles deleted it after the save
+    assert outcome.seconds < outcome.wait_seconds
+
+
+def test_when_the_step_never_ends_the_hook_gives_up_at_its_wait_and_names_the_checkpoint_to_load(
+    standin: tuple,  # type: ignore[type-arg]
+) -> None:
+    checkpoints, sentinel, log, start = standin
+    start("--fake-stall-after", "7")
+    _wait_for_line(log, "stalled before rollout 7")
+    clock = PollClock()
+    outcome = save_before_exit(sentinel, checkpoints, 60, clock=clock, sleep=clock.sleep, poll_seconds=POLL)
+    assert not outcome.saved
+    assert (outcome.iteration_before, outcome.iteration) == (4, 4)  # the next attempt loads 4, resumes at 5
+    assert outcome.seconds == 60 == outcome.wait_seconds  # 30 polls of 2 s on the hook's clock
+    assert not sentinel.exists()  # not left for the next attempt to trip over
+    line = json.loads(report(outcome, checkpoints))
+    assert line == json.loads((checkpoints / REPORT).read_text())
+    assert line["preStopSave"] == {
+        "saved": False,
+        "miles_running": True,
+        "iteration_before": 4,
+        "iteration": 4,
+        "seconds": 60,
+        "wait_seconds": 60,
+    }
+
+
+def test_the_hook_command_exits_0_and_reports_even_when_nothing_saves(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    checkpoints = tmp_path / "checkpoints"
+    argv = ["presave", "--sentinel", str(checkpoints / ".grpo-save-now"), "--checkpoint-dir", str(checkpoints)]
+    assert launcher_main([*argv, "--wait-seconds", "0"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["preStopSave"]["saved"] is False and out["preStopSave"]["iteration"] is None
+    assert out["preStopSave"]["miles_running"] is False
+    assert json.loads((checkpoints / REPORT).read_text()) == out
+
+
+def test_when_miles_is_not_running_the_hook_returns_at_once_without_asking(tmp_path: Path) -> None:
+    """A pod deleted after its job ended (a finished run, a job the operator stopped) does not wait the grace."""
+    checkpoints = tmp_path / "checkpoints"
+    checkpoints.mkdir()
+    (checkpoints / TRACKER).write_text("9\n")
+    clock = PollClock()
+    outcome = save_before_exit(checkpoints / ".s", checkpoints, 600, clock=clock, sleep=clock.sleep)
+    assert (outcome.saved, outcome.miles_running, outcome.iteration, outcome.seconds) == (False, False, 9, 0.0)
+    assert clock.now == 0 and not (checkpoints / ".s").exists()
+
+
+def test_when_miles_exits_without_saving_the_hook_stops_waiting(standin: tuple) -> None:  # type: ignore[type-arg]
+    checkpoints, sentinel, log, start = standin
+    start("--fake-stall-after", "7")
+    _wait_for_line(log, "stalled before rollout 7")
+    clock = PollClock()
+
+    def sleep(seconds: float) -> None:
+        clock.sleep(seconds)
+        if clock.now >= 10:  # the launcher saw miles exit (a stopped job) and removed its marker
+            (checkpoints / MILES_RUNNING).unlink(missing_ok=True)
+
+    outcome = save_before_exit(sentinel, checkpoints, 600, clock=clock, sleep=sleep, poll_seconds=POLL)
+    assert (outcome.saved, outcome.miles_running, outcome.iteration, outcome.seconds) == (False, True, 4, 10)
+    assert not sentinel.exists()

@@ -1,0 +1,188 @@
+"""Whether a preempted or suspended attempt saved before its worker pods went, as the operator can observe it: the
+next attempt's first rollout is the checkpoint it loaded + 1, so it saved when that checkpoint is at or after the
+last rollout seen of the attempt; the time is from the attempt's end to its pods' GPUs released (the preStop
+hooks' wait). Decided observation by observation through `lifecycle.decide`."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import timedelta
+
+import pytest
+from grpo_operator.api.status import AttemptAccount, Phase, Reason, SaveOutcome
+from grpo_operator.cli.loading import parse_run
+from grpo_operator.planning.plan import make_plan
+from grpo_operator.status.decision import Decision, Event
+from grpo_operator.status.lifecycle import decide
+from grpo_operator.status.observation import ClusterObservation, GpuObservation, JobState, Observation
+
+from tests.status.runs import READY, T0, healthy, job, observe, spec
+from tests.support.builders import base, merge
+
+SPEC = spec({"rollout": {"numRollout": 40}, "storage": {"checkpointOnSuspend": False}})
+QUEUED = ClusterObservation(ready=False, message="waiting for Kueue", queue="team-a")
+NOT_READY = ClusterObservation(ready=False, message="waiting for KubeRay: 0/1 workers ready")
+HELD, NONE = GpuObservation(8, T0), GpuObservation(0, None)
+RUN, _ = parse_run(merge(base(), {"spec": {"rollout": {"numRollout": 40}}}))
+assert RUN is not None
+PLAN = make_plan(RUN)
+
+
+def at(minute: float, n: int, **kw: object) -> Observation:
+    return observe(now=T0 + timedelta(minutes=minute), created=T0, submission_id=f"grpo-x-{n}", plan=PLAN, **kw)
+
+
+def running(minute: float, n: int, rollout: int) -> Observation:
+    state = job(JobState.RUNNING, submission_id=f"grpo-x-{n}")
+    return at(minute, n, cluster=READY, gpus=HELD, job=state, metrics=healthy(rollout))
+
+
+def life(last: int, first: int, gone_minutes: float, *, suspend: bool = False) -> list[Decision]:
+    """Attempt 1 runs to rollout `last`, is preempted (or suspended) at 25, its pods go `gone_minutes` later;
+    attempt 2 starts at 45 and its first rollout seen is `first`."""
+    stop = replace(running(25, 1, last), suspend=True) if suspend else at(25, 2, cluster=QUEUED, gpus=HELD)
+    observations = [
+        at(0, 1, cluster=NOT_READY, gpus=HELD),
+        at(5, 1, cluster=READY, gpus=HELD),
+        running(10, 1, 0),
+        running(20, 1, last),
+        stop,
+        at(25 + gone_minutes, 2, cluster=QUEUED, gpus=NONE, suspend=suspend),
+        at(40, 2, cluster=NOT_READY, gpus=HELD),
+        at(45, 2, cluster=READY, gpus=HELD),
+        running(50, 2, first),
+    ]
+    decisions, prev = [], None
+    for obs in observations:
+        decisions.append(decide(prev, obs, SPEC))
+        prev = decisions[-1].status
+    return decisions
+
+
+def first_attempt(decisions: list[Decision]) -> AttemptAccount:
+    accounting = decisions[-1].status.accounting
+    assert accounting is not None
+    return accounting.attempts[0]
+
+
+def save_events(decisions: list[Decision]) -> list[Event]:
+    reasons = (Reason.SAVED_BEFORE_STOP, Reason.NOT_SAVED_BEFORE_STOP)
+    return [e for d in decisions for e in d.events if e.reason in reasons]
+
+
+GRACE = PLAN.preemption_grace.seconds
+
+
+@pytest.mark.parametrize(
+    ("last", "first", "gone", "suspend", "outcome", "rollout", "seconds", "message"),
+    [
+        # the hook's save after rollout 7 reached the tracker before the pods went: resumed at 8, nothing lost
+        (
+            7,
+            8,
+            0.7,
+            False,
+            SaveOutcome.SAVED,
+            7,
+            42,
+            "attempt 1 saved rollout 7 in 42 s before preemption: attempt 2 resumed at rollout 8",
+        ),
+        # the job ran on past the last rollout the operator saw, and saved there
+        (
+            7,
+            10,
+            2,
+            False,
+            SaveOutcome.SAVED,
+            9,
+            120,
+            "attempt 1 saved rollout 9 in 120 s before preemption: attempt 2 resumed at rollout 10",
+        ),
+        # no save: the next attempt loads the periodic checkpoint 5, rollouts 6 and 7 are redone
+        (
+            7,
+            6,
+            10,
+            False,
+            SaveOutcome.NOT_SAVED,
+            5,
+            600,
+            f"attempt 1 made no checkpoint after rollout 7 before "
+            f"preemption (its pods went after 600 s, grace {GRACE} s): attempt 2 resumed from rollout 6, 2 rollout(s) "
+            "lost",
+        ),
+        # no checkpoint at all: resumed from the start
+        (
+            3,
+            0,
+            0,
+            False,
+            SaveOutcome.NOT_SAVED,
+            -1,
+            0,
+            f"attempt 1 made no checkpoint after rollout 3 before "
+            f"preemption (its pods went after 0 s, grace {GRACE} s): attempt 2 resumed from rollout 0, 4 rollout(s) "
+            "lost",
+        ),
+        # spec.suspend shares the path
+        (
+            7,
+            8,
+            1,
+            True,
+            SaveOutcome.SAVED,
+            7,
+            60,
+            "attempt 1 saved rollout 7 in 60 s before suspending: attempt 2 resumed at rollout 8",
+        ),
+    ],
+)
+def test_the_ended_attempt_records_its_save_before_its_pods_went_and_an_event_says_so(  # noqa: PLR0917
+    last: int,
+    first: int,
+    gone: float,
+    suspend: bool,
+    outcome: SaveOutcome,
+    rollout: int,
+    seconds: int,
+    message: str,
+) -> None:
+    decisions = life(last, first, gone, suspend=suspend)
+    a1 = first_attempt(decisions)
+    assert (a1.end_phase, a1.end_reason) == (Phase.SUSPENDED, Reason.SUSPENDED if suspend else Reason.PREEMPTED)
+    assert a1.save is not None
+    assert (a1.save.outcome, a1.save.rollout, a1.save.seconds, a1.save.grace_seconds) == (
+        outcome,
+        rollout,
+        seconds,
+        GRACE,
+    )
+    assert a1.rollouts_lost == max(0, last - rollout)
+    [event] = save_events(decisions)
+    assert event.message == message
+    assert event.type == "Normal"  # posted under its own reason
+
+
+def test_nothing_is_said_about_the_save_until_the_next_attempt_shows_which_checkpoint_it_loaded() -> None:
+    decisions = life(7, 8, 1)[:-1]  # attempt 2 submitted, no rollout seen yet
+    a1 = first_attempt(decisions)
+    assert a1.pods_gone_seconds == 60 and a1.save is None
+    assert save_events(decisions) == []
+
+
+def test_a_later_reconcile_does_not_repeat_the_event_or_change_the_record() -> None:
+    decisions = life(7, 6, 10)
+    prev = decisions[-1].status
+    again = decide(prev, running(55, 2, 7), SPEC)
+    assert save_events([again]) == []
+    assert again.status.accounting is not None and prev.accounting is not None
+    assert again.status.accounting.attempts[0].save == prev.accounting.attempts[0].save
+
+
+def test_rollout_times_are_sampled_from_the_advances_observed_per_attempt() -> None:
+    # attempt 1: rollout 0 at 10, 7 at 20 -> 600 s / 7 rollouts = 86 s (rounded up)
+    decisions = life(7, 8, 1)
+    decisions.append(decide(decisions[-1].status, running(54, 2, 10), SPEC))  # 8 at 50 -> 10 at 54: 120 s each
+    accounting = decisions[-1].status.accounting
+    assert accounting is not None
+    assert [a.rollout_seconds for a in accounting.attempts] == [[86], [120]]
