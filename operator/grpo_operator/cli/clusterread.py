@@ -18,7 +18,9 @@ from grpo_operator.api import GROUP, PLURAL, VERSION
 from grpo_operator.cli.doctorchecks import (
     GRPORUN_CRD,
     LOCALQUEUE_CRD,
+    PROMETHEUSRULE_CRD,
     RAYCLUSTER_CRD,
+    SERVICEMONITOR_CRD,
     Cluster,
     Target,
 )
@@ -129,7 +131,7 @@ def read(api: client.ApiClient, namespace: str, target: Target | None) -> Cluste
     """Everything the checks read, in one pass."""
     reader = Reader(api)
     cluster = reader.cluster
-    for name in (GRPORUN_CRD, RAYCLUSTER_CRD, LOCALQUEUE_CRD):
+    for name in (GRPORUN_CRD, RAYCLUSTER_CRD, LOCALQUEUE_CRD, SERVICEMONITOR_CRD, PROMETHEUSRULE_CRD):
         crd = reader.get(f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{name}", "customresourcedefinitions")
         if crd is not None:
             cluster.crds[name] = crd
@@ -139,6 +141,12 @@ def read(api: client.ApiClient, namespace: str, target: Target | None) -> Cluste
     cluster.pods = reader.items(
         "/api/v1/pods?fieldSelector=spec.nodeName!=,status.phase!=Succeeded,status.phase!=Failed", "pods"
     )
+    cluster.network_policies = reader.items("/apis/networking.k8s.io/v1/networkpolicies", "networkpolicies")
+    rbac = "/apis/rbac.authorization.k8s.io/v1"
+    cluster.cluster_roles = reader.items(f"{rbac}/clusterroles", "clusterroles")
+    cluster.cluster_role_bindings = reader.items(f"{rbac}/clusterrolebindings", "clusterrolebindings")
+    cluster.roles = reader.items(f"{rbac}/roles", "roles")
+    cluster.role_bindings = reader.items(f"{rbac}/rolebindings", "rolebindings")
     if GRPORUN_CRD in cluster.crds:
         cluster.runs = reader.items(f"/apis/{GROUP}/{VERSION}/{PLURAL}", "grporuns")
     if target is not None:

@@ -6,7 +6,7 @@ family: the control plane, nodes, storage and Kueue, RBAC, the platform (policie
 
 from __future__ import annotations
 
-from grpo_operator.cli.doctorchecks.access import rbac
+from grpo_operator.cli.doctorchecks.access import OPERATOR_RULES, operator_needs, operator_rbac, rbac
 from grpo_operator.cli.doctorchecks.controlplane import (
     grporun_crd,
     kuberay_crds,
@@ -17,7 +17,9 @@ from grpo_operator.cli.doctorchecks.controlplane import (
 from grpo_operator.cli.doctorchecks.model import (
     GRPORUN_CRD,
     LOCALQUEUE_CRD,
+    PROMETHEUSRULE_CRD,
     RAYCLUSTER_CRD,
+    SERVICEMONITOR_CRD,
     Check,
     Cluster,
     Target,
@@ -26,6 +28,7 @@ from grpo_operator.cli.doctorchecks.model import (
 )
 from grpo_operator.cli.doctorchecks.nodes import device_plugins, gpu_nodes, taints, tolerates
 from grpo_operator.cli.doctorchecks.placement import placement
+from grpo_operator.cli.doctorchecks.platform import monitoring_crds, network_policies
 from grpo_operator.cli.doctorchecks.storage import kueue, storage
 
 
@@ -41,7 +44,10 @@ def checks(cluster: Cluster, target: Target | None = None) -> list[Check]:
         taints(cluster, target),
         storage(cluster, target) if target else None,
         kueue(cluster, target),
+        network_policies(cluster),
+        monitoring_crds(cluster),
         rbac(cluster),
+        operator_rbac(cluster),
         placement(cluster, target) if target else None,
     ]
     return [c for c in found if c is not None]
@@ -50,12 +56,16 @@ def checks(cluster: Cluster, target: Target | None = None) -> list[Check]:
 __all__ = [
     "GRPORUN_CRD",
     "LOCALQUEUE_CRD",
+    "OPERATOR_RULES",
+    "PROMETHEUSRULE_CRD",
     "RAYCLUSTER_CRD",
+    "SERVICEMONITOR_CRD",
     "Check",
     "Cluster",
     "Target",
     "Verdict",
     "checks",
+    "operator_needs",
     "quantity",
     "schema_gaps",
     "tolerates",

@@ -24,6 +24,7 @@ from grpo_operator.cli.doctorchecks.model import (
     containers,
     env_of,
     name_of,
+    operator_deployment,
     replicas_ready,
     unread,
 )
@@ -50,20 +51,41 @@ def grporun_crd(cluster: Cluster) -> Check:
     return Check("GRPORun CRD", Verdict.OK, f"{GRPORUN_CRD} serves {VERSION}")
 
 
+def _running_images(cluster: Cluster, deployment: dict[str, Any]) -> list[str]:
+    """The imageIDs (digests) the Deployment's pods report running, as their kubelets resolved the image."""
+    selector = (deployment["spec"].get("selector") or {}).get("matchLabels") or {}
+    namespace = deployment["metadata"].get("namespace")
+    found = set()
+    for pod in cluster.pods:
+        labels = pod["metadata"].get("labels") or {}
+        if pod["metadata"].get("namespace") == namespace and selector and selector.items() <= labels.items():
+            statuses = pod.get("status", {}).get("containerStatuses") or []
+            found |= {str(s["imageID"]) for s in statuses if s.get("name") == "operator" and s.get("imageID")}
+    return sorted(found)
+
+
 def operator(cluster: Cluster) -> Check:
     key, value = OPERATOR_LABEL
-    found = [d for d in cluster.deployments if (d["metadata"].get("labels") or {}).get(key) == value]
-    if found:
-        deployment = found[0]
+    deployment = operator_deployment(cluster)
+    if deployment is not None:
         ready, wanted = replicas_ready(deployment)
         container = containers(deployment)[0]
+        image = str(container.get("image"))
         args = container.get("args", [])
         watching = [a.split("=", 1)[1] for a in args if a.startswith("--namespace=")] or ["all namespaces"]
-        what = f"Deployment {name_of(deployment)}: {ready}/{wanted} ready, image {container.get('image')}, "
-        what += f"watching {', '.join(watching)}"
+        running = _running_images(cluster, deployment)
+        what = f"Deployment {name_of(deployment)}: {ready}/{wanted} ready, image {image} (running "
+        what += f"{', '.join(running) or 'no imageID reported yet'}), watching {', '.join(watching)}"
         if ready < 1:
             return Check(
                 "operator", Verdict.FAIL, what, f"kubectl -n {deployment['metadata']['namespace']} describe pods"
+            )
+        if "@sha256:" not in image:
+            return Check(
+                "operator",
+                Verdict.WARN,
+                f"{what}: the image is a mutable tag without a digest, so a re-pushed tag changes what runs",
+                "pin it: set the chart's image.digest to the image's sha256 digest (the running imageID above)",
             )
         return Check("operator", Verdict.OK, what)
     if cannot := unread(cluster, "operator", "deployments", "grporuns"):
@@ -164,7 +186,7 @@ def kuberay_operator(cluster: Cluster) -> Check:
             f"{minimum} or later",
             f"upgrade KubeRay: {KUBERAY_INSTALL}",
         )
-    ours = _operator_setting(cluster, "GRPO_CLUSTER_DOMAIN") or RenderSettings().cluster_domain
+    ours = operator_setting(cluster, "GRPO_CLUSTER_DOMAIN") or RenderSettings().cluster_domain
     theirs = env_of(container, "CLUSTER_DOMAIN") or "cluster.local"
     if theirs != ours:
         return Check(
@@ -176,9 +198,9 @@ def kuberay_operator(cluster: Cluster) -> Check:
     return Check("KubeRay operator", Verdict.OK, f"{what}, CLUSTER_DOMAIN {theirs}")
 
 
-def _operator_setting(cluster: Cluster, name: str) -> str | None:
-    key, value = OPERATOR_LABEL
-    for deployment in cluster.deployments:
-        if (deployment["metadata"].get("labels") or {}).get(key) == value:
-            return next((s for c in containers(deployment) if (s := env_of(c, name))), None)
-    return None
+def operator_setting(cluster: Cluster, name: str) -> str | None:
+    """The grpo operator Deployment's environment variable `name` (a GRPO_* setting), None when unset."""
+    deployment = operator_deployment(cluster)
+    if deployment is None:
+        return None
+    return next((s for c in containers(deployment) if (s := env_of(c, name))), None)

@@ -21,6 +21,8 @@ GRPORUN_CRD = f"{PLURAL}.{GROUP}"
 RAYCLUSTER_CRD = "rayclusters.ray.io"
 LOCALQUEUE_CRD = "localqueues.kueue.x-k8s.io"
 CLUSTERQUEUE_CRD = "clusterqueues.kueue.x-k8s.io"
+SERVICEMONITOR_CRD = "servicemonitors.monitoring.coreos.com"
+PROMETHEUSRULE_CRD = "prometheusrules.monitoring.coreos.com"
 # The KubeRay release the operator renders for (docs/integrations/kuberay.md) and the oldest it accepts.
 MIN_KUBERAY = (1, 5, 0)
 KUBERAY_INSTALL = "helm install kuberay-operator kuberay/kuberay-operator --version 1.5.0 (CRDs included)"
@@ -52,8 +54,9 @@ class Check:
 @dataclass
 class Cluster:
     """What doctor read: objects as the API server returned them (camelCase dicts). `crds` by name (absent ones
-    missing); `pods` bound and not finished; `allowed` the user's access reviews, e.g. "create grporuns in ns";
-    `unreadable` what could not be read (a kind's plural) and the API server's words."""
+        missing); `pods` bound and not finished; `allowed` the user's access reviews, e.g. "create grporuns in ns";
+        `unreadable` what could not be read (a kind's plural) and the API server's words; `chart_values` the grpo chart's
+    values of `--values`, when given."""
 
     crds: dict[str, dict[str, Any]] = field(default_factory=dict)
     deployments: list[dict[str, Any]] = field(default_factory=list)
@@ -67,6 +70,12 @@ class Cluster:
     flavors: list[dict[str, Any]] = field(default_factory=list)
     allowed: dict[str, bool] = field(default_factory=dict)
     unreadable: dict[str, str] = field(default_factory=dict)
+    network_policies: list[dict[str, Any]] = field(default_factory=list)
+    cluster_roles: list[dict[str, Any]] = field(default_factory=list)
+    cluster_role_bindings: list[dict[str, Any]] = field(default_factory=list)
+    roles: list[dict[str, Any]] = field(default_factory=list)
+    role_bindings: list[dict[str, Any]] = field(default_factory=list)
+    chart_values: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -148,3 +157,17 @@ def is_ready(obj: dict[str, Any]) -> bool:
     """A pod's or a node's Ready condition."""
     conditions = obj.get("status", {}).get("conditions") or []
     return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
+
+
+def operator_deployment(cluster: Cluster) -> dict[str, Any] | None:
+    """The grpo operator's Deployment (the chart's), or None when it runs outside the cluster or is not installed."""
+    key, value = OPERATOR_LABEL
+    return next((d for d in cluster.deployments if (d["metadata"].get("labels") or {}).get(key) == value), None)
+
+
+def chart_value(cluster: Cluster, path: str) -> Any:
+    """A value of `--values` by its dotted path ("metrics.serviceMonitor.enabled"), None when not set."""
+    found: Any = cluster.chart_values
+    for key in path.split("."):
+        found = found.get(key) if isinstance(found, dict) else None
+    return found
