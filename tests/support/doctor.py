@@ -14,7 +14,6 @@ from grpo_operator.planning import validation
 
 from tests.support.builders import EXAMPLES, REPO, example, run_of
 
-
 DIGEST = "0" * 64
 
 
