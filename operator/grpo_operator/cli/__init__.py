@@ -244,6 +244,12 @@ def _parser() -> argparse.ArgumentParser:
     doctor.add_argument("--kubeconfig", help="kubeconfig file (default: $KUBECONFIG, then ~/.kube/config)")
     doctor.add_argument("--context", help="kubeconfig context (default: the current one)")
     doctor.add_argument(
+        "--as",
+        dest="as_user",
+        metavar="USER",
+        help="impersonate USER (as kubectl --as): their reads and what they may do with GRPORuns",
+    )
+    doctor.add_argument(
         "--values", help="the grpo-operator chart's values file (as given to helm install): check what it enables"
     )
     for name, text in (
@@ -289,6 +295,7 @@ def _doctor(args: argparse.Namespace) -> int:
         out=sys.stdout,
         err=sys.stderr,
         values=args.values,
+        as_user=args.as_user,
     )
 
 

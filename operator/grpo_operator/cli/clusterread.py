@@ -35,9 +35,9 @@ class ReadError(RuntimeError):
     """The cluster cannot be read at all; the message is the one line the user sees."""
 
 
-def connect(kubeconfig: str | None, context: str | None) -> tuple[client.ApiClient, str]:
+def connect(kubeconfig: str | None, context: str | None, as_user: str | None = None) -> tuple[client.ApiClient, str]:
     """An API client from the kubeconfig (`--kubeconfig`, else $KUBECONFIG or ~/.kube/config), and the context's
-    namespace."""
+    namespace; with `as_user`, every request impersonates that user (kubectl's --as), access reviews included."""
     try:
         configuration = client.Configuration()
         config.load_kube_config(  # type: ignore[no-untyped-call]
@@ -52,7 +52,10 @@ def connect(kubeconfig: str | None, context: str | None) -> tuple[client.ApiClie
         ) from exc
     configuration.retries = 0
     namespace = ((active or {}).get("context") or {}).get("namespace") or "default"
-    return client.ApiClient(configuration), namespace
+    api = client.ApiClient(configuration)
+    if as_user:
+        api.set_default_header("Impersonate-User", as_user)  # type: ignore[no-untyped-call]
+    return api, namespace
 
 
 class Reader:
@@ -82,7 +85,9 @@ class Reader:
                 "kubeconfig's server address"
             ) from exc
         if not 200 <= response.status < 300:
-            raise ApiException(status=response.status, reason=response.reason)
+            refused = ApiException(status=response.status, reason=response.reason)
+            refused.body = data
+            raise refused
         return json.loads(data)
 
     def get(self, path: str, kind: str) -> dict[str, Any] | None:
@@ -99,6 +104,11 @@ class Reader:
                     "(401 Unauthorized); renew them (a new token or certificate) and try again"
                 ) from exc
             if exc.status == 403:
+                message = _message(exc.body)
+                if "impersonate" in message:
+                    raise ReadError(
+                        f"{message}; drop --as, or have the kubeconfig's user granted impersonate on that user"
+                    ) from exc
                 self.cluster.unreadable.setdefault(kind, "forbidden")
                 return None
             raise ReadError(f"reading {kind} failed: {exc.status} {exc.reason}") from exc
@@ -122,6 +132,14 @@ class Reader:
         return bool((answer.get("status") or {}).get("allowed"))
 
 
+def _message(body: Any) -> str:
+    """The API server's message in an error's Status body, or ""."""
+    try:
+        return str(json.loads(body).get("message") or "")
+    except (TypeError, ValueError, AttributeError):
+        return ""
+
+
 def _served(crd: dict[str, Any]) -> str:
     versions = [v for v in crd.get("spec", {}).get("versions", []) if v.get("served")]
     return str(next((v["name"] for v in versions if v.get("storage")), versions[0]["name"] if versions else "v1"))
@@ -131,6 +149,7 @@ def read(api: client.ApiClient, namespace: str, target: Target | None) -> Cluste
     """Everything the checks read, in one pass."""
     reader = Reader(api)
     cluster = reader.cluster
+    cluster.user = api.default_headers.get("Impersonate-User")
     for name in (GRPORUN_CRD, RAYCLUSTER_CRD, LOCALQUEUE_CRD, SERVICEMONITOR_CRD, PROMETHEUSRULE_CRD):
         crd = reader.get(f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{name}", "customresourcedefinitions")
         if crd is not None:

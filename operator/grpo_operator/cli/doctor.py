@@ -49,10 +49,11 @@ def run_doctor(
     out: TextIO,
     err: TextIO,
     values: str | None = None,
+    as_user: str | None = None,
 ) -> int:
     try:
         chart = chart_values(values) if values is not None else None
-        api, namespace = connect(kubeconfig, context)
+        api, namespace = connect(kubeconfig, context, as_user)
         with api:
             cluster = read(api, namespace, target)
     except ReadError as exc:

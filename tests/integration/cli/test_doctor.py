@@ -339,6 +339,15 @@ def test_doctor_needs_only_get_and_list_and_a_missing_verb_is_named(cluster: Sim
     assert {"operator", "operator RBAC", "network policies", "Prometheus Operator CRDs"} <= set(reader)
     assert reader["RBAC"]["verdict"] == "fail"
     assert "you cannot create grporuns in default; delete grporuns in default" in reader["RBAC"]["found"]
+    # the admin checks the reader's access by impersonating it (kubectl's --as); the reader may not impersonate
+    user = "system:serviceaccount:default:doctor-reader"
+    as_reader = verdicts(cluster, "-f", str(QUICKSTART), "--as", user)["RBAC"]
+    assert as_reader["verdict"] == "fail", as_reader
+    assert as_reader["found"] == f"{user} cannot create grporuns in default; delete grporuns in default"
+    refused = doctor(cluster, "--as", "system:admin", kubeconfig=kubeconfig)
+    assert refused.returncode == 1 and refused.stdout == "" and "Traceback" not in refused.stderr
+    assert "cannot impersonate" in refused.stderr, refused.stderr  # the API server's words
+    assert refused.stderr.strip().endswith("drop --as, or have the kubeconfig's user granted impersonate on that user")
     writer = {
         "apiVersion": "rbac.authorization.k8s.io/v1",
         "kind": "Role",
@@ -356,6 +365,7 @@ def test_doctor_needs_only_get_and_list_and_a_missing_verb_is_named(cluster: Sim
         "--serviceaccount=default:doctor-reader",
     )
     assert verdicts(cluster, "-f", str(QUICKSTART), kubeconfig=kubeconfig)["RBAC"]["verdict"] == "ok"
+    assert verdicts(cluster, "-f", str(QUICKSTART), "--as", user)["RBAC"]["found"].startswith(f"{user} can create")
 
 
 def test_a_user_who_may_read_nothing_gets_one_line_per_check_and_no_traceback(cluster: SimulatedCluster) -> None:

@@ -13,15 +13,16 @@ from grpo_operator.cli.doctorchecks.model import Check, Cluster, Verdict, contai
 
 
 def rbac(cluster: Cluster) -> Check:
+    who = cluster.user or "you"
     denied = [what for what, ok in cluster.allowed.items() if not ok]
     if denied:
         return Check(
             "RBAC",
             Verdict.FAIL,
-            "you cannot " + "; ".join(denied),
-            "bind a Role granting those verbs on grporuns.grpo.dev in that namespace",
+            f"{who} cannot " + "; ".join(denied),
+            f"bind {'them' if cluster.user else 'you'} a Role granting those verbs on grporuns.grpo.dev in that namespace",
         )
-    return Check("RBAC", Verdict.OK, "you can " + "; ".join(cluster.allowed) if cluster.allowed else "nothing asked")
+    return Check("RBAC", Verdict.OK, f"{who} can " + "; ".join(cluster.allowed) if cluster.allowed else "nothing asked")
 
 
 @dataclass(frozen=True)
