@@ -54,3 +54,16 @@ def test_a_run_file_with_problems_is_refused_before_the_cluster_is_read(tmp_path
     result = _doctor("-f", str(bad), home=tmp_path)
     assert result.returncode == 1 and "Traceback" not in result.stderr
     assert "spec.model" in result.stdout and "kubeconfig" not in result.stderr
+
+
+def test_a_chart_values_file_that_cannot_be_read_is_one_line_before_the_cluster_is_read(tmp_path: Path) -> None:
+    line = _one_line(_doctor("--values", str(tmp_path / "missing.yaml"), home=tmp_path))
+    assert line.startswith(f"grpo doctor: --values {tmp_path / 'missing.yaml'}: cannot read it (")
+    assert line.endswith("pass the values file given to helm install")
+    listed = tmp_path / "values.yaml"
+    listed.write_text("- metrics\n- serviceMonitor\n")
+    line = _one_line(_doctor("--values", str(listed), home=tmp_path))
+    assert (
+        line
+        == f"grpo doctor: --values {listed}: not a mapping of chart values; pass the values file given to helm install"
+    )

@@ -10,7 +10,7 @@ import pytest
 from grpo_operator.cli.doctorchecks import Cluster, Verdict, checks, quantity, schema_gaps
 from grpo_operator.planning.instances import INSTANCES
 
-from tests.support.doctor import gpu_pod, healthy, target
+from tests.support.doctor import DIGEST, gpu_pod, healthy, target
 
 
 def _node(cluster: Cluster, name: str) -> dict[str, Any]:
@@ -81,6 +81,33 @@ def _forbidden_nodes(c: Cluster) -> None:
     c.unreadable["nodes"] = "forbidden"
 
 
+def _tagged(c: Cluster) -> None:
+    container = _deployment(c, "grpo-operator")["spec"]["template"]["spec"]["containers"][0]
+    container["image"] = "ghcr.io/grpo-operator/grpo-operator:0.1.0"
+
+
+def _no_cni(c: Cluster) -> None:
+    c.daemonsets = [d for d in c.daemonsets if d["metadata"]["name"] != "cilium"]
+
+
+def _cni_not_ready(c: Cluster) -> None:
+    next(d for d in c.daemonsets if d["metadata"]["name"] == "cilium")["status"]["numberReady"] = 0
+
+
+def _monitoring_values(c: Cluster) -> None:
+    c.chart_values = {"metrics": {"serviceMonitor": {"enabled": True}, "prometheusRule": {"enabled": False}}}
+
+
+def _no_verb(c: Cluster) -> None:
+    rules = c.cluster_roles[0]["rules"]
+    ray = next(r for r in rules if r["apiGroups"] == ["ray.io"])
+    ray["verbs"].remove("delete")
+
+
+def _unbound(c: Cluster) -> None:
+    c.cluster_role_bindings[0]["subjects"][0]["namespace"] = "default"
+
+
 BREAKS: list[tuple[str, Callable[[Cluster], None], str, Verdict, list[str]]] = [
     (
         "no GRPORun CRD",
@@ -131,6 +158,36 @@ BREAKS: list[tuple[str, Callable[[Cluster], None], str, Verdict, list[str]]] = [
     ("too small claim", _small, "storage", Verdict.FAIL, ["40 GiB", "grow the volume"]),
     ("claim near full", _near_full, "storage", Verdict.WARN, ["ENOSPC at 90% full", "grow the volume"]),
     ("RBAC missing a verb", _denied, "RBAC", Verdict.FAIL, ["you cannot create grporuns in default", "Role"]),
+    (
+        "operator on a tag",
+        _tagged,
+        "operator",
+        Verdict.WARN,
+        ["image ghcr.io/grpo-operator/grpo-operator:0.1.0 (running ghcr.io/", "mutable tag", "image.digest"],
+    ),
+    ("no CNI", _no_cni, "network policies", Verdict.WARN, ["GRPO_NETWORK_POLICIES=true", "Cilium", "enforce"]),
+    ("CNI not ready", _cni_not_ready, "network policies", Verdict.WARN, ["no policy-enforcing CNI", "Calico"]),
+    (
+        "ServiceMonitor without its CRD",
+        _monitoring_values,
+        "Prometheus Operator CRDs",
+        Verdict.FAIL,
+        ["no servicemonitors.monitoring.coreos.com", "metrics.serviceMonitor.enabled", "helm install fails", "CRDs"],
+    ),
+    (
+        "operator RBAC missing a verb",
+        _no_verb,
+        "operator RBAC",
+        Verdict.FAIL,
+        ["ServiceAccount grpo-system/grpo-operator", "cannot delete rayclusters.ray.io cluster-wide", "rbac.create"],
+    ),
+    (
+        "operator RBAC bound to another account",
+        _unbound,
+        "operator RBAC",
+        Verdict.FAIL,
+        ["bound to no Role or ClusterRole", "cannot create configmaps cluster-wide"],
+    ),
     ("nodes forbidden", _forbidden_nodes, "GPU nodes", Verdict.FAIL, ["cannot read nodes (forbidden)", "get and list"]),
 ]
 
@@ -144,6 +201,47 @@ def test_a_healthy_cluster_passes_every_check_and_the_quickstart_can_start() -> 
     assert {name: c.verdict for name, c in found.items() if c.verdict is not Verdict.OK} == {}
     assert found["placement"].found.endswith("the run needs 1: it can start")
     assert set(found) >= {"GRPORun CRD", "operator", "KubeRay CRDs", "KubeRay operator", "GPU nodes", "storage"}
+    assert f"running ghcr.io/grpo-operator/grpo-operator@sha256:{DIGEST}" in found["operator"].found
+    assert "enforced by Cilium (DaemonSet kube-system/cilium, 6 ready)" in found["network policies"].found
+    assert found["operator RBAC"].found.endswith("(bound to ClusterRole grpo-operator) has the 31 permissions it needs")
+
+
+def test_the_operator_rbac_needs_follow_its_watched_namespaces_replicas_and_policies() -> None:
+    cluster = healthy()
+    operator = _deployment(cluster, "grpo-operator")
+    operator["spec"]["template"]["spec"]["containers"][0]["args"] = ["--namespace=team-a"]
+    operator["spec"]["replicas"] = 2
+    check = _verdicts(cluster)["operator RBAC"]
+    assert check.verdict is Verdict.FAIL  # the ClusterRole covers team-a, but not the peering object
+    assert "cannot get kopfpeerings.kopf.dev in team-a" in check.found
+    assert "clusterkopfpeerings" not in check.found
+    operator["spec"]["replicas"] = 1
+    assert _verdicts(cluster)["operator RBAC"].verdict is Verdict.OK
+    rules = cluster.cluster_roles[0]["rules"]
+    rules[:] = [r for r in rules if r["apiGroups"] != ["networking.k8s.io"]]
+    assert "cannot create networkpolicies.networking.k8s.io in team-a" in _verdicts(cluster)["operator RBAC"].found
+    operator["spec"]["template"]["spec"]["containers"][0]["env"] = [{"name": "GRPO_NETWORK_POLICIES", "value": "false"}]
+    assert _verdicts(cluster)["operator RBAC"].verdict is Verdict.OK
+    assert _verdicts(cluster)["network policies"].found.startswith("runs get no NetworkPolicies")
+
+
+def test_the_prometheus_operator_crds_fail_only_where_the_chart_values_render_their_objects() -> None:
+    cluster = healthy()
+    check = _verdicts(cluster)["Prometheus Operator CRDs"]
+    assert check.verdict is Verdict.OK and "(pass --values to check your chart values)" in check.found
+    _monitoring_values(cluster)
+    assert _verdicts(cluster)["Prometheus Operator CRDs"].verdict is Verdict.FAIL
+    served = {"spec": {"versions": [{"name": "v1", "served": True}]}}
+    cluster.crds |= {f"{n}.monitoring.coreos.com": served for n in ("servicemonitors", "prometheusrules")}
+    check = _verdicts(cluster)["Prometheus Operator CRDs"]
+    assert check.verdict is Verdict.OK and "serve v1" in check.found
+
+
+def test_a_pod_of_the_operator_elsewhere_or_of_another_deployment_lends_it_no_image_id() -> None:
+    cluster = healthy()
+    pod = next(p for p in cluster.pods if p["metadata"]["name"] == "grpo-operator-0")
+    pod["metadata"]["namespace"] = "other"
+    assert "running no imageID reported yet" in _verdicts(cluster)["operator"].found
 
 
 @pytest.mark.parametrize(("case", "breaks", "name", "verdict", "words"), BREAKS, ids=[b[0] for b in BREAKS])

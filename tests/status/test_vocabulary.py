@@ -17,7 +17,7 @@ VOCABULARY = {*Reason, *ConditionType, *Phase, *MetricsSource}
 FOREIGN: set[tuple[str, str]] = {
     ("edges/childstate.py", "Succeeded"),
     ("edges/childstate.py", "Failed"),
-    ("cli/doctorchecks.py", "Ready"),
+    ("cli/doctorchecks/model.py", "Ready"),
 }
 
 

@@ -9,10 +9,12 @@ from typing import Any
 import yaml
 from grpo_dev.localcluster.simcluster import cpu_node, default_nodes, platform_manifests
 from grpo_operator.api import GROUP, PLURAL, VERSION
-from grpo_operator.cli.doctorchecks import Cluster, Target
+from grpo_operator.cli.doctorchecks import OPERATOR_RULES, Cluster, Target
 from grpo_operator.planning import validation
 
 from tests.support.builders import EXAMPLES, REPO, example, run_of
+
+DIGEST = "0" * 64
 
 
 def target(name: str = "quickstart", patch: dict[str, Any] | None = None) -> Target:
@@ -59,14 +61,29 @@ def healthy() -> Cluster:
     daemonsets = [m for m in platform if m["kind"] == "DaemonSet"]
     deployments = [m | {"status": {"readyReplicas": 1}} for m in platform if m["kind"] == "Deployment"]
     crd = yaml.safe_load((REPO / "crds" / f"{PLURAL}.{GROUP}.yaml").read_text())
+    selector = {"app.kubernetes.io/name": "grpo-operator", "app.kubernetes.io/instance": "grpo"}
+    image = f"ghcr.io/grpo-operator/grpo-operator@sha256:{DIGEST}"
     operator = {
-        "metadata": {
-            "name": "grpo-operator",
-            "namespace": "grpo-system",
-            "labels": {"app.kubernetes.io/name": "grpo-operator"},
+        "metadata": {"name": "grpo-operator", "namespace": "grpo-system", "labels": dict(selector)},
+        "spec": {
+            "replicas": 1,
+            "selector": {"matchLabels": selector},
+            "template": {
+                "spec": {
+                    "serviceAccountName": "grpo-operator",
+                    "containers": [{"name": "operator", "image": image, "args": ["--all-namespaces"]}],
+                }
+            },
         },
-        "spec": {"replicas": 1, "template": {"spec": {"containers": [{"image": "grpo-operator:dev", "args": []}]}}},
         "status": {"readyReplicas": 1},
+    }
+    pod = {"metadata": {"name": "grpo-operator-0", "namespace": "grpo-system", "labels": selector}, "spec": {}}
+    operator_pod = _ready(pod, node="cpu-0")
+    operator_pod["status"]["containerStatuses"] = [{"name": "operator", "imageID": image}]
+    cilium = {
+        "metadata": {"name": "cilium", "namespace": "kube-system"},
+        "spec": {"template": {"spec": {"containers": [{"name": "cilium-agent", "image": "quay.io/cilium/cilium"}]}}},
+        "status": {"numberReady": 6},
     }
     pods = []
     for daemonset in daemonsets:
@@ -97,12 +114,32 @@ def healthy() -> Cluster:
     return Cluster(
         crds={f"{PLURAL}.{GROUP}": crd, "rayclusters.ray.io": ray},
         deployments=[*deployments, operator],
-        daemonsets=daemonsets,
+        daemonsets=[*daemonsets, cilium],
         nodes=nodes,
-        pods=pods,
+        pods=[*pods, operator_pod],
         claim=claim,
         allowed={f"{verb} grporuns in default": True for verb in ("create", "get", "list", "delete")},
+        **operator_rbac(),
     )
+
+
+def operator_rbac() -> dict[str, list[dict[str, Any]]]:
+    """The chart's ClusterRole (its rules as the chart renders them with networkPolicies on: OPERATOR_RULES, which
+    a chart test compares with the template) bound to the operator's ServiceAccount."""
+    rules = [
+        {"apiGroups": [r.group], "resources": list(r.resources), "verbs": list(r.verbs)}
+        for r in OPERATOR_RULES
+        if r.when in ("", "network policies")
+    ]
+    binding = {
+        "metadata": {"name": "grpo-operator"},
+        "roleRef": {"kind": "ClusterRole", "name": "grpo-operator"},
+        "subjects": [{"kind": "ServiceAccount", "name": "grpo-operator", "namespace": "grpo-system"}],
+    }
+    return {
+        "cluster_roles": [{"metadata": {"name": "grpo-operator"}, "rules": rules}],
+        "cluster_role_bindings": [binding],
+    }
 
 
 def gpu_pod(node: str, gpus: int, efa: int = 0) -> dict[str, Any]:
@@ -114,4 +151,4 @@ def gpu_pod(node: str, gpus: int, efa: int = 0) -> dict[str, Any]:
     }
 
 
-__all__ = ["EXAMPLES", "VERSION", "cpu_node", "gpu_pod", "healthy", "target"]
+__all__ = ["DIGEST", "EXAMPLES", "VERSION", "cpu_node", "gpu_pod", "healthy", "target"]

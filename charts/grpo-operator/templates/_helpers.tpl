@@ -44,7 +44,9 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
 {{/*
 The permissions the operator uses inside a namespace it watches (a ClusterRole's rules when it watches
 every namespace, a Role's rules in each watched namespace otherwise). Each rule names the call that needs it;
-tests/chart/test_rbac.py proves they are enough for a run to reach Succeeded, and no broader.
+tests/chart/test_rbac.py proves they are enough for a run to reach Succeeded, and no broader. grpo doctor
+checks the installed operator's ServiceAccount against OPERATOR_RULES (cli/doctorchecks/access.py), which
+tests/integration/chart/test_doctor_operator_rules.py keeps equal to these rules: change both together.
 */}}
 {{- define "grpo-operator.namespacedRules" -}}
 # kopf: watch GRPORuns; patch them for its finalizer and its progress annotations (grpo.dev/*). The reconciler:

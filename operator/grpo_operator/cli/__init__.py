@@ -258,6 +258,15 @@ def _parser() -> argparse.ArgumentParser:
     doctor.add_argument("-o", "--output", choices=("text", "json"), default="text")
     doctor.add_argument("--kubeconfig", help="kubeconfig file (default: $KUBECONFIG, then ~/.kube/config)")
     doctor.add_argument("--context", help="kubeconfig context (default: the current one)")
+    doctor.add_argument(
+        "--as",
+        dest="as_user",
+        metavar="USER",
+        help="impersonate USER (as kubectl --as): their reads and what they may do with GRPORuns",
+    )
+    doctor.add_argument(
+        "--values", help="the grpo-operator chart's values file (as given to helm install): check what it enables"
+    )
     for name, text in (
         ("validate", "check every GRPORun in FILE; one line per problem"),
         ("plan", "print what each GRPORun needs and whether it fits"),
@@ -294,7 +303,14 @@ def _doctor(args: argparse.Namespace) -> int:
         assert item.run is not None and item.plan is not None
         target = Target(item.run, item.plan)
     return run_doctor(
-        target, kubeconfig=args.kubeconfig, context=args.context, output=args.output, out=sys.stdout, err=sys.stderr
+        target,
+        kubeconfig=args.kubeconfig,
+        context=args.context,
+        output=args.output,
+        out=sys.stdout,
+        err=sys.stderr,
+        values=args.values,
+        as_user=args.as_user,
     )
 
 

@@ -18,7 +18,9 @@ from grpo_operator.api import GROUP, PLURAL, VERSION
 from grpo_operator.cli.doctorchecks import (
     GRPORUN_CRD,
     LOCALQUEUE_CRD,
+    PROMETHEUSRULE_CRD,
     RAYCLUSTER_CRD,
+    SERVICEMONITOR_CRD,
     Cluster,
     Target,
 )
@@ -33,9 +35,9 @@ class ReadError(RuntimeError):
     """The cluster cannot be read at all; the message is the one line the user sees."""
 
 
-def connect(kubeconfig: str | None, context: str | None) -> tuple[client.ApiClient, str]:
+def connect(kubeconfig: str | None, context: str | None, as_user: str | None = None) -> tuple[client.ApiClient, str]:
     """An API client from the kubeconfig (`--kubeconfig`, else $KUBECONFIG or ~/.kube/config), and the context's
-    namespace."""
+    namespace; with `as_user`, every request impersonates that user (kubectl's --as), access reviews included."""
     try:
         configuration = client.Configuration()
         config.load_kube_config(  # type: ignore[no-untyped-call]
@@ -50,7 +52,10 @@ def connect(kubeconfig: str | None, context: str | None) -> tuple[client.ApiClie
         ) from exc
     configuration.retries = 0
     namespace = ((active or {}).get("context") or {}).get("namespace") or "default"
-    return client.ApiClient(configuration), namespace
+    api = client.ApiClient(configuration)
+    if as_user:
+        api.set_default_header("Impersonate-User", as_user)  # type: ignore[no-untyped-call]
+    return api, namespace
 
 
 class Reader:
@@ -80,7 +85,9 @@ class Reader:
                 "kubeconfig's server address"
             ) from exc
         if not 200 <= response.status < 300:
-            raise ApiException(status=response.status, reason=response.reason)
+            refused = ApiException(status=response.status, reason=response.reason)
+            refused.body = data
+            raise refused
         return json.loads(data)
 
     def get(self, path: str, kind: str) -> dict[str, Any] | None:
@@ -97,6 +104,11 @@ class Reader:
                     "(401 Unauthorized); renew them (a new token or certificate) and try again"
                 ) from exc
             if exc.status == 403:
+                message = _message(exc.body)
+                if "impersonate" in message:
+                    raise ReadError(
+                        f"{message}; drop --as, or have the kubeconfig's user granted impersonate on that user"
+                    ) from exc
                 self.cluster.unreadable.setdefault(kind, "forbidden")
                 return None
             raise ReadError(f"reading {kind} failed: {exc.status} {exc.reason}") from exc
@@ -120,6 +132,14 @@ class Reader:
         return bool((answer.get("status") or {}).get("allowed"))
 
 
+def _message(body: Any) -> str:
+    """The API server's message in an error's Status body, or ""."""
+    try:
+        return str(json.loads(body).get("message") or "")
+    except (TypeError, ValueError, AttributeError):
+        return ""
+
+
 def _served(crd: dict[str, Any]) -> str:
     versions = [v for v in crd.get("spec", {}).get("versions", []) if v.get("served")]
     return str(next((v["name"] for v in versions if v.get("storage")), versions[0]["name"] if versions else "v1"))
@@ -129,7 +149,8 @@ def read(api: client.ApiClient, namespace: str, target: Target | None) -> Cluste
     """Everything the checks read, in one pass."""
     reader = Reader(api)
     cluster = reader.cluster
-    for name in (GRPORUN_CRD, RAYCLUSTER_CRD, LOCALQUEUE_CRD):
+    cluster.user = api.default_headers.get("Impersonate-User")
+    for name in (GRPORUN_CRD, RAYCLUSTER_CRD, LOCALQUEUE_CRD, SERVICEMONITOR_CRD, PROMETHEUSRULE_CRD):
         crd = reader.get(f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{name}", "customresourcedefinitions")
         if crd is not None:
             cluster.crds[name] = crd
@@ -139,6 +160,12 @@ def read(api: client.ApiClient, namespace: str, target: Target | None) -> Cluste
     cluster.pods = reader.items(
         "/api/v1/pods?fieldSelector=spec.nodeName!=,status.phase!=Succeeded,status.phase!=Failed", "pods"
     )
+    cluster.network_policies = reader.items("/apis/networking.k8s.io/v1/networkpolicies", "networkpolicies")
+    rbac = "/apis/rbac.authorization.k8s.io/v1"
+    cluster.cluster_roles = reader.items(f"{rbac}/clusterroles", "clusterroles")
+    cluster.cluster_role_bindings = reader.items(f"{rbac}/clusterrolebindings", "clusterrolebindings")
+    cluster.roles = reader.items(f"{rbac}/roles", "roles")
+    cluster.role_bindings = reader.items(f"{rbac}/rolebindings", "rolebindings")
     if GRPORUN_CRD in cluster.crds:
         cluster.runs = reader.items(f"/apis/{GROUP}/{VERSION}/{PLURAL}", "grporuns")
     if target is not None:

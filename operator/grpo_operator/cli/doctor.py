@@ -6,10 +6,11 @@ from __future__ import annotations
 
 import json
 import textwrap
-from typing import TextIO
+from typing import Any, TextIO
 
 from grpo_operator.cli.clusterread import ReadError, connect, read
 from grpo_operator.cli.doctorchecks import Check, Target, Verdict, checks
+from grpo_operator.cli.yamldecode import MAX_BYTES, YamlError, decode_all
 
 WIDTH = 110
 
@@ -26,16 +27,39 @@ def table(rows: list[Check]) -> str:
     return "\n".join(lines)
 
 
+def chart_values(path: str) -> dict[str, Any]:
+    """The chart values file of `--values`, as helm reads it; `ReadError` saying why not."""
+    try:
+        with open(path, "rb") as handle:
+            documents = decode_all(handle.read(MAX_BYTES + 1).decode("utf-8"))
+    except (OSError, UnicodeDecodeError, YamlError) as exc:
+        raise ReadError(f"--values {path}: cannot read it ({exc}); pass the values file given to helm install") from exc
+    values = documents[0] if documents else {}
+    if not isinstance(values, dict):
+        raise ReadError(f"--values {path}: not a mapping of chart values; pass the values file given to helm install")
+    return values
+
+
 def run_doctor(
-    target: Target | None, *, kubeconfig: str | None, context: str | None, output: str, out: TextIO, err: TextIO
+    target: Target | None,
+    *,
+    kubeconfig: str | None,
+    context: str | None,
+    output: str,
+    out: TextIO,
+    err: TextIO,
+    values: str | None = None,
+    as_user: str | None = None,
 ) -> int:
     try:
-        api, namespace = connect(kubeconfig, context)
+        chart = chart_values(values) if values is not None else None
+        api, namespace = connect(kubeconfig, context, as_user)
         with api:
             cluster = read(api, namespace, target)
     except ReadError as exc:
         print(f"grpo doctor: {exc}", file=err)
         return 1
+    cluster.chart_values = chart
     rows = checks(cluster, target)
     failed = any(r.verdict is Verdict.FAIL for r in rows)
     if output == "json":

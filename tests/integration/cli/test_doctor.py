@@ -24,6 +24,7 @@ from grpo_operator.planning.instances import INSTANCES
 
 from tests.support.builders import EXAMPLES
 from tests.support.cli import GRPO
+from tests.support.helm import CHART, helm
 from tests.support.operator_harness import Operator, wait_for
 
 QUICKSTART = EXAMPLES / "quickstart.yaml"
@@ -47,6 +48,19 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SimulatedClust
             yield plane
         finally:
             operator.stop()
+
+
+@pytest.fixture
+def chart(cluster: SimulatedCluster) -> Iterator[str]:
+    """The grpo chart installed into grpo-system (the CRD is there already): the operator's Deployment, whose pod
+    kwok plays, its ServiceAccount and ClusterRole. The operator outside the cluster still reconciles the runs."""
+    kubeconfig = f"--kubeconfig={cluster.kubeconfig}"
+    helm("install", "grpo-operator", str(CHART), "-n", "grpo-system", "--create-namespace", "--skip-crds", kubeconfig)
+    try:
+        cluster.kubectl("rollout", "status", "-n", "grpo-system", "deployment/grpo-operator", "--timeout=120s")
+        yield "grpo-operator"
+    finally:
+        helm("uninstall", "grpo-operator", "-n", "grpo-system", "--wait", kubeconfig)
 
 
 def _worker_node(plane: SimulatedCluster) -> str | None:
@@ -88,7 +102,8 @@ def test_the_quickstart_on_make_runs_cluster_is_all_ok_and_can_start_and_waits_o
     result = doctor(cluster, "-f", str(QUICKSTART))
     assert result.returncode == 0, result.stdout + result.stderr
     rows = result.stdout.splitlines()
-    assert all(line.startswith(("ok ", " ")) for line in rows), result.stdout
+    # make run's cluster has no CNI: the quickstart's NetworkPolicies are stored and nothing enforces them
+    assert all(line.startswith(("ok ", " ", "warn  network policies")) for line in rows), result.stdout
     assert "2 of 3 p5en.48xlarge nodes have 8 GPUs free; the run needs 1: it can start" in result.stdout
     held = _worker_node(cluster)
     cordoned, filled = [n for n in P5EN if n != held]
@@ -291,6 +306,12 @@ READ_ONLY = {
         {"apiGroups": ["apps"], "resources": ["deployments", "daemonsets"], "verbs": ["get", "list"]},
         {"apiGroups": ["grpo.dev"], "resources": ["grporuns"], "verbs": ["get", "list"]},
         {"apiGroups": ["kueue.x-k8s.io"], "resources": ["*"], "verbs": ["get", "list"]},
+        {"apiGroups": ["networking.k8s.io"], "resources": ["networkpolicies"], "verbs": ["get", "list"]},
+        {
+            "apiGroups": ["rbac.authorization.k8s.io"],
+            "resources": ["clusterroles", "clusterrolebindings", "roles", "rolebindings"],
+            "verbs": ["get", "list"],
+        },
     ],
 }
 
@@ -304,7 +325,7 @@ def _service_account(cluster: SimulatedCluster, name: str, role: str | None) -> 
     return cluster.token_kubeconfig("default", name)
 
 
-def test_doctor_needs_only_get_and_list_and_a_missing_verb_is_named(cluster: SimulatedCluster) -> None:
+def test_doctor_needs_only_get_and_list_and_a_missing_verb_is_named(cluster: SimulatedCluster, chart: str) -> None:
     """A ServiceAccount with get and list only (SelfSubjectAccessReview is every user's) gets the admin's verdict
     on every check but its own RBAC, where it is told what it cannot do; granting the verb passes it."""
     apply(cluster, READ_ONLY)
@@ -315,8 +336,18 @@ def test_doctor_needs_only_get_and_list_and_a_missing_verb_is_named(cluster: Sim
         k: v["verdict"] for k, v in admin.items() if k != "RBAC"
     }
     assert not any("cannot read" in v["found"] for v in reader.values())
+    assert {"operator", "operator RBAC", "network policies", "Prometheus Operator CRDs"} <= set(reader)
     assert reader["RBAC"]["verdict"] == "fail"
     assert "you cannot create grporuns in default; delete grporuns in default" in reader["RBAC"]["found"]
+    # the admin checks the reader's access by impersonating it (kubectl's --as); the reader may not impersonate
+    user = "system:serviceaccount:default:doctor-reader"
+    as_reader = verdicts(cluster, "-f", str(QUICKSTART), "--as", user)["RBAC"]
+    assert as_reader["verdict"] == "fail", as_reader
+    assert as_reader["found"] == f"{user} cannot create grporuns in default; delete grporuns in default"
+    refused = doctor(cluster, "--as", "system:admin", kubeconfig=kubeconfig)
+    assert refused.returncode == 1 and refused.stdout == "" and "Traceback" not in refused.stderr
+    assert "cannot impersonate" in refused.stderr, refused.stderr  # the API server's words
+    assert refused.stderr.strip().endswith("drop --as, or have the kubeconfig's user granted impersonate on that user")
     writer = {
         "apiVersion": "rbac.authorization.k8s.io/v1",
         "kind": "Role",
@@ -334,6 +365,7 @@ def test_doctor_needs_only_get_and_list_and_a_missing_verb_is_named(cluster: Sim
         "--serviceaccount=default:doctor-reader",
     )
     assert verdicts(cluster, "-f", str(QUICKSTART), kubeconfig=kubeconfig)["RBAC"]["verdict"] == "ok"
+    assert verdicts(cluster, "-f", str(QUICKSTART), "--as", user)["RBAC"]["found"].startswith(f"{user} can create")
 
 
 def test_a_user_who_may_read_nothing_gets_one_line_per_check_and_no_traceback(cluster: SimulatedCluster) -> None:
@@ -370,7 +402,7 @@ def paused(operator: Operator) -> Iterator[None]:
         os.killpg(operator.process.pid, signal.SIGCONT)
 
 
-def test_doctor_changes_nothing_in_the_cluster(cluster: SimulatedCluster, tmp_path: Path) -> None:
+def test_doctor_changes_nothing_in_the_cluster(cluster: SimulatedCluster, chart: str, tmp_path: Path) -> None:
     with paused(cluster.operator):  # type: ignore[attr-defined]
         _compare(cluster, tmp_path)
 
@@ -379,7 +411,118 @@ def _compare(cluster: SimulatedCluster, tmp_path: Path) -> None:
     before = _versions(cluster)
     assert len(before) > 100  # nodes, pods, CRDs, the run and its children, Kueue's objects...
     doctor(cluster, "-f", str(QUICKSTART))
-    doctor(cluster, "-f", run_file(tmp_path, scheduling={"queueName": "team"}), "-o", "json")
+    values = tmp_path / "values.yaml"
+    values.write_text(yaml.safe_dump({"metrics": {"serviceMonitor": {"enabled": True}}}))
+    doctor(cluster, "-f", run_file(tmp_path, scheduling={"queueName": "team"}), "-o", "json", "--values", str(values))
     after = _versions(cluster)
     assert {k: (v, after.get(k)) for k, v in before.items() if after.get(k) != v} == {}
     assert set(after) == set(before)
+
+
+def test_the_operator_on_a_mutable_tag_warns_and_a_pinned_digest_passes(cluster: SimulatedCluster, chart: str) -> None:
+    verdict, said = check(cluster, "operator")
+    assert verdict == "warn" and "Deployment grpo-system/grpo-operator: 1/1 ready, image ghcr.io/" in said
+    assert "mutable tag without a digest" in said and "set the chart's image.digest" in said
+    digest = "sha256:" + "ab" * 32
+    kubeconfig = f"--kubeconfig={cluster.kubeconfig}"
+    upgrade = ["upgrade", chart, str(CHART), "-n", "grpo-system", "--skip-crds", "--reuse-values", kubeconfig]
+    helm(*upgrade, "--set", f"image.digest={digest}")
+    cluster.kubectl("rollout", "status", "-n", "grpo-system", "deployment/grpo-operator", "--timeout=120s")
+    verdict, said = check(cluster, "operator")
+    assert verdict == "ok" and f"image ghcr.io/grpo-operator/grpo-operator@{digest}" in said, said
+
+
+def test_the_operator_account_missing_a_verb_fails_naming_it_and_passes_once_restored(
+    cluster: SimulatedCluster, chart: str
+) -> None:
+    assert check(cluster, "operator RBAC") == (
+        "ok",
+        "ServiceAccount grpo-system/grpo-operator (bound to ClusterRole grpo-operator) has the 31 permissions it "
+        "needs fix: ",
+    )
+    role = json.loads(cluster.kubectl("get", "clusterrole", chart, "-o", "json").stdout)
+    role["metadata"].pop("resourceVersion")
+    broken = json.loads(json.dumps(role))
+    next(r for r in broken["rules"] if r["apiGroups"] == ["ray.io"])["verbs"].remove("delete")
+    cluster.kubectl("replace", "-f", "-", input=json.dumps(broken))
+    try:
+        verdict, said = check(cluster, "operator RBAC")
+        assert verdict == "fail", said
+        assert "(bound to ClusterRole grpo-operator) cannot delete rayclusters.ray.io cluster-wide" in said
+        assert "helm upgrade with rbac.create=true" in said
+    finally:
+        cluster.kubectl("replace", "-f", "-", input=json.dumps(role))
+    assert check(cluster, "operator RBAC")[0] == "ok"
+
+
+def test_network_policies_without_an_enforcing_cni_warn_and_a_ready_one_passes(cluster: SimulatedCluster) -> None:
+    verdict, said = check(cluster, "network policies")
+    assert (
+        verdict == "warn" and "runs get NetworkPolicies (" in said and "NetworkPolicies of runs (e.g. default/" in said
+    )
+    assert "no policy-enforcing CNI was detected" in said and "run a CNI that enforces NetworkPolicy" in said
+    labels = {"k8s-app": "cilium"}
+    cilium = {
+        "apiVersion": "apps/v1",
+        "kind": "DaemonSet",
+        "metadata": {"name": "cilium", "namespace": "kube-system"},
+        "spec": {
+            "selector": {"matchLabels": labels},
+            "template": {
+                "metadata": {"labels": labels},
+                "spec": {
+                    "tolerations": [{"operator": "Exists"}],
+                    "containers": [{"name": "cilium-agent", "image": "quay.io/cilium/cilium:v1.16.5"}],
+                },
+            },
+        },
+    }
+    apply(cluster, cilium)
+    try:
+        cluster.kubectl("rollout", "status", "-n", "kube-system", "daemonset/cilium", "--timeout=120s")
+        verdict, said = check(cluster, "network policies")
+        assert verdict == "ok" and "enforced by Cilium (DaemonSet kube-system/cilium, " in said, said
+    finally:
+        cluster.kubectl("delete", "daemonset", "-n", "kube-system", "cilium", "--wait=true")
+
+
+def _monitoring_crd(kind: str) -> dict[str, Any]:
+    """A monitoring.coreos.com/v1 CRD of `kind` with an open schema: the Prometheus Operator's own CRDs cannot be
+    fetched here, and the check reads only which versions are served."""
+    plural = kind.lower() + "s"
+    schema = {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}}
+    return {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": f"{plural}.monitoring.coreos.com"},
+        "spec": {
+            "group": "monitoring.coreos.com",
+            "names": {"kind": kind, "plural": plural, "singular": kind.lower(), "listKind": f"{kind}List"},
+            "scope": "Namespaced",
+            "versions": [{"name": "v1", "served": True, "storage": True, "schema": schema}],
+        },
+    }
+
+
+def test_service_monitors_in_the_chart_values_fail_without_the_prometheus_operator_crds_and_pass_with_them(
+    cluster: SimulatedCluster, tmp_path: Path
+) -> None:
+    values = tmp_path / "values.yaml"
+    values.write_text(yaml.safe_dump({"metrics": {"serviceMonitor": {"enabled": True}}}))
+    monitor = helm("template", "grpo-operator", str(CHART), "-f", str(values), "-s", "templates/servicemonitor.yaml")
+    dry_run = ["apply", "--dry-run=server", "-n", "default", "-f", "-"]
+    assert "no matches for kind" in cluster.kubectl(*dry_run, input=monitor.stdout, check=False).stderr
+    verdict, said = check(cluster, "Prometheus Operator CRDs", "--values", str(values))
+    assert verdict == "fail" and "no servicemonitors.monitoring.coreos.com, prometheusrules." in said
+    assert "--values sets metrics.serviceMonitor.enabled: helm install fails" in said
+    assert "install the Prometheus Operator's CRDs" in said and "set metrics.serviceMonitor.enabled to false" in said
+    assert check(cluster, "Prometheus Operator CRDs")[0] == "ok"  # without --values nothing says they are needed
+    apply(cluster, _monitoring_crd("ServiceMonitor"), _monitoring_crd("PrometheusRule"))
+    try:
+        names = ["crd/servicemonitors.monitoring.coreos.com", "crd/prometheusrules.monitoring.coreos.com"]
+        cluster.kubectl("wait", "--for=condition=Established", "--timeout=60s", *names)
+        cluster.kubectl(*dry_run, input=monitor.stdout)
+        verdict, said = check(cluster, "Prometheus Operator CRDs", "--values", str(values))
+        assert verdict == "ok" and "prometheusrules.monitoring.coreos.com serve v1" in said, said
+    finally:
+        cluster.kubectl("delete", *names, "--wait=true")

@@ -1,0 +1,155 @@
+"""`grpo doctor`'s node checks: GPU nodes of the run's instance type with every GPU and EFA device allocatable,
+the device plugins' pods Ready on them, and their taints against the tolerations runs carry.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from grpo_operator.cli.doctorchecks.model import (
+    EFA,
+    GPU,
+    PLUGINS,
+    Check,
+    Cluster,
+    Target,
+    Verdict,
+    containers,
+    gpu_nodes_of,
+    is_ready,
+    name_of,
+    quantity,
+    type_of,
+    unread,
+)
+from grpo_operator.planning.instances import INSTANCES
+from grpo_operator.render.raycluster import GPU_TOLERATION, INSTANCE_TYPE_LABEL
+
+
+def gpu_nodes(cluster: Cluster, target: Target | None) -> Check:
+    if cannot := unread(cluster, "GPU nodes", "nodes"):
+        return cannot
+    nodes = gpu_nodes_of(cluster, target)
+    types = str(target.plan.instance_type) if target else ", ".join(sorted(map(str, INSTANCES)))
+    if not nodes:
+        return Check(
+            "GPU nodes",
+            Verdict.FAIL,
+            f"no node labelled {INSTANCE_TYPE_LABEL} {types}",
+            "add a node group of that instance type (or pick a type the cluster has in spec.topology.instanceType)",
+        )
+    short: list[str] = []
+    for node in nodes:
+        instance = type_of(node)
+        allocatable = node.get("status", {}).get("allocatable") or {}
+        for resource, count in ((GPU, instance.gpus), (EFA, instance.efa)):
+            have = int(quantity(allocatable.get(resource, 0)))
+            if have < count:
+                short.append(f"{node['metadata']['name']}: {resource} {have} of {instance.name}'s {count}")
+    counts: dict[str, int] = {}
+    for node in nodes:
+        counts[str(type_of(node).name)] = counts.get(str(type_of(node).name), 0) + 1
+    summary = ", ".join(f"{n} x {t}" for t, n in sorted(counts.items()))
+    if short:
+        return Check(
+            "GPU nodes",
+            Verdict.FAIL,
+            f"{summary}; allocatable short: {'; '.join(short)} (without EFA, NCCL falls back to TCP sockets)",
+            "check the device plugin pod on each node named (kubectl get pods -A -o wide --field-selector "
+            "spec.nodeName=<node>) and the devices the instance has",
+        )
+    if target is not None and len(nodes) < target.plan.worker_replicas:
+        return Check(
+            "GPU nodes",
+            Verdict.FAIL,
+            f"{summary}; the run needs {target.plan.worker_replicas} nodes of {types}",
+            "add nodes to the node group, or lower spec.topology.actor.nodes",
+        )
+    return Check("GPU nodes", Verdict.OK, f"{summary}, each with every GPU and EFA device allocatable")
+
+
+def _plugin_of(daemonset: dict[str, Any]) -> str | None:
+    images = " ".join(str(c.get("image", "")) for c in containers(daemonset)).lower()
+    if "device-plugin" not in images:
+        return None
+    return EFA if "efa" in images else GPU if "nvidia" in images else None
+
+
+def device_plugins(cluster: Cluster, target: Target | None) -> Check:
+    if cannot := unread(cluster, "device plugins", "nodes", "daemonsets", "pods"):
+        return cannot
+    plugins = {name_of(d): kind for d in cluster.daemonsets if (kind := _plugin_of(d))}
+    serving: dict[tuple[str, str], bool] = {}
+    for pod in cluster.pods:
+        owner = next((o for o in pod["metadata"].get("ownerReferences") or [] if o.get("kind") == "DaemonSet"), None)
+        kind = plugins.get(f"{pod['metadata'].get('namespace')}/{owner['name']}") if owner else None
+        node = pod.get("spec", {}).get("nodeName")
+        if kind and node:
+            serving[(node, kind)] = serving.get((node, kind), False) or is_ready(pod)
+    missing = []
+    nodes = gpu_nodes_of(cluster, target)
+    for node in nodes:
+        needs = [GPU] + ([EFA] if type_of(node).efa else [])
+        missing += [
+            f"{PLUGINS[k]} on {node['metadata']['name']}"
+            for k in needs
+            if not serving.get((node["metadata"]["name"], k))
+        ]
+    if missing:
+        return Check(
+            "device plugins",
+            Verdict.FAIL,
+            f"no Ready pod of the {'; '.join(missing[:4])}{' ...' if len(missing) > 4 else ''} "
+            f"(DaemonSets found: {', '.join(sorted(plugins)) or 'none'})",
+            "install the NVIDIA device plugin and the EFA device plugin (aws-efa-k8s-device-plugin) DaemonSets, "
+            "tolerating the GPU taint, and check their pods on the nodes named",
+        )
+    return Check(
+        "device plugins", Verdict.OK, f"{', '.join(sorted(plugins)) or 'none needed'}: Ready on {len(nodes)} GPU nodes"
+    )
+
+
+def tolerates(tolerations: Iterable[dict[str, Any]], taint: dict[str, Any]) -> bool:
+    """Whether a pod's tolerations let it onto a node with `taint` (the scheduler's rule)."""
+    for t in tolerations:
+        if t.get("effect") and t["effect"] != taint.get("effect"):
+            continue
+        if t.get("operator") == "Exists" and (not t.get("key") or t["key"] == taint.get("key")):
+            return True
+        if t.get("key") == taint.get("key") and t.get("value", "") == taint.get("value", ""):
+            return True
+    return False
+
+
+def blocking(node: dict[str, Any], tolerations: list[dict[str, Any]], *, state: bool = True) -> list[str]:
+    """The node's taints the tolerations do not cover; `state=False` leaves out those the node's state puts there
+    (node.kubernetes.io/unschedulable on a cordoned node, not-ready, ...)."""
+    taints = node.get("spec", {}).get("taints") or []
+    return [
+        f"{t['key']}={t.get('value', '')}:{t['effect']}"
+        for t in taints
+        if t.get("effect") in ("NoSchedule", "NoExecute")
+        and not tolerates(tolerations, t)
+        and (state or not str(t.get("key", "")).startswith("node.kubernetes.io/"))
+    ]
+
+
+def taints(cluster: Cluster, target: Target | None) -> Check:
+    if cannot := unread(cluster, "taints", "nodes"):
+        return cannot
+    tolerations = target.templates()["worker"].get("tolerations", []) if target else [GPU_TOLERATION]
+    # node.kubernetes.io/* taints follow the node's state (cordoned, not ready): placement reports those
+    blocked = [
+        f"{n['metadata']['name']} ({', '.join(b)})"
+        for n in gpu_nodes_of(cluster, target)
+        if (b := blocking(n, tolerations, state=False))
+    ]
+    if blocked:
+        return Check(
+            "taints",
+            Verdict.FAIL,
+            f"taints the workers do not tolerate: {'; '.join(blocked[:4])}",
+            "add the taint to spec.scheduling.tolerations, or taint GPU nodes nvidia.com/gpu=true:NoSchedule only",
+        )
+    return Check("taints", Verdict.OK, "the workers tolerate every taint of the GPU nodes")
