@@ -55,5 +55,7 @@ def test_no_phase_reason_or_condition_literal_outside_api_status() -> None:
 def test_every_reason_belongs_to_a_phase_a_condition_or_an_event() -> None:
     used = {r for rs in PHASE_REASONS.values() for r in rs} | {r for rs in CONDITION_REASONS.values() for r in rs}
     events = {Reason.LOGS_KEPT, Reason.ATTEMPT_ENDED, Reason.ROLLOUTS_LOST, Reason.RESTARTED, Reason.EVIDENCE_CAPTURED}
-    assert set(Reason) - used == events
+    events |= {Reason.CAPTURE_SKIPPED}
+    triggers = {Reason.CAPTURE_REQUESTED}  # an evidence bundle's trigger (status.forensics)
+    assert set(Reason) - used == events | triggers
     assert set(CONDITION_REASONS) == set(ConditionType) and set(PHASE_REASONS) == set(Phase)

@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 
 from grpo_operator.api.status import ConditionType, GRPORunStatus, Phase, Reason, RunLogs
-from grpo_operator.status import failures, recovery
+from grpo_operator.status import failures, forensics, recovery
 from grpo_operator.status.conditions import restamped
 from grpo_operator.status.decision import Action, Decision, DeleteRayCluster, Draft, Event, KeepLogs, StopJob
 from grpo_operator.status.guards import Trip
@@ -89,7 +89,10 @@ def ended(draft: Draft, trip: Trip | None) -> Decision:
         decision = _failed(draft, R.JOB_STOPPED, "the Ray job was stopped outside the operator")
     else:
         reason, message = job_failure(job.message, obs.summary, obs.logs, obs.log_text)
+        capture, bundles = forensics.after_failure(draft, reason)
         decision = recovery.restart(draft, reason, message) or _failed(draft, reason, _after(draft, message))
+        status = decision.status.model_copy(update={"forensics": bundles})
+        decision = Decision(status, capture + decision.actions, decision.events)
     return Decision(decision.status, keep[0] + decision.actions, decision.events)
 
 

@@ -118,6 +118,7 @@ class Observation:
     created: datetime | None = None  # the run's metadata.creationTimestamp
     evidence_config_map: str = ""  # the ConfigMap the next evidence bundle goes to (render/names.py `forensics`)
     worker_nodes: tuple[tuple[str, str], ...] = ()  # (pod IP, node name) of each Ray worker pod
+    capture_request: str | None = None  # the run's grpo.dev/capture annotation (status/forensics.py)
 
 
 def rfc3339(moment: datetime) -> str:
