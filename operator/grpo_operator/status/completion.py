@@ -1,7 +1,8 @@
 """The job ended: `Succeeded` only when verified (the Ray job SUCCEEDED, the final rollout's metrics were observed,
 by scrape or in the launcher's end-of-run summary, and they pass the guards, whatever `guards.action` says), else
 `Failed` with the reason: Unverified, the guard's, the failure file's, PreflightFailed, JobFailed or JobStopped.
-A terminal run then only winds down: stop the job if it still runs, keep its log tail, delete the RayCluster."""
+A failed job's evidence is captured before anything else can take its RayCluster (`status.forensics`). A terminal
+run then only winds down: stop the job if it still runs, keep its log tail, delete the RayCluster."""
 
 from __future__ import annotations
 
