@@ -49,6 +49,7 @@ from types import TracebackType
 from grpo_dev.localcluster.processes import terminate_on_signals
 
 MARKER_ENV = "GRPO_LOCALRAY_HEAD"
+WORKER_MARKER_ENV = "GRPO_LOCALRAY_WORKER"  # also on a worker node's processes, so it can go before its head
 HOST = "127.0.0.1"
 DEFAULT_RESOURCES: Mapping[str, float] = {"gpu_node": 1}
 
@@ -96,9 +97,10 @@ def _ray_cli() -> str:
     return found
 
 
-def head_pids(temp_dir: str | Path) -> list[int]:
-    """Live processes (not zombies) whose environment marks them as part of the head using `temp_dir`."""
-    needle = f"{MARKER_ENV}={temp_dir}".encode() + b"\0"
+def head_pids(temp_dir: str | Path, marker: str = MARKER_ENV) -> list[int]:
+    """Live processes (not zombies) whose environment marks them as part of the head using `temp_dir` (or, with
+    `marker=WORKER_MARKER_ENV`, of the worker node whose mark is `temp_dir`)."""
+    needle = f"{marker}={temp_dir}".encode() + b"\0"
     me = os.getpid()
     found = []
     for entry in Path("/proc").iterdir():
@@ -113,7 +115,9 @@ def head_pids(temp_dir: str | Path) -> list[int]:
     return sorted(found)
 
 
-def terminate(temp_dir: str | Path, grace_seconds: float = 5.0, settle_seconds: float = 1.0) -> list[int]:
+def terminate(
+    temp_dir: str | Path, grace_seconds: float = 5.0, settle_seconds: float = 1.0, marker: str = MARKER_ENV
+) -> list[int]:
     """SIGTERM every process of the head, then SIGKILL what is left; returns the survivors (normally none).
 
     SIGKILL comes after `grace_seconds`, or sooner once no process has exited for `settle_seconds`: Ray
@@ -121,7 +125,7 @@ def terminate(temp_dir: str | Path, grace_seconds: float = 5.0, settle_seconds: 
     and the autoscaler monitor hangs waiting for it, so waiting longer gains nothing.
     """
     for sig, wait in ((signal.SIGTERM, grace_seconds), (signal.SIGKILL, 10.0)):
-        pids = head_pids(temp_dir)
+        pids = head_pids(temp_dir, marker)
         if not pids:
             return []
         for pid in pids:
@@ -129,13 +133,24 @@ def terminate(temp_dir: str | Path, grace_seconds: float = 5.0, settle_seconds: 
                 os.kill(pid, sig)
         deadline = time.monotonic() + wait
         last_change, previous = time.monotonic(), pids
-        while (left := head_pids(temp_dir)) and time.monotonic() < deadline:
+        while (left := head_pids(temp_dir, marker)) and time.monotonic() < deadline:
             if left != previous:
                 last_change, previous = time.monotonic(), left
             elif sig == signal.SIGTERM and time.monotonic() - last_change > settle_seconds:
                 break
             time.sleep(0.1)
-    return head_pids(temp_dir)
+    return head_pids(temp_dir, marker)
+
+
+@dataclass(frozen=True)
+class WorkerNode:
+    """A raylet joined to a `LocalRayHead` (`LocalRayHead.worker_node`)."""
+
+    node_id: str
+    mark: str  # the WORKER_MARKER_ENV value its processes carry
+
+    def pids(self) -> list[int]:
+        return head_pids(self.mark, WORKER_MARKER_ENV)
 
 
 class LocalRayHead:
@@ -228,6 +243,46 @@ class LocalRayHead:
         finally:
             if self._signals is not None:
                 self._signals.close()
+
+    @contextlib.contextmanager
+    def worker_node(self, resources: Mapping[str, float], num_cpus: int = 0) -> Iterator[WorkerNode]:
+        """A second raylet on loopback joined to this head, as a Ray worker pod is on a cluster, advertising
+        `resources`. Its processes carry the head's mark too, so the head's teardown takes
+        them whatever happens; leaving the block stops them first. Started through Ray's `Node` (as
+        `ray.cluster_utils.Cluster.add_node` does): `ray start --address` refuses to join under the loopback
+        switch the head needs (RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0) and, without it, dials the host's IP."""
+        mark = str(self.temp_dir / f"worker-{secrets.token_hex(3)}")
+        spec = {
+            "gcs_address": self.gcs_address,
+            "resources": dict(resources),
+            "num_cpus": num_cpus,
+            "object_store_memory": self.object_store_bytes,
+            "dashboard_agent_listen_port": HeadPorts.pick().agent_listen,
+        }
+        env = {**self._environment(), WORKER_MARKER_ENV: mark}
+        argv = [sys.executable, "-m", "grpo_dev.localray", "_join", json.dumps(spec)]
+        joiner = subprocess.Popen(
+            argv,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            env=env,
+            start_new_session=True,
+        )
+        try:
+            assert joiner.stdout is not None
+            lines = []
+            for raw in joiner.stdout:
+                line = raw.decode(errors="replace").rstrip()
+                lines.append(line)
+                if line.startswith("joined "):
+                    break
+            else:
+                raise LocalRayHeadError("the worker node did not join:\n" + "\n".join(lines[-30:]))
+            yield WorkerNode(line.removeprefix("joined "), mark)
+        finally:
+            terminate(mark, marker=WORKER_MARKER_ENV)
+            joiner.wait(timeout=30)
 
     # ---- lifecycle --------------------------------------------------------------------------------------
     def start(self, attempts: int = 3) -> LocalRayHead:
@@ -382,6 +437,20 @@ def stop_all() -> None:
 atexit.register(stop_all)
 
 
+def _join(spec: str) -> int:
+    """Worker-node process: start a raylet (and its agents) joined to the head `spec` names; block."""
+    # Only this process needs Ray's internals; the head's owner runs the `ray` CLI and never imports them.
+    from ray._private.node import Node  # noqa: PLC0415
+    from ray._private.parameter import RayParams  # noqa: PLC0415
+
+    params = RayParams(node_ip_address=HOST, num_gpus=0, min_worker_port=0, max_worker_port=0, **json.loads(spec))
+    params.update_if_absent(include_log_monitor=False, node_manager_port=0)
+    node = Node(params, head=False, shutdown_at_exit=False, spawn_reaper=False)
+    print(f"joined {node.node_id}", flush=True)
+    while True:
+        time.sleep(3600)
+
+
 def _reap(temp_dir: str) -> int:
     """Reaper process: wait until the owner's pipe closes (stop, exit or SIGKILL), then clean up."""
     for sig in (signal.SIGINT, signal.SIGHUP):
@@ -411,9 +480,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     up.add_argument("--no-auth", action="store_true", help="start without token authentication")
     reap = sub.add_parser("_reap", help=argparse.SUPPRESS)
     reap.add_argument("temp_dir")
+    join = sub.add_parser("_join", help=argparse.SUPPRESS)
+    join.add_argument("spec")
     args = parser.parse_args(argv)
     if args.command == "_reap":
         return _reap(args.temp_dir)
+    if args.command == "_join":
+        return _join(args.spec)
     with _printing_errors(), LocalRayHead(num_cpus=args.num_cpus, auth=not args.no_auth) as head:
         print(head.dashboard_url, flush=True)
         print(

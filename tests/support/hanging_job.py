@@ -1,8 +1,9 @@
 """A Ray job that hangs in known places, for the evidence capture: an actor blocked in `wait_in_named_frame`
 (as a rank waits in a collective) and a driver blocked in `driver_waits_here`. It prints a marker line, then
-`--spam-mib` MiB of output (a job that floods its log), then hangs until stopped.
+`--spam-mib` MiB of output (a job that floods its log), then hangs until stopped. With `--actor-resource NAME`
+the actor asks for one of the custom resource NAME, so it runs on the node that advertises it.
 
-    python tests/support/hanging_job.py --marker TEXT [--spam-mib N]
+    python tests/support/hanging_job.py --marker TEXT [--spam-mib N] [--actor-resource NAME]
 """
 
 from __future__ import annotations
@@ -33,9 +34,11 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--marker", required=True)
     parser.add_argument("--spam-mib", type=int, default=0)
+    parser.add_argument("--actor-resource", default=None)
     args = parser.parse_args()
     ray.init()
-    hanger = Hanger.remote()  # type: ignore[attr-defined]
+    resources = {args.actor_resource: 1} if args.actor_resource else {}
+    hanger = Hanger.options(resources=resources).remote()  # type: ignore[attr-defined]
     ray.get(hanger.ready.remote())
     hanger.wait_in_named_frame.remote()
     line = "x" * 1023 + "\n"

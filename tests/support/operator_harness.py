@@ -4,6 +4,8 @@ through the API server (KubeRay's controller and kubelets cannot run here)."""
 
 from __future__ import annotations
 
+import base64
+import gzip
 import json
 import os
 import secrets
@@ -201,6 +203,13 @@ def get_run(kubectl: Callable[..., Any], namespace: str, name: str) -> dict[str,
     out = kubectl("get", "grporun", name, "-n", namespace, "-o", "json").stdout
     data: dict[str, Any] = json.loads(out)
     return data
+
+
+def bundle_texts(kubectl: Callable[..., Any], namespace: str, name: str) -> dict[str, str]:
+    """An evidence bundle's ConfigMap: each gzip'd piece unpacked, and its index."""
+    found = json.loads(kubectl("get", "configmap", name, "-n", namespace, "-o", "json").stdout)
+    texts = {k: gzip.decompress(base64.b64decode(v)).decode() for k, v in (found.get("binaryData") or {}).items()}
+    return {**texts, **found["data"]}
 
 
 def phase_is(kubectl: Callable[..., Any], namespace: str, name: str, *phases: str) -> dict[str, Any] | None:

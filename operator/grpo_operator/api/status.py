@@ -102,6 +102,8 @@ class Reason(StrEnum):
     EVIDENCE_CAPTURED = "EvidenceCaptured"
     SAVED_BEFORE_STOP = "SavedBeforeStop"
     NOT_SAVED_BEFORE_STOP = "NotSavedBeforeStop"
+    CAPTURE_REQUESTED = "CaptureRequested"  # a bundle's trigger: the grpo.dev/capture annotation
+    CAPTURE_SKIPPED = "CaptureSkipped"
 
 
 R = Reason
@@ -218,10 +220,12 @@ class RunLogs(ApiModel):
 
 
 class EvidenceBundle(ApiModel):
-    """What was captured from a job before the operator stopped it: Ray's view, the processes' stacks, log tails."""
+    """What was captured from a job: Ray's view, the processes' stacks, log tails."""
 
     time: str = Field(description="When it was captured (RFC 3339).")
-    trigger: str = Field(description="Why: the guard that tripped, e.g. Stalled.")
+    trigger: str = Field(
+        description="Why: the guard that tripped (Stalled), the job's failure class (NCCLTimeout), or CaptureRequested."
+    )
     submission_id: str = Field(description="Ray job it was captured from.")
     config_map: str = Field(description="ConfigMap, owned by the run, holding the bundle (index.txt lists it).")
 
@@ -483,7 +487,13 @@ class GRPORunStatus(ApiModel):
         default=None, description="Time per phase, GPU-hours, lost work and goodput, as observed."
     )
     forensics: list[EvidenceBundle] | None = Field(
-        default=None, max_length=16, description="Evidence captured before the operator stopped a job, oldest first."
+        default=None,
+        max_length=16,
+        description="Evidence captured before a guard stopped a job, after a job failed, or on request; oldest first.",
+    )
+    capture_handled: str | None = Field(
+        default=None,
+        description="The last value of the grpo.dev/capture annotation the operator handled (a new value captures).",
     )
     reason: str | None = Field(default=None, description="Reason of the current phase, one CamelCase word.")
     message: Text | None = Field(default=None, description="Human-readable detail of the current phase.")

@@ -48,6 +48,7 @@ from grpo_operator.status.decision import (
     StopJob,
     Submit,
 )
+from grpo_operator.status.forensics import CAPTURE_ANNOTATION
 from grpo_operator.status.lifecycle import decide, on_delete
 from grpo_operator.status.observation import (
     JobObservation,
@@ -167,6 +168,7 @@ class Reconciler:
             obs = self._observe_ended_run(ctx, prev, now, generation)
         else:
             obs = self._observe(ctx, prev, now=now, generation=generation, token_secret=token is not None)
+        obs = dataclasses.replace(obs, capture_request=_capture_request(meta))
         decision = decide(prev, obs, run.spec)
         refused = self._carry_out(ctx, decision)
         if refused is not None:  # the API server refused a child: the spec cannot run, in the server's words
@@ -359,32 +361,39 @@ class Reconciler:
             case RequestCheckpoint(submission_id=submission_id):
                 request = checkpoint_request(run, ctx.rendered.plan, self.settings.render, submission_id)
                 self._ray(ctx, "checkpoint request", lambda: ctx.ray.submit(request))
-            case CaptureEvidence(submission_id=submission_id, config_map=config_map, trigger=trigger):
-                self._capture(ctx, submission_id, config_map, trigger)
+            case CaptureEvidence():
+                self._capture(ctx, action)
             case KeepLogs(submission_id=submission_id):
                 self.kube.apply(ctx.log_manifests[submission_id])
             case DeleteRayCluster():
                 self.kube.delete_ray_cluster(ns, name)
         return None
 
-    def _capture(self, ctx: _Context, submission_id: str, config_map: str, trigger: str) -> None:
-        """The evidence bundle of a job about to be stopped: what Ray could tell, or why it could not."""
+    def _capture(self, ctx: _Context, action: CaptureEvidence) -> None:
+        """An evidence bundle: the pieces the decision knows, what Ray could tell (or why it could not) and the
+        reward service's metrics when the run has one."""
         run = ctx.run
+        ns, name = run.metadata.namespace, run.metadata.name
+        pieces = dict(action.pieces)
         try:
-            pieces = ctx.ray.evidence(submission_id)
+            pieces.update(ctx.ray.evidence(action.submission_id))
         except RayUnavailable as exc:
-            pieces = {"error.txt": f"the Ray head could not be read: {exc}"}
-        header = {"trigger": trigger, "submission_id": submission_id, "captured": rfc3339(self.clock())}
+            pieces["error.txt"] = f"the Ray head could not be read: {exc}"
+        if run.spec.reward.type is RewardType.REMOTE:
+            pieces["reward-metrics.txt"] = self._reward_metrics_text(ns, name)
+        header = {"trigger": action.trigger, "submission_id": action.submission_id, "captured": rfc3339(self.clock())}
         manifest = evidence_config_map(
-            run.metadata.namespace,
-            run.metadata.name,
-            run.metadata.uid,
-            config_map,
-            header=header,
-            pieces=pieces,
-            secrets=[ctx.ray.token or ""],
+            ns, name, run.metadata.uid, action.config_map, header=header, pieces=pieces, secrets=[ctx.ray.token or ""]
         )
         self.kube.apply(manifest)
+
+    def _reward_metrics_text(self, namespace: str, name: str) -> str:
+        """The reward service's /metrics as served (its scoring outcomes and error counts), or why not."""
+        url = endpoints.reward_metrics_url(namespace, name, self.settings)
+        try:
+            return self.scraper.fetch(url, self.settings.http_timeout_seconds)
+        except scrape.ScrapeError as exc:
+            return f"the reward service's metrics could not be read: {exc}"
 
     def _ray(self, ctx: _Context, what: str, call: Callable[[], object]) -> None:
         """A Ray call the next reconcile retries when the head cannot be reached (it observes what happened)."""
@@ -453,6 +462,11 @@ class _Context:
     log_manifests: dict[str, dict[str, Any]] = field(default_factory=dict)
     failures: list[str] = field(default_factory=list)
     submit_failed: str | None = None
+
+
+def _capture_request(meta: Mapping[str, Any]) -> str | None:
+    value = (meta.get("annotations") or {}).get(CAPTURE_ANNOTATION)
+    return str(value) if value else None
 
 
 def _created(run: GRPORun) -> datetime | None:

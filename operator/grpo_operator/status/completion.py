@@ -1,14 +1,15 @@
 """The job ended: `Succeeded` only when verified (the Ray job SUCCEEDED, the final rollout's metrics were observed,
 by scrape or in the launcher's end-of-run summary, and they pass the guards, whatever `guards.action` says), else
 `Failed` with the reason: Unverified, the guard's, the failure file's, PreflightFailed, JobFailed or JobStopped.
-A terminal run then only winds down: stop the job if it still runs, keep its log tail, delete the RayCluster."""
+A failed job's evidence is captured before anything else can take its RayCluster (`status.forensics`). A terminal
+run then only winds down: stop the job if it still runs, keep its log tail, delete the RayCluster."""
 
 from __future__ import annotations
 
 import re
 
 from grpo_operator.api.status import ConditionType, GRPORunStatus, Phase, Reason, RunLogs
-from grpo_operator.status import failures, recovery
+from grpo_operator.status import failures, forensics, recovery
 from grpo_operator.status.conditions import restamped
 from grpo_operator.status.decision import Action, Decision, DeleteRayCluster, Draft, Event, KeepLogs, StopJob
 from grpo_operator.status.guards import Trip
@@ -89,7 +90,10 @@ def ended(draft: Draft, trip: Trip | None) -> Decision:
         decision = _failed(draft, R.JOB_STOPPED, "the Ray job was stopped outside the operator")
     else:
         reason, message = job_failure(job.message, obs.summary, obs.logs, obs.log_text)
+        capture, bundles = forensics.after_failure(draft, reason)
         decision = recovery.restart(draft, reason, message) or _failed(draft, reason, _after(draft, message))
+        status = decision.status.model_copy(update={"forensics": bundles})
+        decision = Decision(status, capture + decision.actions, decision.events)
     return Decision(decision.status, keep[0] + decision.actions, decision.events)
 
 

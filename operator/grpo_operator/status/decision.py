@@ -43,11 +43,13 @@ class RequestCheckpoint:
 
 @dataclass(frozen=True)
 class CaptureEvidence:
-    """Keep what the job's processes and Ray know in the ConfigMap `config_map`, before anything stops it."""
+    """Keep what the job's processes and Ray know in the ConfigMap `config_map`, before anything stops it, with
+    the `pieces` (name, text) the decision already knows (the NCCL lines of a failed job's log)."""
 
     submission_id: str
     config_map: str
     trigger: str
+    pieces: tuple[tuple[str, str], ...] = field(default=(), repr=False)
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,8 @@ line came from, and whether a restart from the checkpoint can help. Pure. Each c
 lines of the pinned miles, Megatron, SGLang, NCCL, torch and Ray (docs/integrations/failures.md names where each
 comes from and the test that reads it). A failure shows up as a cascade (one rank runs out of memory, the others
 time out in their collective, the rollout engines lose their peers), so the classes are tried from the most
-specific cause to the most generic consequence and the first class found anywhere in the log wins.
+specific cause to the most generic consequence and the first class found anywhere in the log wins. For an NCCL or
+fabric failure, the log's NCCL lines with their context go into the failed job's evidence bundle.
 """
 
 from __future__ import annotations
@@ -17,6 +18,9 @@ R = Reason
 LINE_CHARS = 300
 # Fabric, node and process deaths, and host memory pressure: the same input can pass on a fresh attempt.
 RETRYABLE = frozenset({R.NCCL_TIMEOUT, R.FABRIC_ERROR, R.NODE_LOST, R.ROLLOUT_ENGINE_DIED, R.HOST_OUT_OF_MEMORY})
+FABRIC = frozenset({R.NCCL_TIMEOUT, R.FABRIC_ERROR})
+CONTEXT_LINES = 5  # kept before and after each NCCL line of a fabric failure's log
+FABRIC_MAX_LINES = 400
 
 
 @dataclass(frozen=True)
@@ -122,3 +126,27 @@ def classify(text: str) -> Classification | None:
         node = ip.group(1) if ip else None
         return Classification(sig.reason, line[:LINE_CHARS], node, _summary(sig, line, node))
     return None
+
+
+_NCCL_WORD = re.compile(r"NCCL|ProcessGroupNCCL|c10d", re.IGNORECASE)
+
+
+def fabric_lines(text: str, reason: str) -> str:
+    """For an NCCL or fabric failure, the log's lines that name NCCL or match the class's signature, each with
+    `CONTEXT_LINES` around it, as `grep -C` prints them (`--` between groups); the last `FABRIC_MAX_LINES`."""
+    sig = next((s for s in SIGNATURES if s.reason == reason), None)
+    if reason not in FABRIC or sig is None:
+        return ""
+    lines = [_ANSI.sub("", line) for line in text.splitlines()]
+    hits = [i for i, line in enumerate(lines) if _NCCL_WORD.search(line) or sig.pattern.search(line)]
+    out: list[str] = []
+    end = -1
+    for i in hits:
+        start = max(i - CONTEXT_LINES, end + 1)
+        if out and start > end + 1:
+            out.append("--")
+        stop = min(i + CONTEXT_LINES, len(lines) - 1)
+        out.extend(lines[start : stop + 1])
+        end = max(end, stop)
+    kept = out[-FABRIC_MAX_LINES:]
+    return "\n".join(kept) + "\n" if kept else ""

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from grpo_operator.api.spec import GRPORunSpec
 from grpo_operator.api.status import TERMINAL_PHASES, ConditionType, GRPORunStatus, Reason
-from grpo_operator.status import accounting, admission, attempts, completion, running
+from grpo_operator.status import accounting, admission, attempts, completion, forensics, running
 from grpo_operator.status.conditions import Conditions
 from grpo_operator.status.decision import (
     Action,
@@ -48,7 +48,7 @@ def _by_state(draft: Draft) -> Decision:
 
 
 def decide(prev: GRPORunStatus | None, obs: Observation, spec: GRPORunSpec | None) -> Decision:
-    decision = _decide(prev, obs, spec)
+    decision = forensics.requested(prev, obs, _decide(prev, obs, spec))
     ledger, events = accounting.account(prev, obs, decision.status)
     status = decision.status.model_copy(update={"accounting": ledger})
     return Decision(status, decision.actions, decision.events + events)

@@ -119,6 +119,7 @@ class Observation:
     evidence_config_map: str = ""  # the ConfigMap the next evidence bundle goes to (render/names.py `forensics`)
     worker_nodes: tuple[tuple[str, str], ...] = ()  # (pod IP, node name) of each Ray worker pod
     gpu_hour_price_usd: float | None = None  # the operator's price for the run's instance type, if it has one
+    capture_request: str | None = None  # the run's grpo.dev/capture annotation (status/forensics.py)
 
 
 def rfc3339(moment: datetime) -> str:

@@ -9,21 +9,19 @@ from datetime import datetime
 from grpo_operator.api.spec import GRPORunSpec, GuardAction
 from grpo_operator.api.status import (
     ConditionType,
-    EvidenceBundle,
     GRPORunStatus,
     MetricsSource,
     Phase,
     Reason,
     RunMetrics,
 )
-from grpo_operator.status import guards
+from grpo_operator.status import forensics, guards
 from grpo_operator.status.conditions import Conditions
-from grpo_operator.status.decision import CaptureEvidence, Decision, Draft, Event, Progress, StopJob
+from grpo_operator.status.decision import Decision, Draft, Progress, StopJob
 from grpo_operator.status.guards import GuardState, Trip
 from grpo_operator.status.observation import JobState, Observation, TrainerMetrics, parse_rfc3339, rfc3339
 
 C, R = ConditionType, Reason
-MAX_BUNDLES = 16  # status.forensics keeps at most this many
 
 
 def _run_metrics(seen: TrainerMetrics, now: datetime, source: MetricsSource) -> RunMetrics:
@@ -123,18 +121,6 @@ def health(draft: Draft) -> Trip | None:
     return trip
 
 
-def evidence(draft: Draft, trigger: str) -> tuple[tuple[CaptureEvidence, ...], list[EvidenceBundle] | None]:
-    """The capture of the running job's evidence, listed in the status with its time and trigger, and posted."""
-    job, name = draft.obs.job, draft.obs.evidence_config_map
-    kept = list(draft.prev.forensics or []) if draft.prev is not None else []
-    if job is None or not name or len(kept) >= MAX_BUNDLES:
-        return (), kept or None
-    bundle = EvidenceBundle(time=rfc3339(draft.now), trigger=trigger, submission_id=job.submission_id, config_map=name)
-    text = f"evidence of Ray job {job.submission_id} ({trigger}) is kept in ConfigMap {name}, before it is stopped"
-    draft.events.append(Event("Normal", R.EVIDENCE_CAPTURED, text))
-    return (CaptureEvidence(job.submission_id, name, trigger),), [*kept, bundle]
-
-
 def running(draft: Draft, trip: Trip | None) -> Decision:
     """The job runs: stop it when a guard tripped under Stop, warn under Warn; a lost worker is Provisioning."""
     job, conds, cluster = draft.obs.job, draft.conds, draft.obs.cluster
@@ -145,7 +131,9 @@ def running(draft: Draft, trip: Trip | None) -> Decision:
         conds.set(C.JOB_RUNNING, False, R.STOPPED, f"stopped by the operator: {trip.message}")
         conds.set(C.COMPLETE, True, trip.reason, trip.message)
         draft.warn(trip.message)
-        capture, bundles = evidence(draft, trip.reason)
+        before = forensics.kept(draft.prev)
+        capture, bundles, events = forensics.capture(before, draft.obs, trip.reason, "before it is stopped")
+        draft.events.extend(events)
         return draft.decide(
             Phase.FAILED, trip.reason, trip.message, (*capture, StopJob(job.submission_id)), forensics=bundles
         )

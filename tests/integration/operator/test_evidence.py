@@ -1,7 +1,9 @@
 """The evidence of a hung job, read from a real Ray head (the session's local head, token auth on, py-spy dumps
 on as the operator's RayCluster turns them on): a job whose actor waits in a named frame and whose driver waits
 in another, after flooding its log with 1 GiB. What `RayJobs.evidence` reads, kept as the bundle the operator
-writes, names both frames, lists the actor, holds the driver's last lines, fits a ConfigMap and holds no token."""
+writes, names both frames, lists the actor, holds the driver's last lines, fits a ConfigMap and holds no token.
+An actor on a second raylet joined to the head (a worker node, as a Ray worker pod is) has its stack read through
+that node: the bundle names the actor's node, not the driver's."""
 
 from __future__ import annotations
 
@@ -59,3 +61,28 @@ def test_the_evidence_of_a_hung_job_names_each_processs_frame_and_stays_bounded_
         assert RAY_TOKEN not in json.dumps(kept) and RAY_TOKEN not in json.dumps(bundle)
     finally:
         client.stop_job(sid)
+
+
+def test_the_stack_of_an_actor_on_another_node_is_read_through_that_nodes_agent(ray_head) -> None:  # type: ignore[no-untyped-def]
+    client = JobSubmissionClient(ray_head.dashboard_url, headers={"Authorization": f"Bearer {RAY_TOKEN}"})
+    sid = f"evidence-node-{secrets.token_hex(4)}"
+    with ray_head.worker_node({"evidence_worker": 1}) as node:
+        entrypoint = f"{sys.executable} {SCRIPT} --marker HUNG-{sid} --actor-resource evidence_worker"
+        client.submit_job(entrypoint=entrypoint, submission_id=sid)
+        try:
+            ray = RayJobs(ray_head.dashboard_url, RAY_TOKEN)
+            pieces = wait_for(
+                "the actor's frame in the stacks",
+                lambda: (p := ray.evidence(sid)) and "wait_in_named_frame" in p["stacks.txt"] and p,
+                timeout=300,
+            )
+            [actor] = json.loads(pieces["actors.json"])["result"]
+            worker_pids = node.pids()
+            driver_node = client.get_job_info(sid).driver_node_id
+            assert actor["class_name"] == "Hanger" and actor["node_id"] != driver_node  # not on the head's raylet
+            section = pieces["stacks.txt"].split("== actor-Hanger-")[1]
+            assert actor["node_id"] == node.node_id and worker_pids
+            assert f"on {actor['node_id']})" in section.splitlines()[0] and "wait_in_named_frame" in section
+        finally:
+            client.stop_job(sid)
+    assert not node.pids() and not set(worker_pids) & set(ray_head.pids())  # the worker node's processes went

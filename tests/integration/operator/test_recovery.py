@@ -1,6 +1,7 @@
 """spec.recovery on the simulated cluster (KubeRay, kwok nodes) with a real Ray head: a job that fails with an
 NCCL watchdog timeout restarts once from its checkpoint as attempt 2 and, failing the same way again, ends
-`Failed/NCCLTimeout`. miles is the double of devtools/grpo_dev/fake_miles.py behind the real launcher."""
+`Failed/NCCLTimeout`; each failed attempt's evidence, with the log's NCCL lines, is kept past its RayCluster.
+miles is the double of devtools/grpo_dev/fake_miles.py behind the real launcher."""
 
 from __future__ import annotations
 
@@ -9,7 +10,16 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.operator_harness import fake, jobs_client, jobs_of, manifest, phase_is, running_operator, wait_for
+from tests.support.operator_harness import (
+    bundle_texts,
+    fake,
+    jobs_client,
+    jobs_of,
+    manifest,
+    phase_is,
+    running_operator,
+    wait_for,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -55,3 +65,11 @@ def test_an_nccl_timeout_restarts_once_from_the_checkpoint_and_the_second_one_en
     # the restart is the run's transition event (kopf posts Warning and transition events, not Normal notes)
     restarted = [e for e in events if e["involvedObject"]["name"] == "flaky" and e["reason"] == "Restarting"]
     assert len(restarted) == 1 and "after NCCLTimeout" in restarted[0]["message"]
+    # each failed attempt's evidence, captured before its RayCluster went, still there
+    bundles = status["forensics"]
+    assert [(b["trigger"], b["submissionId"]) for b in bundles] == [("NCCLTimeout", j.submission_id) for j in jobs]
+    wait_for("the RayCluster gone", lambda: kubectl("get", "raycluster", "-n", ns, "-o", "name").stdout.strip() == "")
+    for bundle in bundles:
+        texts = bundle_texts(kubectl, ns, bundle["configMap"])
+        assert "Watchdog caught collective operation timeout" in texts["nccl.log.gz"]
+        assert '"status": "FAILED"' in texts["job.json.gz"] and "nccl.log.gz" in texts["index.txt"]

@@ -1,6 +1,7 @@
 """Where a run's Ray auth token goes: into its Secret and nowhere else a user, a log reader or a Ray job's
 submitter could read it (rendered objects, the GRPORun status, events, the operator's logs, the Ray job's
-runtime env, entrypoint and metadata, and the evidence bundles a stopped job leaves, unpacked).
+runtime env, entrypoint and metadata, and the evidence bundles a stopped job leaves or a user asks for, unpacked,
+the reward service's metrics in them included).
 
 The run's token is the recognisable `harness.RAY_TOKEN` (the local head's), given in a Secret made before the
 run; a run without one gets a Secret made by the operator, owned by the run, which the rendered Ray pods
@@ -17,13 +18,19 @@ from typing import Any
 
 import pytest
 from grpo_operator.render import names
+from prometheus_client import CollectorRegistry, Gauge, start_http_server
 from ray.job_submission import JobSubmissionClient
 
 from tests.support.operator_harness import (
     RAY_TOKEN,
+    REWARD_IMAGE,
+    bundle_texts,
     fake,
+    free_port,
+    get_run,
     manifest,
     phase_is,
+    play_kubelet_ready,
     play_kuberay_ready,
     running_operator,
     wait_for,
@@ -118,12 +125,6 @@ def test_a_run_without_a_token_secret_gets_its_own_owned_by_the_run_and_referenc
     assert places_holding(token, kubectl, ns, op.logs()) == [f"Secret/{secret_name}"]
 
 
-def _bundle_texts(kubectl: Any, namespace: str, name: str) -> dict[str, str]:
-    found = json.loads(kubectl("get", "configmap", name, "-n", namespace, "-o", "json").stdout)
-    texts = {k: gzip.decompress(base64.b64decode(v)).decode() for k, v in (found.get("binaryData") or {}).items()}
-    return {**texts, **found["data"]}
-
-
 def test_a_stalled_run_keeps_its_evidence_before_the_stop_with_no_token_and_loses_it_with_the_run(env) -> None:  # type: ignore[no-untyped-def]
     op, ns, kubectl, head = env
     spec = fake("--fake-stall-after", "1", rollouts=10, guards={"stallTimeoutSeconds": 5, "startupGraceSeconds": 0})
@@ -133,7 +134,7 @@ def test_a_stalled_run_keeps_its_evidence_before_the_stop_with_no_token_and_lose
     assert run["status"]["reason"] == "Stalled", run["status"]
     [bundle] = run["status"]["forensics"]
     assert bundle["trigger"] == "Stalled" and bundle["submissionId"] == run["status"]["jobSubmissionId"]
-    texts = _bundle_texts(kubectl, ns, bundle["configMap"])
+    texts = bundle_texts(kubectl, ns, bundle["configMap"])
     # captured while the job still ran: its driver's stack is the stalled double's, its status RUNNING
     assert "fake_miles.py" in texts["stacks.txt.gz"] and '"status": "RUNNING"' in texts["job.json.gz"]
     assert "stalled before rollout 1" in texts["driver.log.gz"]
@@ -148,3 +149,70 @@ def test_a_stalled_run_keeps_its_evidence_before_the_stop_with_no_token_and_lose
         "the bundle garbage-collected with the run",
         lambda: kubectl("get", "configmap", bundle["configMap"], "-n", ns, check=False).returncode != 0,
     )
+
+
+@pytest.fixture
+def reward_env(control_plane, ray_head, namespace, kubectl, tmp_path: Path):  # type: ignore[no-untyped-def]
+    """The operator with a reward service's /metrics played by a registry serving the service's own error ratio,
+    under a label whose value is the token (a secret that reached the reward service's metrics)."""
+    registry = CollectorRegistry()
+    ratio = Gauge("reward_service_service_error_ratio", "errors / requests", ["leaked"], registry=registry)
+    ratio.labels(RAY_TOKEN).set(0.0)
+    port = free_port()
+    server, thread = start_http_server(port, addr="127.0.0.1", registry=registry)
+    url = f"http://127.0.0.1:{port}/metrics"
+    try:
+        with running_operator(
+            control_plane, namespace, ray_head.dashboard_url, tmp_path, GRPO_REWARD_METRICS_URL=url
+        ) as op:
+            yield op, namespace, kubectl, ray_head
+    finally:
+        server.shutdown()
+        thread.join(timeout=5)
+
+
+def _rollout(kubectl: Any, ns: str, name: str) -> int:
+    return int(((get_run(kubectl, ns, name).get("status") or {}).get("metrics") or {}).get("rollout") or -1)
+
+
+def test_a_capture_request_keeps_the_job_running_holds_no_token_and_is_not_repeated_after_an_operator_restart(
+    reward_env,  # type: ignore[no-untyped-def]
+) -> None:
+    op, ns, kubectl, head = reward_env
+    reward = {"reward": {"type": "remote", "remote": {"replicas": 1, "image": REWARD_IMAGE}}}
+    kubectl("apply", "-f", "-", input=manifest("asked", ns, fake(rollouts=5000, **reward)))
+    wait_for("reward pods", lambda: play_kubelet_ready(kubectl, ns, "grpo.dev/run=asked,grpo.dev/component=reward"))
+    play_kuberay_ready(kubectl, ns, "asked")
+    wait_for("rollouts", lambda: _rollout(kubectl, ns, "asked") >= 1, timeout=240)
+    kubectl("annotate", "grporun", "asked", "-n", ns, "grpo.dev/capture=first")
+    run = wait_for(
+        "the request handled", lambda: (r := get_run(kubectl, ns, "asked"))["status"].get("captureHandled") and r
+    )
+    status = run["status"]
+    assert status["captureHandled"] == "first" and (status["phase"], status["reason"]) == ("Running", "Running")
+    [bundle] = status["forensics"]
+    assert (bundle["trigger"], bundle["submissionId"]) == ("CaptureRequested", status["jobSubmissionId"])
+    client = JobSubmissionClient(head.dashboard_url, headers=head.auth_headers)
+    assert client.get_job_status(bundle["submissionId"]).value == "RUNNING"  # not stopped by the capture
+    texts = bundle_texts(kubectl, ns, bundle["configMap"])
+    assert "fake_miles.py" in texts["stacks.txt.gz"] and '"status": "RUNNING"' in texts["job.json.gz"]
+    assert 'reward_service_service_error_ratio{leaked="<redacted>"} 0.0' in texts["reward-metrics.txt.gz"]
+    assert all(RAY_TOKEN not in text for text in texts.values())
+
+    # A restarted operator has only the status: the handled value there keeps it from capturing again.
+    op.restart()
+    seen = _rollout(kubectl, ns, "asked")
+    wait_for("reconciles of the restarted operator", lambda: _rollout(kubectl, ns, "asked") >= seen + 3, timeout=240)
+    status = get_run(kubectl, ns, "asked")["status"]
+    assert len(status["forensics"]) == 1 and status["phase"] == "Running"
+    assert client.get_job_status(bundle["submissionId"]).value == "RUNNING"
+
+    kubectl("annotate", "grporun", "asked", "-n", ns, "grpo.dev/capture=second", "--overwrite")
+    run = wait_for(
+        "a second bundle", lambda: len((r := get_run(kubectl, ns, "asked"))["status"]["forensics"]) == 2 and r
+    )
+    second = run["status"]["forensics"][1]
+    assert second["trigger"] == "CaptureRequested" and run["status"]["captureHandled"] == "second"
+    assert "fake_miles.py" in bundle_texts(kubectl, ns, second["configMap"])["stacks.txt.gz"]
+    assert places_holding(RAY_TOKEN, kubectl, ns, op.logs()) == [f"Secret/{names.ray_auth_secret('asked')}"]
+    kubectl("delete", "grporun", "asked", "-n", ns, "--wait=true", "--timeout=120s")
