@@ -19,7 +19,7 @@ from __future__ import annotations
 import ast
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 NO_MUTATE = "# pragma: no mutate"
 
@@ -292,12 +292,46 @@ def _is_dunder_all(node: ast.stmt) -> bool:
     return isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "__all__" for t in node.targets)
 
 
+def _called_on_import(tree: ast.Module) -> set[str]:
+    """The module's functions that run while it is imported: called outside every function body (a module
+    constant, a class body such as `model_config = rules(cel(...))`, an `Annotated[...]` argument), or by such a
+    function. Swapping the code of one of them changes nothing already built; the module must run again."""
+    defs = {node.name: node for node in tree.body if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)}
+
+    def calls(node: ast.AST, *, into_bodies: bool) -> set[str]:
+        found: set[str] = set()
+        stack: list[ast.AST] = [node]
+        while stack:
+            current = stack.pop()
+            if isinstance(current, ast.Call) and isinstance(current.func, ast.Name):
+                found.add(current.func.id)
+            if not into_bodies and isinstance(current, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda):
+                stack += [*getattr(current, "decorator_list", []), current.args]
+                continue
+            stack += list(ast.iter_child_nodes(current))
+        return found
+
+    todo = [name for name in calls(tree, into_bodies=False) if name in defs]
+    called: set[str] = set()
+    while todo:
+        name = todo.pop()
+        if name not in called:
+            called.add(name)
+            todo += [n for n in calls(defs[name], into_bodies=True) if n in defs and n != name]
+    return called
+
+
 def mutants_of(path: str, source: bytes) -> Iterator[Mutant]:
     """Every mutant of one file, in source order; each compiles (the ones that would not are dropped)."""
     finder = _Finder(path, source)
-    finder.visit(ast.parse(source, filename=path))
+    tree = ast.parse(source, filename=path)
+    finder.visit(tree)
+    on_import = _called_on_import(tree)
     seen: set[str] = set()
-    for mutant in sorted(finder.out, key=lambda m: (m.start, m.operator, m.after)):
+    for found in sorted(finder.out, key=lambda m: (m.start, m.operator, m.after)):
+        mutant = found
+        if found.scope is not None and found.scope.split(".")[0] in on_import:
+            mutant = replace(found, scope=None)
         if mutant.key in seen:
             continue
         seen.add(mutant.key)
