@@ -444,7 +444,7 @@ def _join(spec: str) -> int:
     from ray._private.parameter import RayParams  # noqa: PLC0415
 
     params = RayParams(node_ip_address=HOST, num_gpus=0, min_worker_port=0, max_worker_port=0, **json.loads(spec))
-    params.update_if_absent(include_log_monitor=False, node_manager_port=0)
+    params.update_if_absent(include_log_monitor=False, node_manager_port=0)  # type: ignore[no-untyped-call]
     node = Node(params, head=False, shutdown_at_exit=False, spawn_reaper=False)
     print(f"joined {node.node_id}", flush=True)
     while True:
