@@ -101,7 +101,9 @@ class RayJobs:
         pieces["placement-groups.json"] = _json(self._state("placement_groups", {"detail": "true", "limit": "1000"}))
         node_id, node_ip = getattr(info, "driver_node_id", None), getattr(driver, "node_ip_address", None)
         where = {"node_id": str(node_id)} if node_id else {"node_ip": str(node_ip)} if node_ip else {}
-        targets = [("driver", getattr(driver, "pid", None), {"ip": str(node_ip)} if node_ip else {})]
+        # By node id where Ray gives one: an address can be a dead node's too (a pod's IP reused after a restart).
+        driver_node = {"node_id": str(node_id)} if node_id else {"ip": str(node_ip)} if node_ip else {}
+        targets = [("driver", getattr(driver, "pid", None), driver_node)]
         for actor in _rows(actors):
             if actor.get("state") == "ALIVE" and actor.get("node_id"):
                 name = f"actor-{actor.get('class_name')}-{str(actor.get('actor_id', ''))[:8]}"
