@@ -70,11 +70,13 @@ def test_every_setting_the_chart_passes_is_accepted_by_the_operator_with_the_val
         "rewardService.image=registry.example/reward@sha256:" + "c" * 64,
         "metrics.port=9100",
         'json:settings.gpuHourPricesUSD={"p5en.48xlarge": 5.2}',
+        "settings.maxGraceSeconds=900",
     )
     env = {e["name"]: e["value"] for e in _container(text)["env"]}
     settings = load_settings(env)  # raises SettingsError on an unknown GRPO_* name or a bad value
     assert settings.reconcile_interval_seconds == 7
     assert settings.gpu_hour_prices_usd == {"p5en.48xlarge": 5.2}
+    assert settings.render.max_grace_seconds == 900
     assert settings.reward_error_ratio_max == 0.25
     assert settings.render.reward_image == "registry.example/reward@sha256:" + "c" * 64
     assert settings.metrics_port == 9100
