@@ -9,7 +9,7 @@ from dataclasses import replace
 from datetime import timedelta
 
 import pytest
-from grpo_operator.api.status import AttemptAccount, Phase, Reason, SaveOutcome
+from grpo_operator.api.status import AttemptAccount, Phase, Reason, RunPlan, SaveOutcome
 from grpo_operator.cli.loading import parse_run
 from grpo_operator.planning.plan import make_plan
 from grpo_operator.status.decision import Decision, Event
@@ -37,9 +37,12 @@ def running(minute: float, n: int, rollout: int) -> Observation:
     return at(minute, n, cluster=READY, gpus=HELD, job=state, metrics=healthy(rollout))
 
 
-def life(last: int, first: int, gone_minutes: float, *, suspend: bool = False) -> list[Decision]:
+def life(
+    last: int, first: int, gone_minutes: float, *, suspend: bool = False, plan_after: RunPlan = PLAN
+) -> list[Decision]:
     """Attempt 1 runs to rollout `last`, is preempted (or suspended) at 25, its pods go `gone_minutes` later;
-    attempt 2 starts at 45 and its first rollout seen is `first`."""
+    attempt 2 starts at 45 and its first rollout seen is `first`. From the pods' going on, the reconciles plan
+    with `plan_after` (as the operator does once attempt 1's step times are in)."""
     stop = replace(running(25, 1, last), suspend=True) if suspend else at(25, 2, cluster=QUEUED, gpus=HELD)
     observations = [
         at(0, 1, cluster=NOT_READY, gpus=HELD),
@@ -52,6 +55,7 @@ def life(last: int, first: int, gone_minutes: float, *, suspend: bool = False) -
         at(45, 2, cluster=READY, gpus=HELD),
         running(50, 2, first),
     ]
+    observations[5:] = [replace(obs, plan=plan_after) for obs in observations[5:]]
     decisions, prev = [], None
     for obs in observations:
         decisions.append(decide(prev, obs, SPEC))
@@ -186,3 +190,12 @@ def test_rollout_times_are_sampled_from_the_advances_observed_per_attempt() -> N
     accounting = decisions[-1].status.accounting
     assert accounting is not None
     assert [a.rollout_seconds for a in accounting.attempts] == [[86], [120]]
+
+
+def test_the_save_names_the_grace_its_pods_had_not_the_one_planned_after_it_ended() -> None:
+    later = PLAN.model_copy(
+        update={"preemption_grace": PLAN.preemption_grace.model_copy(update={"seconds": GRACE + 100})}
+    )
+    a1 = first_attempt(life(8, 6, 10, plan_after=later))
+    assert a1.grace_seconds == GRACE
+    assert a1.save is not None and a1.save.grace_seconds == GRACE

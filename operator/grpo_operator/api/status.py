@@ -338,7 +338,7 @@ class AttemptSave(ApiModel):
         "wait, bound by the grace period.",
     )
     grace_seconds: int | None = Field(
-        default=None, ge=0, description="The worker pods' grace period then (status.plan.preemptionGrace.seconds)."
+        default=None, ge=0, description="The worker pods' grace period when the attempt ended (its graceSeconds)."
     )
 
 
@@ -386,6 +386,9 @@ class AttemptAccount(ApiModel):
     )
     pods_gone_seconds: int | None = Field(
         default=None, ge=0, description="From its end to its worker pods' GPUs released, as observed."
+    )
+    grace_seconds: int | None = Field(
+        default=None, ge=0, description="Its worker pods' grace period when it ended (status.plan.preemptionGrace)."
     )
     save: AttemptSave | None = Field(
         default=None, description="A suspended or preempted attempt's save before its pods went, once resumed."

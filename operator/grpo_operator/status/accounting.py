@@ -100,6 +100,9 @@ def _close(ledger: _Ledger, status: GRPORunStatus, now: datetime) -> None:
     current = ledger.open
     if current is not None:
         current.ended, current.end_phase, current.end_reason = rfc3339(now), status.phase, status.reason
+        # The plan of the reconcile that ends it is the one its pods were made with: the grace changes only once
+        # an attempt has ended (planning/grace.py), so a later plan may already hold this attempt's step times.
+        current.grace_seconds = status.plan.preemption_grace.seconds if status.plan is not None else None
         ledger.closed.append(current)
 
 
@@ -151,9 +154,10 @@ def _progress(ledger: _Ledger, obs: Observation, now: datetime) -> None:
 
 def _rollout_time(attempt: AttemptAccount, rollout: int, now: datetime) -> None:
     """A sample of the seconds per rollout when the rollout advanced since the last one observed."""
-    if attempt.last_rollout is None or rollout <= attempt.last_rollout:
-        if attempt.last_rollout is None:
-            attempt.last_rollout_time = rfc3339(now)
+    if attempt.last_rollout is None:
+        attempt.last_rollout_time = rfc3339(now)
+        return
+    if rollout <= attempt.last_rollout:
         return
     since = parse_rfc3339(attempt.last_rollout_time)
     if since is not None:
@@ -195,7 +199,7 @@ def _pods_gone(ledger: _Ledger, now: datetime) -> None:
     last.pods_gone_seconds = _seconds(now, ended)
 
 
-def _saves(ledger: _Ledger, grace: int | None) -> list[Event]:
+def _saves(ledger: _Ledger) -> list[Event]:
     """A suspended or preempted attempt saved when the next one resumed after its last rollout observed; an event
     when a later attempt first tells it."""
     events = []
@@ -209,7 +213,7 @@ def _saves(ledger: _Ledger, grace: int | None) -> list[Event]:
             outcome=SaveOutcome.SAVED if saved else SaveOutcome.NOT_SAVED,
             rollout=first - 1,
             seconds=attempt.pods_gone_seconds,
-            grace_seconds=grace,
+            grace_seconds=attempt.grace_seconds,
         )
         if attempt not in ledger.closed:
             events.append(_save_event(attempt, attempt.save, after))
@@ -308,7 +312,7 @@ def account(
         _close(ledger, status, now)
     _pods_gone(ledger, now)
     events = _lost_rollouts(ledger)
-    events += _saves(ledger, status.plan.preemption_grace.seconds if status.plan is not None else None)
+    events += _saves(ledger)
     _totals(ledger.run, obs.created, obs.gpu_hour_price_usd)
     run = RunAccounting.model_validate(ledger.run.model_dump())
     return run, (*events, *(_ended(a) for a in ledger.closed))
