@@ -54,9 +54,9 @@ class Check:
 @dataclass
 class Cluster:
     """What doctor read: objects as the API server returned them (camelCase dicts). `crds` by name (absent ones
-        missing); `pods` bound and not finished; `allowed` the user's access reviews, e.g. "create grporuns in ns";
-        `unreadable` what could not be read (a kind's plural) and the API server's words; `chart_values` the grpo chart's
-    values of `--values`, when given; `user` the one `--as` impersonates."""
+    missing); `pods` bound and not finished; `allowed` the user's access reviews, e.g. "create grporuns in ns";
+    `unreadable` what could not be read (a kind's plural) and the API server's words; `chart_values` the grpo
+    chart's values of `--values`, when given; `user` the one `--as` impersonates."""
 
     crds: dict[str, dict[str, Any]] = field(default_factory=dict)
     deployments: list[dict[str, Any]] = field(default_factory=list)
