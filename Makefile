@@ -76,7 +76,7 @@ images: install
 
 ## Test tiers: `unit` is the pure tiers (no control plane, images or network: seconds to
 ## minutes), `integration` what needs the control plane, a Ray head, uvicorn servers, helm or images, `test`
-## (CI) lint and every tier. Hypothesis runs derandomized without its database (the `ci` profile, tests/conftest.py).
+## (CI) lint and every tier, printing its 40 slowest steps (what to shorten first). Hypothesis runs derandomized without its database (the `ci` profile, tests/conftest.py).
 UNIT_ARGS := tests --ignore=tests/integration --ignore=tests/e2e
 
 unit: install
@@ -86,7 +86,7 @@ integration: install control-plane images
 	$(PY) -m pytest tests/integration tests/e2e
 
 test: install control-plane lint images
-	$(PY) -m pytest
+	$(PY) -m pytest --durations=40
 
 ## The hypothesis tests of the unit tier at random, ten times the examples, with the example database on
 ## (.hypothesis/): a failure found is replayed on the next `make fuzz` until fixed.
