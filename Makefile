@@ -76,7 +76,8 @@ images: install
 
 ## Test tiers: `unit` is the pure tiers (no control plane, images or network: seconds to
 ## minutes), `integration` what needs the control plane, a Ray head, uvicorn servers, helm or images, `test`
-## (CI) lint and every tier, printing its 40 slowest steps (what to shorten first). Hypothesis runs derandomized without its database (the `ci` profile, tests/conftest.py).
+## (CI) lint and every tier, printing its 40 slowest steps (what to shorten first). Hypothesis runs
+## derandomized without its database (the `ci` profile, tests/conftest.py).
 UNIT_ARGS := tests --ignore=tests/integration --ignore=tests/e2e
 
 unit: install
