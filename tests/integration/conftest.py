@@ -29,9 +29,10 @@ import pytest
 from grpo_dev.localcluster import ControlPlane, SimulatedCluster
 from grpo_dev.localray import LocalRayHead
 
-from tests.support.operator_harness import RAY_TOKEN
+from tests.support.operator_harness import RAY_TOKEN, Operator
 
 Kubectl = Callable[..., subprocess.CompletedProcess[str]]
+OPERATOR_LOG_TAIL = 200  # lines of each operator log a failed test's report carries
 
 
 @pytest.fixture(scope="session")
@@ -88,3 +89,18 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if item.path.is_relative_to(here):
             item.add_marker(pytest.mark.integration)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+    """A failed test that ran the operator reports the operator's log tail: on CI that log is the only witness of
+    what the operator decided, and the test's tmp_path is gone with the machine."""
+    outcome = yield
+    report = outcome.get_result()  # type: ignore[attr-defined]
+    if report.when != "call" or not report.failed:
+        return
+    values = list(getattr(item, "funcargs", {}).values())
+    for value in values + [v for t in values if isinstance(t, tuple) for v in t]:
+        if isinstance(value, Operator):
+            lines = value.logs().splitlines()[-OPERATOR_LOG_TAIL:]
+            report.sections.append(("operator log (last lines)", "\n".join(lines)))

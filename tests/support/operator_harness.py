@@ -212,9 +212,29 @@ def bundle_texts(kubectl: Callable[..., Any], namespace: str, name: str) -> dict
     return {**texts, **found["data"]}
 
 
+class NotYet(dict[str, Any]):
+    """A run not in the phase waited for: falsy, so `wait_for` keeps polling, and shown as its status's summary
+    when the wait gives up (which phase it was stuck in, and why)."""
+
+    def __bool__(self) -> bool:
+        return False
+
+    def __repr__(self) -> str:
+        status = self.get("status") or {}
+        conditions = [
+            f"{c.get('type')}={c.get('status')}/{c.get('reason')}: {c.get('message')}"
+            for c in status.get("conditions") or []
+        ]
+        return (
+            f"phase={status.get('phase')!r} reason={status.get('reason')!r} message={status.get('message')!r} "
+            f"job={status.get('jobSubmissionId')!r} metrics={status.get('metrics')!r} conditions={conditions!r}"
+        )
+
+
 def phase_is(kubectl: Callable[..., Any], namespace: str, name: str, *phases: str) -> dict[str, Any] | None:
+    """The run if its phase is one of `phases`, else a falsy `NotYet` holding it."""
     run = get_run(kubectl, namespace, name)
-    return run if run.get("status", {}).get("phase") in phases else None
+    return run if run.get("status", {}).get("phase") in phases else NotYet(run)
 
 
 def play_kuberay_ready(kubectl: Callable[..., Any], namespace: str, run: str, workers: int = 1) -> None:
