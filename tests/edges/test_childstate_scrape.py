@@ -112,14 +112,17 @@ def test_operator_settings_name_the_variable_and_rule() -> None:
     assert load_settings({"GRPO_RAY_ADDRESS": "http://127.0.0.1:8265"}).ray_address == "http://127.0.0.1:8265"
 
 
-def _gpu_pod(name: str, gpus: int, node: str | None, bound: datetime | None, phase: str = "Running") -> client.V1Pod:
+def _gpu_pod(
+    name: str, gpus: int, node: str | None, bound: datetime | None, phase: str = "Running", *, grace: int = 30
+) -> client.V1Pod:
     resources = client.V1ResourceRequirements(requests={"nvidia.com/gpu": str(gpus)} if gpus else {})
     conditions = (
         [client.V1PodCondition(type="PodScheduled", status="True", last_transition_time=bound)] if bound else []
     )
+    container = client.V1Container(name="ray-worker", resources=resources)
     return client.V1Pod(
         metadata=client.V1ObjectMeta(name=name),
-        spec=client.V1PodSpec(node_name=node, containers=[client.V1Container(name="ray-worker", resources=resources)]),
+        spec=client.V1PodSpec(node_name=node, containers=[container], termination_grace_period_seconds=grace),
         status=client.V1PodStatus(phase=phase, conditions=conditions),
     )
 
@@ -127,14 +130,15 @@ def _gpu_pod(name: str, gpus: int, node: str | None, bound: datetime | None, pha
 def test_the_gpus_held_are_the_requests_of_the_bound_unfinished_pods_from_the_earliest_binding() -> None:
     t0 = datetime(2026, 12, 1, 10, 0, tzinfo=UTC)
     pods = [
-        _gpu_pod("head", 0, "cpu-1", t0),
-        _gpu_pod("w1", 8, "gpu-1", t0 + timedelta(minutes=2)),
-        _gpu_pod("w2", 8, "gpu-2", t0 + timedelta(minutes=1)),
-        _gpu_pod("w3", 8, None, None, phase="Pending"),  # not bound: holds nothing
-        _gpu_pod("w4", 8, "gpu-3", t0, phase="Failed"),  # finished: its GPUs are free
+        _gpu_pod("head", 0, "cpu-1", t0, grace=5),  # holds no GPU: its grace bounds no save
+        _gpu_pod("w1", 8, "gpu-1", t0 + timedelta(minutes=2), grace=600),
+        _gpu_pod("w2", 8, "gpu-2", t0 + timedelta(minutes=1), grace=900),
+        _gpu_pod("w3", 8, None, None, phase="Pending", grace=10),  # not bound: holds nothing
+        _gpu_pod("w4", 8, "gpu-3", t0, phase="Failed", grace=10),  # finished: its GPUs are free
     ]
-    assert childstate.gpu_observation(pods) == GpuObservation(16, t0 + timedelta(minutes=1))
-    assert childstate.gpu_observation([]) == GpuObservation(0, None)
+    # The shortest grace of the pods holding GPUs: a distributed save needs every rank, so it bounds the save.
+    assert childstate.gpu_observation(pods) == GpuObservation(16, t0 + timedelta(minutes=1), 600)
+    assert childstate.gpu_observation([]) == GpuObservation(0, None, None)
 
 
 def test_worker_nodes_map_each_scheduled_workers_pod_ip_to_its_node() -> None:

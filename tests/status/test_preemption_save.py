@@ -22,10 +22,12 @@ from tests.support.builders import base, merge
 SPEC = spec({"rollout": {"numRollout": 40}, "storage": {"checkpointOnSuspend": False}})
 QUEUED = ClusterObservation(ready=False, message="waiting for Kueue", queue="team-a")
 NOT_READY = ClusterObservation(ready=False, message="waiting for KubeRay: 0/1 workers ready")
-HELD, NONE = GpuObservation(8, T0), GpuObservation(0, None)
 RUN, _ = parse_run(merge(base(), {"spec": {"rollout": {"numRollout": 40}}}))
 assert RUN is not None
 PLAN = make_plan(RUN)
+# The pods' own grace: below the plan's, as when the operator's limit (GRPO_MAX_GRACE_SECONDS) lowered it.
+GRACE = PLAN.preemption_grace.seconds - 100
+HELD, NONE = GpuObservation(8, T0, GRACE), GpuObservation(0, None)
 
 
 def at(minute: float, n: int, **kw: object) -> Observation:
@@ -72,9 +74,6 @@ def first_attempt(decisions: list[Decision]) -> AttemptAccount:
 def save_events(decisions: list[Decision]) -> list[Event]:
     reasons = (Reason.SAVED_BEFORE_STOP, Reason.NOT_SAVED_BEFORE_STOP)
     return [e for d in decisions for e in d.events if e.reason in reasons]
-
-
-GRACE = PLAN.preemption_grace.seconds
 
 
 @pytest.mark.parametrize(
@@ -192,9 +191,10 @@ def test_rollout_times_are_sampled_from_the_advances_observed_per_attempt() -> N
     assert [a.rollout_seconds for a in accounting.attempts] == [[86], [120]]
 
 
-def test_the_save_names_the_grace_its_pods_had_not_the_one_planned_after_it_ended() -> None:
+def test_the_save_names_the_grace_its_pods_had_not_the_one_planned() -> None:
+    """The plan's grace before the attempt, the next plan's after it: neither is the pods' (GRACE, observed)."""
     later = PLAN.model_copy(
-        update={"preemption_grace": PLAN.preemption_grace.model_copy(update={"seconds": GRACE + 100})}
+        update={"preemption_grace": PLAN.preemption_grace.model_copy(update={"seconds": GRACE + 200})}
     )
     a1 = first_attempt(life(8, 6, 10, plan_after=later))
     assert a1.grace_seconds == GRACE

@@ -388,7 +388,9 @@ class AttemptAccount(ApiModel):
         default=None, ge=0, description="From its end to its worker pods' GPUs released, as observed."
     )
     grace_seconds: int | None = Field(
-        default=None, ge=0, description="Its worker pods' grace period when it ended (status.plan.preemptionGrace)."
+        default=None,
+        ge=0,
+        description="Its worker pods' grace period (their terminationGracePeriodSeconds), as observed.",
     )
     save: AttemptSave | None = Field(
         default=None, description="A suspended or preempted attempt's save before its pods went, once resumed."

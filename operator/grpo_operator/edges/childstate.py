@@ -173,7 +173,7 @@ def _bound_at(pod: client.V1Pod) -> datetime | None:
 
 def gpu_observation(pods: list[client.V1Pod]) -> GpuObservation:
     """The GPUs the run's pods hold: those bound to a node and not finished (a finished pod's GPUs are free)."""
-    gpus, earliest = 0, None
+    gpus, earliest, grace = 0, None, None
     for pod in pods:
         bound = pod.spec is not None and bool(pod.spec.node_name)
         finished = pod.status is not None and pod.status.phase in ("Succeeded", "Failed")
@@ -182,4 +182,6 @@ def gpu_observation(pods: list[client.V1Pod]) -> GpuObservation:
             gpus += held
             at = _bound_at(pod)
             earliest = at if earliest is None or (at is not None and at < earliest) else earliest
-    return GpuObservation(gpus=gpus, bound_at=earliest)
+            seconds = pod.spec.termination_grace_period_seconds if pod.spec else None
+            grace = seconds if grace is None or (seconds is not None and seconds < grace) else grace
+    return GpuObservation(gpus=gpus, bound_at=earliest, grace_seconds=grace)

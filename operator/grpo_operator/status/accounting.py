@@ -100,10 +100,15 @@ def _close(ledger: _Ledger, status: GRPORunStatus, now: datetime) -> None:
     current = ledger.open
     if current is not None:
         current.ended, current.end_phase, current.end_reason = rfc3339(now), status.phase, status.reason
-        # The plan of the reconcile that ends it is the one its pods were made with: the grace changes only once
-        # an attempt has ended (planning/grace.py), so a later plan may already hold this attempt's step times.
-        current.grace_seconds = status.plan.preemption_grace.seconds if status.plan is not None else None
         ledger.closed.append(current)
+
+
+def _pod_grace(ledger: _Ledger, obs: Observation) -> None:
+    """The open attempt's grace: its pods' own, as observed (the plan's figure may be lowered by the operator's
+    limit when the pods are rendered, and a later plan holds the ended attempt's step times)."""
+    current, seen = ledger.open, obs.gpus
+    if current is not None and seen is not None and seen.grace_seconds is not None:
+        current.grace_seconds = seen.grace_seconds
 
 
 def _open(ledger: _Ledger, status: GRPORunStatus, now: datetime) -> None:
@@ -307,6 +312,7 @@ def account(
     ledger = _start(prev, obs, now)
     _accrue(ledger, prev, obs, now)
     _open(ledger, status, now)
+    _pod_grace(ledger, obs)
     _progress(ledger, obs, now)
     if status.phase is Phase.SUSPENDED or status.phase in TERMINAL_PHASES:
         _close(ledger, status, now)

@@ -50,11 +50,13 @@ class JobObservation:
 
 @dataclass(frozen=True)
 class GpuObservation:
-    """The GPUs the run's pods hold: the GPU requests of its pods bound to a node and not finished, and when the
-    earliest of them was bound (its PodScheduled condition), as the API server reports them."""
+    """The GPUs the run's pods hold: the GPU requests of its pods bound to a node and not finished, when the
+    earliest of them was bound (its PodScheduled condition), and the shortest grace period among them (what
+    bounds a save before they go), as the API server reports them."""
 
     gpus: int = 0
     bound_at: datetime | None = None
+    grace_seconds: int | None = None
 
 
 @dataclass(frozen=True)
