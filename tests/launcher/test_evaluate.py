@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -216,3 +218,33 @@ def test_k_larger_than_the_samples_is_a_usage_error(tmp_path: Path) -> None:
     )
     assert proc.returncode == 2
     assert "every k must be <= --samples 4" in proc.stderr
+
+
+SLOW_GRAMMAR = """
+import time
+import math_verify.parser as parser
+
+real, calls = parser.latex2sympy, []
+
+
+def slow_first_use(*args, **kwargs):  # the grammar's first load on a node busy with other work
+    if not calls:
+        time.sleep(6)  # over math_verify's 5 s parsing limit
+    calls.append(1)
+    return real(*args, **kwargs)
+
+
+parser.latex2sympy = slow_first_use
+from grpo_launcher.evaluate.scoring import parse_label, score
+
+print(score("so the answer is \\\\boxed{\\\\frac{1}{2}}", parse_label("\\\\frac{1}{2}"))[0])
+"""
+
+
+def test_a_slow_first_parse_on_a_busy_node_does_not_score_the_first_answer_wrong() -> None:
+    """The grammar's one-time load is not bounded by the per-answer parsing limit: before the warm-up, a load
+    slower than 5 s made the first label unparseable and every answer to that prompt wrong."""
+    result = subprocess.run(
+        [sys.executable, "-c", SLOW_GRAMMAR], check=False, capture_output=True, text=True, timeout=120
+    )
+    assert result.stdout.strip() == "True", result.stderr[-2000:]

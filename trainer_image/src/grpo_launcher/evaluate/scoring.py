@@ -6,6 +6,7 @@ there as they arrive from the request threads.
 
 from __future__ import annotations
 
+import logging
 from math import comb
 from typing import Any
 
@@ -15,9 +16,16 @@ _EXTRACTION: list[Any] | None = None
 def _extraction() -> list[Any]:
     global _EXTRACTION  # noqa: PLW0603 (built once: math_verify's configs are costly to create)
     if _EXTRACTION is None:
-        from math_verify import ExprExtractionConfig, LatexExtractionConfig  # noqa: PLC0415
+        from math_verify import ExprExtractionConfig, LatexExtractionConfig, parse, verify  # noqa: PLC0415
 
-        _EXTRACTION = [LatexExtractionConfig(boxed_match_priority=0), ExprExtractionConfig()]
+        configs = [LatexExtractionConfig(boxed_match_priority=0), ExprExtractionConfig()]
+        # The first parse loads the LaTeX grammar and sympy's lazy modules (about 1 s idle, several under load):
+        # done once here without a time limit, so math_verify's 5 s limits bound each answer, not that start,
+        # and the first prompt's label and answers are not scored as unparseable on a busy node.
+        logging.getLogger("math_verify").setLevel(logging.CRITICAL)  # its "timeout is disabled" warning
+        half = parse("$\\frac{1}{2}$", configs, parsing_timeout=None)
+        verify(half, parse("$0.5$", configs, parsing_timeout=None), timeout_seconds=None)
+        _EXTRACTION = configs
     return _EXTRACTION
 
 
