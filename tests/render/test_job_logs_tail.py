@@ -39,6 +39,8 @@ def test_a_log_of_exactly_the_bound_is_kept_whole() -> None:
         ("first line\nsecond\nthird\n", 12, "third\n"),
         # The cut lands on a newline: the kept text starts at the line after it, with no blank line first.
         ("first\nsecond\nthird\n", 14, "second\nthird\n"),
+        # The cut lands at a line's start: that line is whole and kept.
+        ("first\nsecond\nthird\n", 13, "second\nthird\n"),
         # A log without a final newline whose last line is one character.
         ("first\nsecond\nX", 4, "X"),
         # The last line alone is longer than the bound: its end is kept rather than nothing.

@@ -24,7 +24,8 @@ def tail(text: str, limit: int = TAIL_BYTES) -> tuple[str, bool]:
         return raw.decode("utf-8", errors="replace"), False
     cut = raw[-limit:]
     newline = cut.find(b"\n")
-    if 0 <= newline < len(cut) - 1:
+    at_line_start = raw[-limit - 1] == ord("\n")  # the cut starts a line: its first line is whole
+    if not at_line_start and 0 <= newline < len(cut) - 1:
         cut = cut[newline + 1 :]
     return cut.decode("utf-8", errors="ignore"), True
 
