@@ -39,7 +39,8 @@ it asks), checkpoints follow miles's `train.py` loop: resume at `latest_checkpoi
 `(rollout_id + 1) % --save-interval == 0`, at the last rollout, or when the `--save-trigger-sentinel` file
 exists (then removed) (`train.py:120-126`). An unwritable `--save` fails the run, as it would fail miles.
 
-Knobs (on the command line, or per run as a JSON list in `--fake-knobs-dir`/<run name>.json, which wins):
+Knobs (on the command line, or per run as a JSON list in `--fake-knobs-dir`/<run name>.json, which wins; the
+directory may also come as FAKE_MILES_KNOBS_DIR, for a job whose argv the launcher holds to the run config):
 `--fake-step-seconds` (0.3); `--fake-reward`, `--fake-repetition`, `--fake-truncated` (a float, or a
 comma list indexed by rollout_id whose last value repeats); `--fake-exit-code` (0); `--fake-fail-message TEXT`
 (printed as the last stderr line; implies exit code 1 unless `--fake-exit-code` is non-zero);
@@ -118,7 +119,8 @@ def build_parser() -> argparse.ArgumentParser:
     fake.add_argument("--fake-fail-reason", default=None)
     fake.add_argument("--fake-bind-address", default="127.0.0.1")
     fake.add_argument("--fake-checkpoints", action="store_true")
-    fake.add_argument("--fake-knobs-dir", type=Path, default=None)
+    # From the environment too: where a launcher checks miles's argv against the run config (a real Ray job).
+    fake.add_argument("--fake-knobs-dir", type=Path, default=os.environ.get("FAKE_MILES_KNOBS_DIR"))
     return parser
 
 

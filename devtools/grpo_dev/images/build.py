@@ -72,6 +72,9 @@ IMAGES = {
     "reward-service": Image("grpo-reward-service", REPO / "reward_service" / "Dockerfile"),
 }
 
+# Dev layers on a product image, for the real-node tests only: never shipped, not built by `make images`.
+DEV_IMAGES = {"ray-node": Image("grpo-ray-node", REPO / "devtools" / "images" / "ray-node.Dockerfile")}
+
 
 class ImageError(RuntimeError):
     """An image could not be built or run; the message says which, why and what to do."""
@@ -304,3 +307,8 @@ def build_all(install: bool = True, report: Report = _quiet) -> list[Outcome]:
     outcomes = [ensure_base(report)]
     outcomes += [build(image, report=report) for image in IMAGES.values()]
     return outcomes
+
+
+def build_dev(name: str, report: Report = _quiet) -> Outcome:
+    """The dev layer `name` on the operator image this tree builds (build that first: `build_all`)."""
+    return build(DEV_IMAGES[name], build_args=[f"OPERATOR_IMAGE={IMAGES['operator'].reference}"], report=report)
