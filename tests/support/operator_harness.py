@@ -160,6 +160,17 @@ def running_operator(
         yield op
     finally:
         op.stop()
+        stop_jobs(ray_url, namespace)
+
+
+def stop_jobs(ray_url: str, namespace: str) -> None:
+    """Stop the jobs of `namespace`'s runs still going on the session's Ray head once their operator is gone: a
+    run the test left running (hundreds of rollouts, or a test that failed half way) keeps its job, and that
+    job's trainer would take CPU from every test after it. The run itself stays, as the test left it."""
+    client = jobs_client(ray_url)
+    for job in client.list_jobs():
+        if (job.metadata or {}).get("grpo.dev/namespace") == namespace and not job.status.is_terminal():
+            client.stop_job(job.submission_id)  # False, not an error, where it ended meanwhile
 
 
 def manifest(

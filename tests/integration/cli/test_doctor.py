@@ -43,8 +43,8 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SimulatedClust
         plane.operator = operator  # type: ignore[attr-defined]
         try:
             plane.kubectl("apply", "-f", str(QUICKSTART))
+            start_kueue(plane)  # while the operator starts and provisions the quickstart (it has no queueName)
             wait_for("the quickstart's worker on a p5en node", lambda: _worker_node(plane), timeout=240)
-            start_kueue(plane)
             yield plane
         finally:
             operator.stop()
