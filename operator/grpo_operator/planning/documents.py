@@ -16,6 +16,7 @@ from pydantic import BaseModel, ValidationError
 
 from grpo_operator.api import API_VERSION, KIND, GRPORun
 from grpo_operator.api.quote import echo
+from grpo_operator.api.runtime import GRPORuntime
 from grpo_operator.planning.validation import Problem
 
 _TYPE_FIXES = {
@@ -93,8 +94,16 @@ def problems_from_error(error: ValidationError) -> list[Problem]:
     return problems
 
 
-def parse_run(doc: Any) -> tuple[GRPORun | None, list[Problem]]:
-    """Validate one decoded document (a dict from YAML or from the API server)."""
+def parse_run(doc: Any, runtime: GRPORuntime | None = None) -> tuple[GRPORun | None, list[Problem]]:
+    """One decoded run document (a dict from YAML or from the API server) resolved against its runtime (the
+    built-in AWS types when None): `planning.runtime.resolve`."""
+    from grpo_operator.planning.runtime import resolve  # noqa: PLC0415 (resolve parses with parse_document)
+
+    return resolve(doc, runtime)
+
+
+def parse_document(doc: Any) -> tuple[GRPORun | None, list[Problem]]:
+    """Validate one decoded document as a GRPORun, as it stands (no runtime applied)."""
     if not isinstance(doc, dict):
         kind = "list" if isinstance(doc, list) else type(doc).__name__
         return None, [Problem("(document)", f"expected a mapping (a GRPORun object), got a {kind}")]

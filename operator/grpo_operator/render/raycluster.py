@@ -1,8 +1,8 @@
 """The RayCluster (ray.io/v1) of a run: a CPU-only head nothing can be scheduled on, and one GPU worker per node.
 
 The head advertises no CPUs or GPUs (`num-cpus: "0"`, `num-gpus: "0"`, on a CPU node), so no actor that imports
-CUDA lands where there is no libcuda. Each worker asks for all of its node's EFA devices, the count its instance
-type has. `enableServiceLinks: false` everywhere, so a Service named `prometheus` cannot
+CUDA lands where there is no libcuda. Each worker of a multi-node run asks for all of its node's fabric devices
+and gets the fabric's env, both as the runtime's instance type describes them. `enableServiceLinks: false` everywhere, so a Service named `prometheus` cannot
 inject `PROMETHEUS_PORT=tcp://...` into miles. The HF token and the Ray auth token reach pods only by
 secretKeyRef, never in a runtime env.
 """
@@ -15,23 +15,12 @@ from typing import Any
 from grpo_operator.api import GRPORun
 from grpo_operator.api.status import RunPlan
 from grpo_operator.planning.grace import hook_wait_seconds, pod_grace_seconds
-from grpo_operator.planning.instances import INSTANCES
+from grpo_operator.planning.instances import INSTANCE_TYPE_LABEL, INSTANCES, instance_of, runtime_of
 from grpo_operator.render import names, queueing
 from grpo_operator.render.job import save_sentinel
 from grpo_operator.render.settings import DASHBOARD_PORT, RenderSettings
 
 HOST_SHARE = 0.9  # of a node's vCPUs and memory requested by its worker pod (daemonsets need the rest)
-EFA_ENV = {
-    "FI_PROVIDER": "efa",
-    "FI_EFA_USE_DEVICE_RDMA": "1",
-    "FI_EFA_FORK_SAFE": "1",
-    "RDMAV_FORK_SAFE": "1",
-    "NCCL_PROTO": "Simple",
-}
-
-
-# Every worker tolerates the taint GPU node groups carry, so only pods asking for GPUs land there.
-GPU_TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
 
 
 def metadata(run: GRPORun, name: str, component: str) -> dict[str, Any]:
@@ -71,6 +60,7 @@ def pod_env(run: GRPORun) -> list[dict[str, Any]]:
             },
         },
     ]
+    env += [{"name": k, "value": v} for k, v in runtime_of(run.spec).spec.defaults.env.items()]
     secret = run.spec.hf_token_secret
     if secret is not None:
         env.append({"name": "HF_TOKEN", "valueFrom": {"secretKeyRef": {"name": secret.name, "key": secret.key}}})
@@ -83,9 +73,6 @@ def _config_volume(run: GRPORun) -> dict[str, Any]:
 
 def _config_mount(settings: RenderSettings) -> dict[str, Any]:
     return {"name": "run-config", "mountPath": settings.config_dir, "readOnly": True}
-
-
-INSTANCE_TYPE_LABEL = "node.kubernetes.io/instance-type"
 
 
 def _place(pod: dict[str, Any], run: GRPORun, node_selector: dict[str, str]) -> None:
@@ -181,26 +168,27 @@ def presave_command(plan: RunPlan, settings: RenderSettings, pod_grace: int) -> 
 
 def worker_group(run: GRPORun, plan: RunPlan, settings: RenderSettings) -> dict[str, Any]:
     spec = run.spec
-    instance = INSTANCES[spec.topology.instance_type]
+    instance = instance_of(spec)
     share = HOST_SHARE * plan.gpus_per_node / instance.gpus
     cpu = str(int(instance.vcpus * share))
     memory = f"{int(instance.memory_gib * share)}Gi"
     limits: dict[str, str] = {"nvidia.com/gpu": str(plan.gpus_per_node), "memory": memory}
-    if plan.efa_per_node:
-        limits["vpc.amazonaws.com/efa"] = str(plan.efa_per_node)
+    fabric = instance.fabric
+    if plan.efa_per_node and fabric.resource_name:
+        limits[fabric.resource_name] = str(plan.efa_per_node)
     requests = {**limits, "cpu": cpu}
     grace = pod_grace_seconds(plan.preemption_grace, settings.max_grace_seconds)
     env = pod_env(run)
     if plan.efa_per_node:
-        env += [{"name": k, "value": v} for k, v in EFA_ENV.items()]
+        env += [{"name": k, "value": v} for k, v in fabric.env.items()]
     volume_mounts = [
         {"name": "shared", "mountPath": spec.storage.mount_path},
         {"name": "dshm", "mountPath": "/dev/shm"},
         _config_mount(settings),
     ]
-    # EFA registers memory with the NIC: it needs to lock pages.
+    # RDMA (EFA, InfiniBand) registers memory with the NIC: it needs to lock pages.
     security = {"allowPrivilegeEscalation": False, "capabilities": {"add": ["IPC_LOCK"]}}
-    tolerations = [dict(GPU_TOLERATION)]
+    tolerations = [dict(t) for t in instance.tolerations]
     tolerations += [t.model_dump(by_alias=True, exclude_none=True) for t in spec.scheduling.tolerations]
     pod: dict[str, Any] = {
         "enableServiceLinks": False,
@@ -262,10 +250,10 @@ def worker_group(run: GRPORun, plan: RunPlan, settings: RenderSettings) -> dict[
             _config_volume(run),
         ],
     }
-    # Workers land only on nodes of the planned instance type (the well-known label every cloud sets): the plan's
-    # GPU memory, EFA count and all-reduce floor are that type's, and without it the scheduler picks whichever GPU
+    # Workers land only on nodes of the planned instance type (its node selector in the runtime): the plan's GPU
+    # memory, fabric devices and all-reduce floor are that type's, and without it the scheduler picks whichever GPU
     # node scores best (for a p5en run, a p6-b300 node with more free memory).
-    _place(pod, run, {INSTANCE_TYPE_LABEL: instance.name.value, **spec.scheduling.gpu_node_selector})
+    _place(pod, run, {**dict(instance.node_selector), **spec.scheduling.gpu_node_selector})
     return {
         "groupName": names.WORKER_GROUP,
         "replicas": plan.worker_replicas,
