@@ -34,6 +34,13 @@ def metadata(run: GRPORun, name: str, component: str) -> dict[str, Any]:
     return meta
 
 
+def with_env(env: list[dict[str, Any]], values: dict[str, str]) -> list[dict[str, Any]]:
+    """`env` with `values` set: a name already there takes the new value in place (one entry per name)."""
+    out = [dict(e, value=values[e["name"]]) if e["name"] in values and "value" in e else e for e in env]
+    present = {e["name"] for e in out}
+    return out + [{"name": k, "value": v} for k, v in values.items() if k not in present]
+
+
 def pod_env(run: GRPORun) -> list[dict[str, Any]]:
     """Environment common to every Ray pod."""
     env: list[dict[str, Any]] = [
@@ -60,7 +67,7 @@ def pod_env(run: GRPORun) -> list[dict[str, Any]]:
             },
         },
     ]
-    env += [{"name": k, "value": v} for k, v in runtime_of(run.spec).spec.defaults.env.items()]
+    env = with_env(env, runtime_of(run.spec).spec.defaults.env)
     secret = run.spec.hf_token_secret
     if secret is not None:
         env.append({"name": "HF_TOKEN", "valueFrom": {"secretKeyRef": {"name": secret.name, "key": secret.key}}})
@@ -180,7 +187,7 @@ def worker_group(run: GRPORun, plan: RunPlan, settings: RenderSettings) -> dict[
     grace = pod_grace_seconds(plan.preemption_grace, settings.max_grace_seconds)
     env = pod_env(run)
     if plan.efa_per_node:
-        env += [{"name": k, "value": v} for k, v in fabric.env.items()]
+        env = with_env(env, fabric.env)
     volume_mounts = [
         {"name": "shared", "mountPath": spec.storage.mount_path},
         {"name": "dshm", "mountPath": "/dev/shm"},
