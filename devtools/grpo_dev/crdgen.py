@@ -244,7 +244,10 @@ def render_runtime() -> str:
 
 
 # The built-in AWS table as an editable runtime: the example a platform team starts from.
-AWS_RUNTIME = REPO / "examples" / "runtimes" / "aws.yaml"
+AWS_RUNTIMES = (
+    REPO / "examples" / "runtimes" / "aws.yaml",
+    REPO / "charts" / "grpo-operator" / "runtimes" / "default.yaml",
+)
 
 
 def render_aws_runtime() -> str:
@@ -259,7 +262,7 @@ def main() -> int:
     for text, outputs in (
         (render(), OUTPUTS),
         (render_runtime(), RUNTIME_OUTPUTS),
-        (render_aws_runtime(), (AWS_RUNTIME,)),
+        (render_aws_runtime(), AWS_RUNTIMES),
     ):
         for path in outputs:
             path.parent.mkdir(parents=True, exist_ok=True)

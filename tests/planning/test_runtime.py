@@ -108,7 +108,7 @@ def test_without_a_runtime_a_run_resolves_against_the_built_in_aws_types() -> No
     assert check(run).plan == check(with_default).plan
 
 
-def test_the_aws_runtime_example_is_the_built_in_table() -> None:
-    text = (RUNTIMES / "aws.yaml").read_text()
-    assert yaml.safe_load(text) == DEFAULT_RUNTIME_DOCUMENT, "run make crds"
+def test_the_aws_runtime_example_and_the_charts_default_runtime_are_the_built_in_table() -> None:
+    for path in (RUNTIMES / "aws.yaml", REPO / "charts" / "grpo-operator" / "runtimes" / "default.yaml"):
+        assert yaml.safe_load(path.read_text()) == DEFAULT_RUNTIME_DOCUMENT, f"{path} is stale: run make crds"
     assert (REPO / "charts" / "grpo-operator" / "crds" / "grporuntimes.grpo.dev.yaml").exists()
