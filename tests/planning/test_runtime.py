@@ -4,11 +4,14 @@ GPU and host memory in the plan, and a type without a fabric single-node only.""
 from __future__ import annotations
 
 import copy
+import json
 from typing import Any
 
 import yaml
+from grpo_operator.api.runtime import RuntimeRecord
 from grpo_operator.planning.documents import parse_run, parse_runtime
 from grpo_operator.planning.instances import DEFAULT_RUNTIME, DEFAULT_RUNTIME_DOCUMENT
+from grpo_operator.planning.runtime import record_of, runtime_from_record
 from grpo_operator.planning.validation import check, errors
 
 from tests.support.builders import EXAMPLES, REPO, base, merge
@@ -112,3 +115,17 @@ def test_the_aws_runtime_example_and_the_charts_default_runtime_are_the_built_in
     for path in (RUNTIMES / "aws.yaml", REPO / "charts" / "grpo-operator" / "runtimes" / "default.yaml"):
         assert yaml.safe_load(path.read_text()) == DEFAULT_RUNTIME_DOCUMENT, f"{path} is stale: run make crds"
     assert (REPO / "charts" / "grpo-operator" / "crds" / "grporuntimes.grpo.dev.yaml").exists()
+
+
+def test_a_run_resolved_against_its_recorded_runtime_ignores_later_edits_of_the_live_one() -> None:
+    live = runtime("h100-infiniband")
+    live.metadata.resource_version = "41"
+    record = record_of(live)
+    stored = json.loads(record.model_dump_json(by_alias=True, exclude_none=True))  # as status.runtime holds it
+    assert stored["name"] == "h100-ib" and stored["resourceVersion"] == "41"
+    edited = runtime("h100-infiniband", {"spec": {"defaults": {"trainerImage": "registry.example.com/ml/new:2"}}})
+    before, _ = parse_run(short_run(), runtime_from_record(RuntimeRecord.model_validate_json(json.dumps(stored))))
+    after, _ = parse_run(short_run(), edited)
+    assert before is not None and after is not None
+    assert before.spec.image.endswith("@sha256:4f5c2d0e8a1b3c6d9e7f0a2b4c6d8e0f1a3b5c7d9e1f3a5b7c9d1e3f5a7b9c1d")
+    assert after.spec.image == "registry.example.com/ml/new:2"

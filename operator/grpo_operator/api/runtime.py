@@ -250,3 +250,12 @@ class GRPORuntime(ApiModel):
     kind: Literal["GRPORuntime"] = Field(description="GRPORuntime")
     metadata: RuntimeMeta
     spec: GRPORuntimeSpec
+
+
+class RuntimeRecord(ApiModel):
+    """The runtime a run was resolved against, as copied when the run started (for `status.runtime`): later edits
+    of the GRPORuntime, or its deletion, do not change a run that has started."""
+
+    name: str = Field(description="The GRPORuntime's name.")
+    resource_version: str | None = Field(default=None, description="Its resourceVersion when it was copied.")
+    spec: GRPORuntimeSpec = Field(description="Its spec when it was copied: what the run resolves against.")

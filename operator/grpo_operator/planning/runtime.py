@@ -14,7 +14,7 @@ from typing import Any
 
 from grpo_operator.api import GRPORun
 from grpo_operator.api.quote import echo
-from grpo_operator.api.runtime import DEFAULT_RUNTIME_NAME, GRPORuntime
+from grpo_operator.api.runtime import DEFAULT_RUNTIME_NAME, GRPORuntime, RuntimeMeta, RuntimeRecord
 from grpo_operator.api.spec import RewardType
 from grpo_operator.planning.documents import parse_document
 from grpo_operator.planning.instances import DEFAULT_RUNTIME, runtime_of
@@ -182,3 +182,20 @@ def resolve(doc: Any, runtime: GRPORuntime | None = None) -> tuple[GRPORun | Non
     run.spec.bind_runtime(runtime)
     problems = runtime_rules(run)
     return (None, problems) if problems else (run, [])
+
+
+def record_of(runtime: GRPORuntime) -> RuntimeRecord:
+    """What a run records of its runtime when it starts (`status.runtime`)."""
+    return RuntimeRecord(
+        name=runtime.metadata.name, resource_version=runtime.metadata.resource_version, spec=runtime.spec
+    )
+
+
+def runtime_from_record(record: RuntimeRecord) -> GRPORuntime:
+    """The runtime a started run keeps resolving against: its recorded copy, whatever the live object says now."""
+    return GRPORuntime(
+        api_version="grpo.dev/v1alpha1",
+        kind="GRPORuntime",
+        metadata=RuntimeMeta(name=record.name, resource_version=record.resource_version),
+        spec=record.spec,
+    )
