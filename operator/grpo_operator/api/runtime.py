@@ -8,13 +8,15 @@ effective GRPORun; the built-in AWS types are the default runtime (`grpo_operato
 
 from __future__ import annotations
 
+import re
 from enum import StrEnum
 from typing import Annotated, Literal
 
-from pydantic import Field, StringConstraints, model_validator
+from pydantic import AfterValidator, Field, StringConstraints, model_validator
 from pydantic_core import PydanticCustomError
 
 from grpo_operator.api.base import ApiModel
+from grpo_operator.api.quote import echo
 from grpo_operator.api.spec import (
     AbsPath,
     GuardsSpec,
@@ -38,10 +40,37 @@ DEFAULT_RUNTIME_NAME = "default"
 InstanceTypeRef = Annotated[
     str, StringConstraints(pattern=r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$", min_length=1, max_length=63)
 ]
-# An environment variable's name as the API server accepts it in a container (IsEnvVarName).
-EnvName = Annotated[str, StringConstraints(pattern=r"^[-._a-zA-Z][-._a-zA-Z0-9]*$", max_length=128)]
+# An environment variable's name as the API server accepts it in a container (IsEnvVarName). A structural
+# schema has no propertyNames, so the key rule is CEL for the CRD and `_env_names` for `grpo validate`.
+_ENV_NAME = r"^[-._a-zA-Z][-._a-zA-Z0-9]*$"
+_ENV_NAME_RULE = "an environment variable name: letters, digits, '_', '-' and '.', not starting with a digit"
+
+
+def _env_names(value: dict[str, str]) -> dict[str, str]:
+    for key in value:
+        if not re.fullmatch(_ENV_NAME, key) or len(key) > 128:
+            raise PydanticCustomError(
+                "env_name", "key {key} is not {rule}; fix the key", {"key": repr(echo(key)), "rule": _ENV_NAME_RULE}
+            )
+    return value
+
+
 EnvValue = Annotated[str, StringConstraints(pattern=r"^[^\x00]*$", max_length=1024)]
-EnvMap = Annotated[dict[EnvName, EnvValue], Field(max_length=32)]
+EnvMap = Annotated[
+    dict[str, EnvValue],
+    Field(max_length=32),
+    AfterValidator(_env_names),
+    Field(
+        json_schema_extra={
+            "x-kubernetes-validations": [
+                {
+                    "rule": "self.all(k, size(k) <= 128 && k.matches('" + _ENV_NAME.replace("\\", "\\\\") + "'))",
+                    "message": f"every key must be {_ENV_NAME_RULE}",
+                }
+            ]
+        }
+    ),
+]
 # An extended resource name a device plugin advertises (vendor-domain/name).
 ResourceName = Annotated[
     str,
@@ -93,7 +122,8 @@ class Fabric(ApiModel):
     def _members_follow_the_type(self) -> Fabric:
         if self.type is FabricType.NONE and (self.resource_name is not None or self.count is not None):
             raise PydanticCustomError(
-                "fabric", "resourceName and count must be unset for fabric none; remove them, or pick efa/infiniband"
+                "fabric",
+                "resourceName and count must be unset for none (sockets only); remove them, or pick efa or infiniband",
             )
         if self.type is not FabricType.NONE and (self.resource_name is None or self.count is None):
             raise PydanticCustomError(

@@ -69,6 +69,11 @@ BAD = {
         {"spec": {"instanceTypes": [_T | {"fabric": {"type": "infiniband"}}]}},
         "resourceName and count are required",
     ),
+    "env-name": (
+        {"spec": {"instanceTypes": [_T | {"fabric": {"type": "efa", "resourceName": "x.io/y", "count": 1,
+                                                     "env": {"1BAD": "x"}}}]}},
+        "an environment variable name",
+    ),
     "default-type-unknown": (
         {"spec": {"instanceTypes": [_T], "defaults": {"instanceType": "b"}}},
         "defaults.instanceType",
