@@ -129,3 +129,10 @@ def test_a_run_resolved_against_its_recorded_runtime_ignores_later_edits_of_the_
     assert before is not None and after is not None
     assert before.spec.image.endswith("@sha256:4f5c2d0e8a1b3c6d9e7f0a2b4c6d8e0f1a3b5c7d9e1f3a5b7c9d1e3f5a7b9c1d")
     assert after.spec.image == "registry.example.com/ml/new:2"
+
+
+def test_a_checkpoint_dir_off_the_runtimes_mount_is_refused_after_resolution() -> None:
+    run, problems = parse_run(short_run({"storage": {"checkpointDir": "/fsx/ckpt"}}), runtime("h100-infiniband"))
+    assert run is not None, problems
+    found = {p.path: p.message for p in errors(check(run).problems)}
+    assert "spec.storage.checkpointDir" in found and "mountPath /shared" in found["spec.storage.checkpointDir"]
