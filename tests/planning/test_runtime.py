@@ -136,3 +136,13 @@ def test_a_checkpoint_dir_off_the_runtimes_mount_is_refused_after_resolution() -
     assert run is not None, problems
     found = {p.path: p.message for p in errors(check(run).problems)}
     assert "spec.storage.checkpointDir" in found and "mountPath /shared" in found["spec.storage.checkpointDir"]
+
+
+def test_a_run_without_image_on_a_runtime_without_one_names_the_runtime_default_that_would_supply_it() -> None:
+    doc = short_run()
+    del doc["spec"]["runtimeRef"]
+    run, problems = parse_run(doc)
+    assert run is None
+    messages = {p.path: p.message for p in problems}
+    assert "GRPORuntime default has no defaults.trainerImage" in messages["spec.image"]
+    assert "defaults.storage.claimName" in messages["spec.storage"]

@@ -167,6 +167,25 @@ def runtime_rules(run: GRPORun) -> list[Problem]:
     return out
 
 
+# A required field a runtime can supply: the default that would.
+_SUPPLIED = {
+    "spec.image": "defaults.trainerImage",
+    "spec.storage": "defaults.storage.claimName",
+    "spec.storage.claimName": "defaults.storage.claimName",
+}
+
+
+def _with_runtime_fix(problem: Problem, runtime: GRPORuntime) -> Problem:
+    source = _SUPPLIED.get(problem.path)
+    if source is None or "required field is missing" not in problem.message:
+        return problem
+    return Problem(
+        problem.path,
+        f"required field is missing and GRPORuntime {runtime.metadata.name} has no {source}; add it to the run, "
+        "or name a runtime that sets it (spec.runtimeRef)",
+    )
+
+
 def resolve(doc: Any, runtime: GRPORuntime | None = None) -> tuple[GRPORun | None, list[Problem]]:
     """The effective GRPORun of a run document and its runtime (the built-in AWS types when None), or the
     problems: a locked field the run sets, what parsing refuses, what the runtime refuses."""
@@ -178,7 +197,7 @@ def resolve(doc: Any, runtime: GRPORuntime | None = None) -> tuple[GRPORun | Non
         doc = effective_document(doc, runtime)
     run, problems = parse_document(doc)
     if run is None:
-        return None, problems
+        return None, [_with_runtime_fix(p, runtime) for p in problems]
     run.spec.bind_runtime(runtime)
     problems = runtime_rules(run)
     return (None, problems) if problems else (run, [])
