@@ -86,6 +86,7 @@ class InstanceType:
 
 
 # The EFA fabric: the device plugin's resource, and the libfabric/NCCL env a multi-node worker needs.
+EFA_RESOURCE = "vpc.amazonaws.com/efa"
 _EFA_ENV = {
     "FI_PROVIDER": "efa",
     "FI_EFA_USE_DEVICE_RDMA": "1",
@@ -106,7 +107,7 @@ def _aws(name: InstanceTypeName, gpu_model: str, gpu_gib: float, *, efa: int, me
         "nvlinkGBps": nvlink,
         "nodeSelector": {INSTANCE_TYPE_LABEL: name.value},
         "tolerations": [GPU_TOLERATION],
-        "fabric": {"type": "efa", "resourceName": "vpc.amazonaws.com/efa", "count": efa, "env": _EFA_ENV},
+        "fabric": {"type": "efa", "resourceName": EFA_RESOURCE, "count": efa, "env": _EFA_ENV},
     }
 
 
