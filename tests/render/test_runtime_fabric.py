@@ -71,12 +71,27 @@ def test_a_type_without_fabric_renders_no_fabric_resource_or_env() -> None:
 def test_the_cli_resolves_a_short_run_against_a_runtime_file(command: str, capsys: pytest.CaptureFixture[str]) -> None:
     run, runtime = str(RUNTIMES / "quickstart.yaml"), str(RUNTIMES / "h100-infiniband.yaml")
     assert main([command, "-f", run, "--runtime", runtime]) == 0
-    assert main([command, "-f", run]) == 1  # without the runtime: no image, no claim, no h100-ib type
+    assert main([command, "-f", run]) == 1
     out = capsys.readouterr().out
-    assert "spec.runtimeRef" not in out
+    assert (
+        "spec.runtimeRef.name: h100-ib: the run resolves against that GRPORuntime; pass its file with --runtime" in out
+    )
 
 
 def test_the_cli_refuses_a_run_naming_another_runtime_than_the_file(capsys: pytest.CaptureFixture[str]) -> None:
     code = main(["validate", "-f", str(RUNTIMES / "quickstart.yaml"), "--runtime", str(RUNTIMES / "aws.yaml")])
     assert code == 1
     assert "spec.runtimeRef.name: h100-ib but --runtime gives GRPORuntime default" in capsys.readouterr().out
+
+
+def test_without_a_head_selector_the_head_keeps_off_the_runtimes_gpu_types_too() -> None:
+    rt, _ = parse_runtime(yaml.safe_load((RUNTIMES / "h100-infiniband.yaml").read_text()))
+    assert rt is not None
+    rt.spec.instance_types[0].node_selector = {"node.kubernetes.io/instance-type": "a3-highgpu-8g"}
+    rt.spec.defaults.scheduling.head_node_selector = {}
+    run, problems = parse_run(_quickstart(), rt)
+    assert run is not None, problems
+    head = kind(render(run, make_plan(run), SETTINGS), "RayCluster")["spec"]["headGroupSpec"]["template"]["spec"]
+    [term] = head["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+    avoided = next(e for e in term["matchExpressions"] if e["key"] == "node.kubernetes.io/instance-type")
+    assert {"a3-highgpu-8g", "p5en.48xlarge"} <= set(avoided["values"])

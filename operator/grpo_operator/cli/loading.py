@@ -44,11 +44,19 @@ def load_runtime(text: str) -> tuple[GRPORuntime | None, list[Problem]]:
     return parse_runtime(raw[0])
 
 
-def _runtime_problems(doc: object, runtime: GRPORuntime) -> list[Problem]:
+def _runtime_problems(doc: object, runtime: GRPORuntime | None) -> list[Problem]:
     """A run that names another runtime than the one given: the operator would resolve it against that one."""
     named = runtime_name(doc)
     ref = isinstance(doc, dict) and isinstance(doc.get("spec"), dict) and "runtimeRef" in doc["spec"]
-    if ref and named != runtime.metadata.name:
+    if ref and runtime is None:
+        return [
+            Problem(
+                "spec.runtimeRef.name",
+                f"{named}: the run resolves against that GRPORuntime; pass its file with --runtime "
+                f"(kubectl get grporuntime {named} -o yaml)",
+            )
+        ]
+    if ref and runtime is not None and named != runtime.metadata.name:
         return [
             Problem(
                 "spec.runtimeRef.name",
@@ -74,7 +82,7 @@ def load_documents(text: str, runtime: GRPORuntime | None = None) -> tuple[list[
         name = None
         if isinstance(doc, dict) and isinstance(doc.get("metadata"), dict):
             name = doc["metadata"].get("name") if isinstance(doc["metadata"].get("name"), str) else None
-        mismatch = _runtime_problems(doc, runtime) if runtime is not None else []
+        mismatch = _runtime_problems(doc, runtime)
         run, problems = (None, mismatch) if mismatch else parse_run(doc, runtime)
         documents.append(Document(index=index, name=name, run=run, problems=problems))
     return documents, []

@@ -100,21 +100,22 @@ def ray_resources_param(resources: dict[str, float]) -> str:
 # Without `scheduling.headNodeSelector` the CPU-only head must still not take a GPU node: a worker pod needs a
 # whole node (one per node, anti-affinity), so a head there leaves a worker Pending whenever GPU nodes are
 # untainted. A required node affinity, not a validation rule, so the default spec stays runnable: no node of a
-# GPU instance type (the well-known instance-type label), none labelled by NVIDIA's GPU feature discovery.
-HEAD_OFF_GPU_NODES: dict[str, Any] = {
-    "nodeAffinity": {
-        "requiredDuringSchedulingIgnoredDuringExecution": {
-            "nodeSelectorTerms": [
-                {
-                    "matchExpressions": [
-                        {"key": INSTANCE_TYPE_LABEL, "operator": "NotIn", "values": sorted(str(n) for n in INSTANCES)},
-                        {"key": "nvidia.com/gpu.present", "operator": "DoesNotExist"},
-                    ]
-                }
-            ],
+# GPU instance type (the well-known instance-type label: the built-in types and those the run's runtime selects
+# by it), none labelled by NVIDIA's GPU feature discovery.
+def head_off_gpu_nodes(run: GRPORun) -> dict[str, Any]:
+    types = {str(n) for n in INSTANCES}
+    types |= {
+        value for t in runtime_of(run.spec).spec.instance_types if (value := t.node_selector.get(INSTANCE_TYPE_LABEL))
+    }
+    expressions = [
+        {"key": INSTANCE_TYPE_LABEL, "operator": "NotIn", "values": sorted(types)},
+        {"key": "nvidia.com/gpu.present", "operator": "DoesNotExist"},
+    ]
+    return {
+        "nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [{"matchExpressions": expressions}]}
         }
     }
-}
 
 
 def head_group(run: GRPORun, settings: RenderSettings) -> dict[str, Any]:
@@ -143,7 +144,7 @@ def head_group(run: GRPORun, settings: RenderSettings) -> dict[str, Any]:
     }
     _place(pod, run, spec.scheduling.head_node_selector)
     if not spec.scheduling.head_node_selector:
-        pod["affinity"] = HEAD_OFF_GPU_NODES
+        pod["affinity"] = head_off_gpu_nodes(run)
     return {
         # Zero CPUs and GPUs: no actor or task can be placed on the head, which has no GPU driver.
         "rayStartParams": {
