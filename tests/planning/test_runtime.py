@@ -146,3 +146,16 @@ def test_a_run_without_image_on_a_runtime_without_one_names_the_runtime_default_
     messages = {p.path: p.message for p in problems}
     assert "GRPORuntime default has no defaults.trainerImage" in messages["spec.image"]
     assert "defaults.storage.claimName" in messages["spec.storage"]
+
+
+def test_a_type_with_little_host_memory_refuses_the_pinned_memory_with_the_numbers() -> None:
+    small = copy.deepcopy(DEFAULT_RUNTIME_DOCUMENT)
+    small["spec"]["instanceTypes"][1] |= {"memoryGiB": 64}
+    rt, problems = parse_runtime(small)
+    assert rt is not None, problems
+    run, _ = parse_run(base(), rt)
+    assert run is not None
+    result = check(run)
+    assert result.plan is not None and result.plan.host_capacity_gib == 57.6
+    host = [p.message for p in errors(result.problems) if "pinned host memory" in p.message]
+    assert host and "pod gets 58 GiB (90% of its 64 GiB)" in host[0], host
