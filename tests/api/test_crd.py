@@ -61,7 +61,8 @@ def test_defaults_and_enums_reach_the_schema() -> None:
     topology = spec["topology"]["properties"]
     assert topology["placement"]["enum"] == ["Colocated", "Disaggregated"]
     assert topology["placement"]["default"] == "Colocated"
-    assert spec["guards"]["default"]["action"] == "Stop"
+    assert spec["guards"]["properties"]["action"]["default"] == "Stop"
+    assert "default" not in spec["guards"], "a runtime's defaults.guards would never apply"
     assert spec["topology"]["default"]["actor"] == {"nodes": 1, "gpusPerNode": 8}
     assert spec["data"]["properties"]["inputKey"]["default"] == "prompt"
     assert spec["rollout"]["properties"]["temperature"]["exclusiveMinimum"] is True

@@ -52,6 +52,7 @@ def host(tmp_path: Path) -> HostPaths:
         infiniband_dev=root / "dev-infiniband",
         infiniband_sysfs=root / "sys-infiniband",
         fi_info=root / "efa-bin" / "fi_info",
+        ibv_devinfo=root / "rdma-bin" / "ibv_devinfo",
         gdrdrv=root / "gdrdrv",
         gdrcopy_lib_dir=root / "gdrcopy-lib",
         mounts=mounts,

@@ -209,17 +209,27 @@ CEL_CASES: list[Case] = [
     ),
     Case("efa-above-instance", topo(efaPerNode=40), "spec.topology.efaPerNode", api_server=False),
     # Values that pass as strings but break the run where they land (#26): paths, labels, names, images.
-    Case("checkpoint-off-the-shared-volume", {"storage": {"checkpointDir": "/tmp/ckpt"}}, "spec.storage.checkpointDir"),
+    # The under-the-mount rules need the mount: with mountPath left to the run's runtime, the API server cannot
+    # judge them and the operator does, after resolution (tests/planning/test_runtime.py).
+    Case(
+        "checkpoint-off-the-shared-volume",
+        {"storage": {"mountPath": "/fsx", "checkpointDir": "/tmp/ckpt"}},
+        "spec.storage.checkpointDir",
+    ),
     Case(
         "checkpoint-dotdot-out-of-the-mount",
         {"storage": {"checkpointDir": "/fsx/../tmp/ckpt"}},
         "spec.storage.checkpointDir",
     ),
     Case(
-        "tensorboard-dir-is-the-mount-itself", {"storage": {"tensorboardDir": "/fsx/"}}, "spec.storage.tensorboardDir"
+        "tensorboard-dir-is-the-mount-itself",
+        {"storage": {"mountPath": "/fsx", "tensorboardDir": "/fsx/"}},
+        "spec.storage.tensorboardDir",
     ),
     Case(
-        "tensorboard-dir-beside-the-mount", {"storage": {"tensorboardDir": "/fsx2/tb"}}, "spec.storage.tensorboardDir"
+        "tensorboard-dir-beside-the-mount",
+        {"storage": {"mountPath": "/fsx", "tensorboardDir": "/fsx2/tb"}},
+        "spec.storage.tensorboardDir",
     ),
     Case("prompt-data-with-a-dot-segment", {"data": {"promptData": "/fsx/./data/train.jsonl"}}, "spec.data.promptData"),
     Case("mount-path-with-double-slash", {"storage": {"mountPath": "/fsx//shared"}}, "spec.storage.mountPath"),

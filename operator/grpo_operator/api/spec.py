@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 from enum import StrEnum
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 from pydantic import AfterValidator, ConfigDict, Field, JsonValue, PrivateAttr, StringConstraints, model_validator
 from pydantic_core import PydanticCustomError
@@ -18,6 +18,9 @@ from pydantic_core import PydanticCustomError
 from grpo_operator.api.base import ApiModel
 from grpo_operator.api.catalog import InstanceTypeName, ModelProfileName
 from grpo_operator.api.quote import echo
+
+if TYPE_CHECKING:
+    from grpo_operator.api.runtime import GRPORuntime
 
 # No C0 control character and no DEL: a NUL or a newline in an argv item or a path passes Kubernetes
 # (container args are free text) and only fails when the process is exec'd, after the GPUs were provisioned.
@@ -42,6 +45,16 @@ UNNORMALIZED_PATH = r"(^|/)[.][.]?(/|$)|//"
 RENDERED_MOUNTS = ("/dev/shm", "/etc/grpo")
 
 
+# A field a GRPORuntime may fill in (`planning.runtime.resolve`): the CRD neither requires nor defaults it, so the
+# API server leaves it absent for the runtime; the Python model keeps its requirement or default for the rest.
+RUNTIME_DEFAULT = "x-grpo-runtime-default"
+_RUNTIME_DEFAULT: dict[str, JsonValue] = {RUNTIME_DEFAULT: True}
+
+
+def runtime_defaulted(extra: Any) -> bool:
+    return isinstance(extra, dict) and bool(extra.get(RUNTIME_DEFAULT))
+
+
 def mount_prefix(mount: str) -> str:
     """The prefix every path under the mount starts with: the mount with exactly one trailing slash."""
     return mount if mount.endswith("/") else mount + "/"
@@ -59,7 +72,8 @@ def _normalized_cel(field: str) -> dict[str, str]:
 def _under_mount_cel(field: str) -> dict[str, str]:
     prefix = "(self.mountPath.endsWith('/') ? self.mountPath : self.mountPath + '/')"
     return cel(
-        f"!has(self.{field}) || (self.{field}.startsWith({prefix}) && self.{field} != {prefix})",
+        f"!has(self.{field}) || !has(self.mountPath) || "
+        f"(self.{field}.startsWith({prefix}) && self.{field} != {prefix})",
         f"{field} must be under mountPath, on the shared volume every rank reaches; put it under the mount",
         f".{field}",
     )
@@ -382,8 +396,13 @@ class TopologySpec(ApiModel):
         default=Placement.COLOCATED,
         description="Colocated: training and rollout share GPUs, taking turns. Disaggregated: separate GPU pools.",
     )
-    instance_type: InstanceTypeName = Field(
-        default=InstanceTypeName.P5EN, description="GPU instance type of the worker nodes; sets GPU memory and EFA."
+    instance_type: Annotated[
+        str, StringConstraints(pattern=r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$", min_length=1, max_length=63)
+    ] = Field(
+        default=InstanceTypeName.P5EN.value,
+        description="GPU instance type of the worker nodes, one of the runtime's instanceTypes; sets GPU memory and "
+        "the fabric. Default: the runtime's defaults.instanceType (p5en.48xlarge without a runtime).",
+        json_schema_extra=_RUNTIME_DEFAULT,
     )
     actor: ActorSpec = Field(default_factory=ActorSpec, description="GPUs of the Megatron training actor.")
     rollout: RolloutTopology = Field(default_factory=RolloutTopology, description="GPUs of the SGLang rollout engines.")
@@ -394,7 +413,7 @@ class TopologySpec(ApiModel):
         default=None,
         ge=0,
         le=64,
-        description="Override of the EFA devices requested per worker; default: all the instance type has "
+        description="Override of the fabric devices requested per worker; default: all the instance type has "
         "(a partial request breaks point-to-point NCCL traffic), none for a single-node run.",
     )
 
@@ -487,7 +506,7 @@ class StorageSpec(ApiModel):
         _under_mount_cel("checkpointDir"),
         _under_mount_cel("tensorboardDir"),
         cel(
-            "!((self.mountPath.endsWith('/') ? self.mountPath : self.mountPath + '/') in "
+            "!has(self.mountPath) || !((self.mountPath.endsWith('/') ? self.mountPath : self.mountPath + '/') in "
             + "["
             + ", ".join(f"'{p}/'" for p in RENDERED_MOUNTS)
             + "])",
@@ -497,9 +516,15 @@ class StorageSpec(ApiModel):
         ),
     )
     claim_name: ObjectName = Field(
-        description="ReadWriteMany PersistentVolumeClaim in the run's namespace holding models, data and checkpoints."
+        description="ReadWriteMany PersistentVolumeClaim in the run's namespace holding models, data and "
+        "checkpoints; default: the runtime's defaults.storage.claimName.",
+        json_schema_extra=_RUNTIME_DEFAULT,
     )
-    mount_path: AbsPath = Field(default="/fsx", description="Where the claim is mounted in every Ray pod.")
+    mount_path: AbsPath = Field(
+        default="/fsx",
+        description="Where the claim is mounted in every Ray pod; default: the runtime's, else /fsx.",
+        json_schema_extra=_RUNTIME_DEFAULT,
+    )
     checkpoint_dir: AbsPath | None = Field(
         default=None, description="Checkpoint directory; default: <mountPath>/grpo/<namespace>/<name>/checkpoints."
     )
@@ -510,7 +535,7 @@ class StorageSpec(ApiModel):
         default=None,
         ge=1,
         le=1000000,
-        description="Save every this many rollouts; default: only at the end of the run.",
+        description="Save every this many rollouts; default: the runtime's, else only at the end of the run.",
     )
     checkpoint_on_suspend: bool = Field(
         default=True,
@@ -687,6 +712,12 @@ class SchedulingSpec(ApiModel):
     )
 
 
+class RuntimeRef(ApiModel):
+    name: Annotated[str, StringConstraints(pattern=r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$", max_length=253)] = Field(
+        description="A cluster's GRPORuntime: its instance types, fabric, images, storage and scheduling defaults."
+    )
+
+
 class SecretKeyRef(ApiModel):
     name: ObjectName = Field(description="Secret in the run's namespace.")
     key: SecretKey = Field(default="HF_TOKEN", description="Key in the Secret.")
@@ -800,9 +831,17 @@ class GRPORunSpec(ApiModel):
     training: TrainingSpec = Field(description="Optimizer and GRPO loss settings.")
     topology: TopologySpec = Field(default_factory=TopologySpec, description="GPUs, placement and parallelism.")
     reward: RewardSpec = Field(default_factory=RewardSpec, description="How responses are scored.")
-    storage: StorageSpec = Field(description="Shared volume for models, data, checkpoints and TensorBoard.")
+    runtime_ref: RuntimeRef | None = Field(
+        default=None,
+        description="The GRPORuntime this run uses; default: the runtime named default, else the built-in AWS types.",
+    )
+    storage: StorageSpec = Field(
+        description="Shared volume for models, data, checkpoints and TensorBoard.", json_schema_extra=_RUNTIME_DEFAULT
+    )
     image: ImageRef = Field(
-        description="Trainer image (miles plus the grpo launcher); pin it by digest (name@sha256:...)."
+        description="Trainer image (miles plus the grpo launcher); pin it by digest (name@sha256:...). Default: the "
+        "runtime's defaults.trainerImage.",
+        json_schema_extra=_RUNTIME_DEFAULT,
     )
     scheduling: SchedulingSpec = Field(
         default_factory=SchedulingSpec, description="Queue, gang scheduling and node selection of the Ray pods."
@@ -815,7 +854,11 @@ class GRPORunSpec(ApiModel):
         max_length=64,
         description="Extra miles/Megatron/SGLang arguments appended last; flags the operator manages are refused.",
     )
-    guards: GuardsSpec = Field(default_factory=GuardsSpec, description="Stop runs that degenerate or stall.")
+    guards: GuardsSpec = Field(
+        default_factory=GuardsSpec,
+        description="Stop runs that degenerate or stall; default: the runtime's defaults.guards.",
+        json_schema_extra=_RUNTIME_DEFAULT,
+    )
     recovery: RecoverySpec = Field(
         default_factory=RecoverySpec, description="Restart from the checkpoint after an infrastructure failure."
     )
@@ -827,10 +870,20 @@ class GRPORunSpec(ApiModel):
         default=False, description="Stop the job and free the GPUs; false resumes from the checkpoint."
     )
 
+    # The GRPORuntime this spec was resolved against (`planning.runtime.resolve`); None: the built-in types.
+    _runtime: GRPORuntime | None = PrivateAttr(default=None)
+
     @model_validator(mode="after")
     def _reward_floor_follows_the_reward(self) -> GRPORunSpec:
         self.guards.min_reward._reward_range = self.reward.score_range
         return self
+
+    @property
+    def runtime(self) -> GRPORuntime | None:
+        return self._runtime
+
+    def bind_runtime(self, runtime: GRPORuntime) -> None:
+        self._runtime = runtime
 
 
 # Spec fields that may change after creation; every other field is immutable (a CEL transition rule).
@@ -844,7 +897,7 @@ def spec_immutability_rule() -> dict[str, str]:
         if name in MUTABLE_SPEC_FIELDS:
             continue
         wire = info.alias or name
-        if info.is_required():
+        if info.is_required() and not runtime_defaulted(info.json_schema_extra):
             parts.append(f"self.{wire} == oldSelf.{wire}")
         else:
             parts.append(

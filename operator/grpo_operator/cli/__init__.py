@@ -16,10 +16,11 @@ from dataclasses import dataclass
 from typing import Any, TextIO
 
 from grpo_operator.api import GRPORun
+from grpo_operator.api.runtime import GRPORuntime
 from grpo_operator.api.status import ActorMemory, PreemptionGrace, RunPlan, StepTimeSource
 from grpo_operator.cli.doctor import run_doctor
 from grpo_operator.cli.doctorchecks import Target
-from grpo_operator.cli.loading import Document, load_documents
+from grpo_operator.cli.loading import Document, load_documents, load_runtime
 from grpo_operator.cli.yamldecode import MAX_BYTES
 from grpo_operator.planning import validation
 from grpo_operator.planning.validation import Problem, Severity, errors
@@ -54,8 +55,8 @@ def _read(path: str) -> str:
     return data.decode("utf-8", "replace" if len(data) > MAX_BYTES else "strict")
 
 
-def check_text(text: str) -> tuple[list[Checked], list[Problem]]:
-    documents, file_problems = load_documents(text)
+def check_text(text: str, runtime: GRPORuntime | None = None) -> tuple[list[Checked], list[Problem]]:
+    documents, file_problems = load_documents(text, runtime)
     checked = []
     for doc in documents:
         if doc.run is None:
@@ -151,7 +152,7 @@ def plan_table(plan: RunPlan, run: GRPORun | None = None) -> str:
             "(always, as miles runs adam)",
         ),
         ("rollout", f"{plan.rollout_gpus} GPUs in {plan.rollout_engines} SGLang engine(s)"),
-        ("EFA per worker", str(plan.efa_per_node)),
+        (f"{plan.fabric} devices per worker", str(plan.efa_per_node)),
         ("/dev/shm", f"{plan.shm_gib} GiB"),
         ("model", f"{plan.params_billions} B parameters"),
         ("actor GiB/GPU", f"{plan.actor_gib_per_gpu} of {plan.gpu_gib}, by component below"),
@@ -275,6 +276,9 @@ def _parser() -> argparse.ArgumentParser:
         cmd = sub.add_parser(name, help=text, description=text)
         cmd.add_argument("-f", "--filename", required=True, help="YAML file with one or more GRPORuns, or - for stdin")
         cmd.add_argument("-o", "--output", choices=("text", "json", "yaml"), default="text")
+        cmd.add_argument(
+            "--runtime", help="YAML file with the GRPORuntime the runs use (default: the built-in AWS types)"
+        )
         if name == "render":
             cmd.add_argument("--job", action="store_true", help="print the Ray job submission as JSON")
             cmd.add_argument(
@@ -314,8 +318,30 @@ def _doctor(args: argparse.Namespace) -> int:
     )
 
 
-def _load(filename: str) -> list[Checked] | None:
+def _load_runtime(filename: str | None) -> tuple[bool, GRPORuntime | None]:
+    """(True, the runtime in the file) or (True, None) without a file; (False, None) after saying why not."""
+    if filename is None:
+        return True, None
+    try:
+        runtime, problems = load_runtime(_read(filename))
+    except OSError as exc:
+        print(f"{filename}: cannot read: {exc.strerror}", file=sys.stderr)
+        return False, None
+    except UnicodeDecodeError as exc:
+        print(
+            f"{filename}: not a text file: byte {exc.start + 1} is not UTF-8; save the file as UTF-8", file=sys.stderr
+        )
+        return False, None
+    for problem in problems:
+        print(f"{filename}: {problem}", file=sys.stdout)
+    return runtime is not None, runtime
+
+
+def _load(filename: str, runtime_file: str | None = None) -> list[Checked] | None:
     """The file's documents, checked; or None after one line saying why not."""
+    ok, runtime = _load_runtime(runtime_file)
+    if not ok:
+        return None
     try:
         text = _read(filename)
     except OSError as exc:
@@ -327,7 +353,7 @@ def _load(filename: str) -> list[Checked] | None:
             file=sys.stderr,
         )
         return None
-    checked, file_problems = check_text(text)
+    checked, file_problems = check_text(text, runtime)
     if file_problems:
         for problem in file_problems:
             print(f"{filename}: {problem.message}", file=sys.stdout)
@@ -339,7 +365,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if args.command == "doctor":
         return _doctor(args)
-    checked = _load(args.filename)
+    checked = _load(args.filename, args.runtime)
     if checked is None:
         return 1
     if args.command == "render":

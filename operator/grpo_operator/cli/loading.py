@@ -10,11 +10,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from grpo_operator.api import GRPORun
+from grpo_operator.api.runtime import GRPORuntime
 from grpo_operator.cli.yamldecode import YamlError, decode_all
-from grpo_operator.planning.documents import parse_run, problems_from_error
+from grpo_operator.planning.documents import parse_run, parse_runtime, problems_from_error
+from grpo_operator.planning.runtime import runtime_name
 from grpo_operator.planning.validation import Problem
 
-__all__ = ["Document", "load_documents", "parse_run", "problems_from_error"]
+__all__ = ["Document", "load_documents", "load_runtime", "parse_run", "problems_from_error"]
 
 
 @dataclass
@@ -31,8 +33,43 @@ class Document:
         return self.name or f"document {self.index + 1}"
 
 
-def load_documents(text: str) -> tuple[list[Document], list[Problem]]:
-    """Parse multi-document YAML; file-level problems (not YAML, empty) come back separately."""
+def load_runtime(text: str) -> tuple[GRPORuntime | None, list[Problem]]:
+    """One GRPORuntime from YAML (`grpo validate --runtime`), or the problems naming where it is wrong."""
+    try:
+        raw = [d for d in decode_all(text) if d is not None]
+    except YamlError as exc:
+        return None, [Problem("(runtime file)", f"not valid YAML at {exc.where}: {exc.reason}")]
+    if len(raw) != 1:
+        return None, [Problem("(runtime file)", f"holds {len(raw)} documents; write exactly one GRPORuntime")]
+    return parse_runtime(raw[0])
+
+
+def _runtime_problems(doc: object, runtime: GRPORuntime | None) -> list[Problem]:
+    """A run that names another runtime than the one given: the operator would resolve it against that one."""
+    named = runtime_name(doc)
+    ref = isinstance(doc, dict) and isinstance(doc.get("spec"), dict) and "runtimeRef" in doc["spec"]
+    if ref and runtime is None:
+        return [
+            Problem(
+                "spec.runtimeRef.name",
+                f"{named}: the run resolves against that GRPORuntime; pass its file with --runtime "
+                f"(kubectl get grporuntime {named} -o yaml)",
+            )
+        ]
+    if ref and runtime is not None and named != runtime.metadata.name:
+        return [
+            Problem(
+                "spec.runtimeRef.name",
+                f"{named} but --runtime gives GRPORuntime {runtime.metadata.name}; pass that runtime's file, or "
+                "change runtimeRef",
+            )
+        ]
+    return []
+
+
+def load_documents(text: str, runtime: GRPORuntime | None = None) -> tuple[list[Document], list[Problem]]:
+    """Parse multi-document YAML, each run resolved against `runtime` (the built-in AWS types when None);
+    file-level problems (not YAML, empty) come back separately."""
     try:
         raw = [d for d in decode_all(text) if d is not None]
     except YamlError as exc:
@@ -45,6 +82,7 @@ def load_documents(text: str) -> tuple[list[Document], list[Problem]]:
         name = None
         if isinstance(doc, dict) and isinstance(doc.get("metadata"), dict):
             name = doc["metadata"].get("name") if isinstance(doc["metadata"].get("name"), str) else None
-        run, problems = parse_run(doc)
+        mismatch = _runtime_problems(doc, runtime)
+        run, problems = (None, mismatch) if mismatch else parse_run(doc, runtime)
         documents.append(Document(index=index, name=name, run=run, problems=problems))
     return documents, []

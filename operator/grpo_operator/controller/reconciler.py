@@ -256,7 +256,9 @@ class Reconciler:
             gpus=childstate.gpu_observation(run_pods),
             created=_created(run),
             worker_nodes=childstate.worker_nodes(pods),
-            gpu_hour_price_usd=(self.settings.gpu_hour_prices_usd or {}).get(run.spec.topology.instance_type),
+            gpu_hour_price_usd={str(k): v for k, v in (self.settings.gpu_hour_prices_usd or {}).items()}.get(
+                run.spec.topology.instance_type
+            ),
             evidence_config_map=names.forensics(name, len(prev.forensics or []) + 1 if prev else 1),
         )
         return self._read_log(ctx, obs) if job is not None and not job.state.active else obs

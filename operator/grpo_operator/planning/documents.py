@@ -16,6 +16,7 @@ from pydantic import BaseModel, ValidationError
 
 from grpo_operator.api import API_VERSION, KIND, GRPORun
 from grpo_operator.api.quote import echo
+from grpo_operator.api.runtime import RUNTIME_KIND, GRPORuntime
 from grpo_operator.planning.validation import Problem
 
 _TYPE_FIXES = {
@@ -31,9 +32,9 @@ _TYPE_FIXES = {
 }
 
 
-def _model_at(loc: tuple[int | str, ...]) -> type[BaseModel] | None:
+def _model_at(loc: tuple[int | str, ...], root: type[BaseModel] = GRPORun) -> type[BaseModel] | None:
     """The model class that holds the last element of `loc` (to list the allowed fields)."""
-    model: type[BaseModel] | None = GRPORun
+    model: type[BaseModel] | None = root
     for part in loc[:-1]:
         if model is None:
             return None
@@ -63,14 +64,14 @@ def _path(loc: tuple[int | str, ...]) -> str:
     return out or "(document)"
 
 
-def problems_from_error(error: ValidationError) -> list[Problem]:
+def problems_from_error(error: ValidationError, root: type[BaseModel] = GRPORun) -> list[Problem]:
     problems = []
     for err in error.errors(include_url=False):
         loc = tuple(err["loc"])
         path = _path(loc)
         kind = err["type"]
         if kind == "extra_forbidden":
-            model = _model_at(loc)
+            model = _model_at(loc, root)
             allowed = ", ".join(f.alias or n for n, f in model.model_fields.items()) if model else "see kubectl explain"
             problems.append(Problem(path, f"unknown field; allowed here: {allowed}"))
             continue
@@ -93,8 +94,31 @@ def problems_from_error(error: ValidationError) -> list[Problem]:
     return problems
 
 
-def parse_run(doc: Any) -> tuple[GRPORun | None, list[Problem]]:
-    """Validate one decoded document (a dict from YAML or from the API server)."""
+def parse_run(doc: Any, runtime: GRPORuntime | None = None) -> tuple[GRPORun | None, list[Problem]]:
+    """One decoded run document (a dict from YAML or from the API server) resolved against its runtime (the
+    built-in AWS types when None): `planning.runtime.resolve`."""
+    from grpo_operator.planning.runtime import resolve  # noqa: PLC0415 (resolve parses with parse_document)
+
+    return resolve(doc, runtime)
+
+
+def parse_runtime(doc: Any) -> tuple[GRPORuntime | None, list[Problem]]:
+    """Validate one decoded document as a GRPORuntime."""
+    if not isinstance(doc, dict) or doc.get("apiVersion") != API_VERSION or doc.get("kind") != RUNTIME_KIND:
+        found = f"{type(doc).__name__}" if not isinstance(doc, dict) else f"kind {echo(repr(doc.get('kind')))}"
+        return None, [
+            Problem(
+                "(document)", f"{found} is not a GRPORuntime: set apiVersion: {API_VERSION} and kind: {RUNTIME_KIND}"
+            )
+        ]
+    try:
+        return GRPORuntime.model_validate_json(json.dumps(doc, default=str), by_name=False), []
+    except ValidationError as exc:
+        return None, problems_from_error(exc, GRPORuntime)
+
+
+def parse_document(doc: Any) -> tuple[GRPORun | None, list[Problem]]:
+    """Validate one decoded document as a GRPORun, as it stands (no runtime applied)."""
     if not isinstance(doc, dict):
         kind = "list" if isinstance(doc, list) else type(doc).__name__
         return None, [Problem("(document)", f"expected a mapping (a GRPORun object), got a {kind}")]

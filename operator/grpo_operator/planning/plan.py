@@ -18,7 +18,7 @@ from grpo_operator.api.spec import GRPORunSpec, Placement
 from grpo_operator.api.status import ActorMemory, RolloutMemory, RunPlan
 from grpo_operator.planning import calibration
 from grpo_operator.planning.grace import preemption_grace
-from grpo_operator.planning.instances import INSTANCES, InstanceType
+from grpo_operator.planning.instances import InstanceType, instance_of
 from grpo_operator.planning.memory import (
     GIB,
     RELEASED_ROLLOUT_RESIDUE_GIB,
@@ -46,10 +46,11 @@ def worker_replicas(spec: GRPORunSpec) -> int:
     return math.ceil((spec.topology.actor_gpus + spec.topology.rollout_gpus) / topo.actor.gpus_per_node)
 
 
-def efa_per_node(spec: GRPORunSpec, instance: InstanceType) -> int:
+def fabric_per_node(spec: GRPORunSpec, instance: InstanceType) -> int:
+    """Fabric devices a worker requests: all its node has when the run spans nodes, none on one node."""
     if spec.topology.efa_per_node is not None:
         return spec.topology.efa_per_node
-    return instance.efa if worker_replicas(spec) > 1 else 0
+    return instance.devices if worker_replicas(spec) > 1 else 0
 
 
 def sharding(spec: GRPORunSpec) -> Sharding:
@@ -66,7 +67,7 @@ def sharding(spec: GRPORunSpec) -> Sharding:
 
 def estimates(spec: GRPORunSpec) -> tuple[ActorEstimate, RolloutEstimate]:
     profile = PROFILES[spec.model.profile]
-    instance = INSTANCES[spec.topology.instance_type]
+    instance = instance_of(spec)
     colocated = spec.topology.placement is Placement.COLOCATED
     actor = actor_estimate(profile, sharding(spec), spec.training.max_tokens_per_gpu, spec.rollout.temperature)
     rollout = rollout_estimate(
@@ -77,7 +78,7 @@ def estimates(spec: GRPORunSpec) -> tuple[ActorEstimate, RolloutEstimate]:
 
 def actor_budget_gib(spec: GRPORunSpec) -> float:
     """GPU memory the actor may use: all of it, less what released SGLang engines keep when colocated."""
-    gpu = INSTANCES[spec.topology.instance_type].gpu_gib
+    gpu = instance_of(spec).gpu_gib
     return gpu - RELEASED_ROLLOUT_RESIDUE_GIB if spec.topology.placement is Placement.COLOCATED else gpu
 
 
@@ -128,7 +129,7 @@ def plan_run(run: GRPORun, rollout_seconds: Sequence[int] = ()) -> Planned:
     """The plan; `rollout_seconds`, the run's recent rollout times as observed (status.accounting), size the grace."""
     spec = run.spec
     profile = PROFILES[spec.model.profile]
-    instance = INSTANCES[spec.topology.instance_type]
+    instance = instance_of(spec)
     colocated = spec.topology.placement is Placement.COLOCATED
     actor, rollout = estimates(spec)
     replicas = worker_replicas(spec)
@@ -144,7 +145,7 @@ def plan_run(run: GRPORun, rollout_seconds: Sequence[int] = ()) -> Planned:
     )
     checkpoint_dir, tensorboard_dir = run_dirs(run)
     plan = RunPlan(
-        instance_type=instance.name.value,
+        instance_type=instance.name,
         gpu_model=instance.gpu_model,
         placement=spec.topology.placement.value,
         worker_replicas=replicas,
@@ -155,7 +156,8 @@ def plan_run(run: GRPORun, rollout_seconds: Sequence[int] = ()) -> Planned:
         total_gpus=replicas * gpn,
         total_nodes=replicas,
         data_parallel=sharding(spec).data_parallel,
-        efa_per_node=efa_per_node(spec, instance),
+        fabric=instance.fabric.type.value,
+        efa_per_node=fabric_per_node(spec, instance),
         shm_gib=instance.shm_gib,
         ray_resources={"gpu_node": 1.0},
         distributed_optimizer=True,

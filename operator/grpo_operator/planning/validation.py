@@ -18,6 +18,7 @@ from enum import StrEnum
 
 from grpo_operator.api import GRPORun
 from grpo_operator.api.quote import echo, escape
+from grpo_operator.api.runtime import FabricType
 from grpo_operator.api.spec import (
     RENDERED_MOUNTS,
     UNNORMALIZED_PATH,
@@ -29,9 +30,9 @@ from grpo_operator.api.spec import (
 )
 from grpo_operator.api.status import RunPlan
 from grpo_operator.planning.flags import check_extra_args
-from grpo_operator.planning.instances import INSTANCES
+from grpo_operator.planning.instances import InstanceType, instance_of
 from grpo_operator.planning.memory import GIB
-from grpo_operator.planning.plan import Planned, plan_run
+from grpo_operator.planning.plan import HOST_MEMORY_USABLE, Planned, plan_run, worker_replicas
 from grpo_operator.planning.profiles import PROFILES
 
 
@@ -221,16 +222,17 @@ def label_rules(spec: GRPORunSpec) -> list[Problem]:
 
 
 def _profile_rules(spec: GRPORunSpec) -> list[Problem]:
-    profile, instance = PROFILES[spec.model.profile], INSTANCES[spec.topology.instance_type]
+    profile, instance = PROFILES[spec.model.profile], instance_of(spec)
     p, t, out = spec.topology.parallelism, spec.topology, []
     name = profile.display
     if t.actor.gpus_per_node > instance.gpus:
         out.append(
             Problem(
                 "spec.topology.actor.gpusPerNode",
-                f"{t.actor.gpus_per_node} exceeds the {instance.gpus} GPUs of a {instance.name.value} node",
+                f"{t.actor.gpus_per_node} exceeds the {instance.gpus} GPUs of a {instance.name} node",
             )
         )
+    out += _fabric_rules(spec, instance)
     if profile.num_attention_heads % p.tensor or profile.num_query_groups % p.tensor:
         out.append(
             Problem(
@@ -289,19 +291,34 @@ def _profile_rules(spec: GRPORunSpec) -> list[Problem]:
                 "(actor GPUs / (tensor x pipeline x context))",
             )
         )
-    if t.efa_per_node is not None and t.efa_per_node > instance.efa:
+    return out
+
+
+def _fabric_rules(spec: GRPORunSpec, instance: InstanceType) -> list[Problem]:
+    t, out = spec.topology, []
+    kind = instance.fabric.type.value
+    if instance.fabric.type is FabricType.NONE and worker_replicas(spec) > 1:
         out.append(
             Problem(
-                "spec.topology.efaPerNode",
-                f"{t.efa_per_node} exceeds the {instance.efa} EFA devices of a {instance.name.value} node: pods would "
-                "never schedule; remove the override",
+                "spec.topology.actor.nodes",
+                f"the run needs {worker_replicas(spec)} worker nodes but {instance.name} has no fabric between nodes "
+                "(fabric none: single-node runs only); use one node, or an instance type with an efa or infiniband "
+                "fabric",
             )
         )
-    elif t.efa_per_node is not None and t.efa_per_node < instance.efa:
+    if t.efa_per_node is not None and t.efa_per_node > instance.devices:
         out.append(
             Problem(
                 "spec.topology.efaPerNode",
-                f"{t.efa_per_node} is fewer than the {instance.efa} EFA devices of a {instance.name.value} node: a "
+                f"{t.efa_per_node} exceeds the {instance.devices} {kind} devices of a {instance.name} node: pods "
+                "would never schedule; remove the override",
+            )
+        )
+    elif t.efa_per_node is not None and t.efa_per_node < instance.devices:
+        out.append(
+            Problem(
+                "spec.topology.efaPerNode",
+                f"{t.efa_per_node} is fewer than the {instance.devices} {kind} devices of a {instance.name} node: a "
                 "partial request passes all-reduce but breaks point-to-point NCCL traffic",
                 Severity.WARNING,
             )
@@ -311,7 +328,7 @@ def _profile_rules(spec: GRPORunSpec) -> list[Problem]:
 
 def _memory_rules(spec: GRPORunSpec, planned: Planned) -> list[Problem]:
     actor, rollout = planned.actor, planned.rollout
-    instance = INSTANCES[spec.topology.instance_type]
+    instance = instance_of(spec)
     p, out = spec.topology.parallelism, []
     budget = planned.actor_budget_gib
     if actor.total_gib > budget:
@@ -328,7 +345,7 @@ def _memory_rules(spec: GRPORunSpec, planned: Planned) -> list[Problem]:
                 f"{actor.grads_gib:.1f}, optimizer {actor.optimizer_gib:.1f}, activations {actor.activations_gib:.1f} "
                 f"[logits {acts.logits / GIB:.1f}, checkpoints {acts.checkpoints / GIB:.1f}], context "
                 f"{actor.context_gib:.1f}, allocator margin {actor.allocator_margin_gib:.1f}) but a {instance.gpu_model} "
-                f"gives {budget:.1f} GiB: " + "; or ".join(fixes),
+                f"of {instance.name} ({instance.gpu_gib:g} GiB) gives {budget:.1f} GiB: " + "; or ".join(fixes),
             )
         )
     if rollout.free_gib < rollout.needed_free_gib:
@@ -350,7 +367,8 @@ def _memory_rules(spec: GRPORunSpec, planned: Planned) -> list[Problem]:
                 "spec.topology",
                 f"each node needs about {host:.0f} GiB of pinned host memory (reference weights"
                 + (", offloaded training state and engine weights" if colocated else "")
-                + f") but a {instance.name.value} pod gets {host_capacity:.0f} GiB: raise parallelism or actor.nodes",
+                + f") but a {instance.name} pod gets {host_capacity:.0f} GiB ({HOST_MEMORY_USABLE:.0%} of its "
+                f"{instance.memory_gib} GiB): raise parallelism or actor.nodes",
             )
         )
     if rollout.free_gib >= rollout.needed_free_gib and rollout.kv_cache_tokens < spec.rollout.max_response_len:
@@ -391,12 +409,12 @@ def _field_rules(run: GRPORun) -> list[Problem]:
             )
         )
     chosen = spec.scheduling.gpu_node_selector.get("node.kubernetes.io/instance-type")
-    if chosen is not None and chosen != spec.topology.instance_type.value:
+    if chosen is not None and chosen != spec.topology.instance_type:
         out.append(
             Problem(
                 "spec.scheduling.gpuNodeSelector",
                 f"node.kubernetes.io/instance-type: {chosen} contradicts topology.instanceType "
-                f"{spec.topology.instance_type.value} (the plan's GPU memory and EFA are that type's); set "
+                f"{spec.topology.instance_type} (the plan's GPU memory and fabric are that type's); set "
                 "topology.instanceType instead and drop the selector key",
             )
         )

@@ -1,8 +1,8 @@
 """The RayCluster (ray.io/v1) of a run: a CPU-only head nothing can be scheduled on, and one GPU worker per node.
 
 The head advertises no CPUs or GPUs (`num-cpus: "0"`, `num-gpus: "0"`, on a CPU node), so no actor that imports
-CUDA lands where there is no libcuda. Each worker asks for all of its node's EFA devices, the count its instance
-type has. `enableServiceLinks: false` everywhere, so a Service named `prometheus` cannot
+CUDA lands where there is no libcuda. Each worker of a multi-node run asks for all of its node's fabric devices
+and gets the fabric's env, both as the runtime's instance type describes them. `enableServiceLinks: false` everywhere, so a Service named `prometheus` cannot
 inject `PROMETHEUS_PORT=tcp://...` into miles. The HF token and the Ray auth token reach pods only by
 secretKeyRef, never in a runtime env.
 """
@@ -15,23 +15,12 @@ from typing import Any
 from grpo_operator.api import GRPORun
 from grpo_operator.api.status import RunPlan
 from grpo_operator.planning.grace import hook_wait_seconds, pod_grace_seconds
-from grpo_operator.planning.instances import INSTANCES
+from grpo_operator.planning.instances import INSTANCE_TYPE_LABEL, INSTANCES, instance_of, runtime_of
 from grpo_operator.render import names, queueing
 from grpo_operator.render.job import save_sentinel
 from grpo_operator.render.settings import DASHBOARD_PORT, RenderSettings
 
 HOST_SHARE = 0.9  # of a node's vCPUs and memory requested by its worker pod (daemonsets need the rest)
-EFA_ENV = {
-    "FI_PROVIDER": "efa",
-    "FI_EFA_USE_DEVICE_RDMA": "1",
-    "FI_EFA_FORK_SAFE": "1",
-    "RDMAV_FORK_SAFE": "1",
-    "NCCL_PROTO": "Simple",
-}
-
-
-# Every worker tolerates the taint GPU node groups carry, so only pods asking for GPUs land there.
-GPU_TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
 
 
 def metadata(run: GRPORun, name: str, component: str) -> dict[str, Any]:
@@ -43,6 +32,13 @@ def metadata(run: GRPORun, name: str, component: str) -> dict[str, Any]:
     if run.metadata.uid:
         meta["ownerReferences"] = [names.owner_reference(run.metadata.name, run.metadata.uid)]
     return meta
+
+
+def with_env(env: list[dict[str, Any]], values: dict[str, str]) -> list[dict[str, Any]]:
+    """`env` with `values` set: a name already there takes the new value in place (one entry per name)."""
+    out = [dict(e, value=values[e["name"]]) if e["name"] in values and "value" in e else e for e in env]
+    present = {e["name"] for e in out}
+    return out + [{"name": k, "value": v} for k, v in values.items() if k not in present]
 
 
 def pod_env(run: GRPORun) -> list[dict[str, Any]]:
@@ -71,6 +67,7 @@ def pod_env(run: GRPORun) -> list[dict[str, Any]]:
             },
         },
     ]
+    env = with_env(env, runtime_of(run.spec).spec.defaults.env)
     secret = run.spec.hf_token_secret
     if secret is not None:
         env.append({"name": "HF_TOKEN", "valueFrom": {"secretKeyRef": {"name": secret.name, "key": secret.key}}})
@@ -83,9 +80,6 @@ def _config_volume(run: GRPORun) -> dict[str, Any]:
 
 def _config_mount(settings: RenderSettings) -> dict[str, Any]:
     return {"name": "run-config", "mountPath": settings.config_dir, "readOnly": True}
-
-
-INSTANCE_TYPE_LABEL = "node.kubernetes.io/instance-type"
 
 
 def _place(pod: dict[str, Any], run: GRPORun, node_selector: dict[str, str]) -> None:
@@ -106,21 +100,22 @@ def ray_resources_param(resources: dict[str, float]) -> str:
 # Without `scheduling.headNodeSelector` the CPU-only head must still not take a GPU node: a worker pod needs a
 # whole node (one per node, anti-affinity), so a head there leaves a worker Pending whenever GPU nodes are
 # untainted. A required node affinity, not a validation rule, so the default spec stays runnable: no node of a
-# GPU instance type (the well-known instance-type label), none labelled by NVIDIA's GPU feature discovery.
-HEAD_OFF_GPU_NODES: dict[str, Any] = {
-    "nodeAffinity": {
-        "requiredDuringSchedulingIgnoredDuringExecution": {
-            "nodeSelectorTerms": [
-                {
-                    "matchExpressions": [
-                        {"key": INSTANCE_TYPE_LABEL, "operator": "NotIn", "values": sorted(str(n) for n in INSTANCES)},
-                        {"key": "nvidia.com/gpu.present", "operator": "DoesNotExist"},
-                    ]
-                }
-            ],
+# GPU instance type (the well-known instance-type label: the built-in types and those the run's runtime selects
+# by it), none labelled by NVIDIA's GPU feature discovery.
+def head_off_gpu_nodes(run: GRPORun) -> dict[str, Any]:
+    types = {str(n) for n in INSTANCES}
+    types |= {
+        value for t in runtime_of(run.spec).spec.instance_types if (value := t.node_selector.get(INSTANCE_TYPE_LABEL))
+    }
+    expressions = [
+        {"key": INSTANCE_TYPE_LABEL, "operator": "NotIn", "values": sorted(types)},
+        {"key": "nvidia.com/gpu.present", "operator": "DoesNotExist"},
+    ]
+    return {
+        "nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [{"matchExpressions": expressions}]}
         }
     }
-}
 
 
 def head_group(run: GRPORun, settings: RenderSettings) -> dict[str, Any]:
@@ -149,7 +144,7 @@ def head_group(run: GRPORun, settings: RenderSettings) -> dict[str, Any]:
     }
     _place(pod, run, spec.scheduling.head_node_selector)
     if not spec.scheduling.head_node_selector:
-        pod["affinity"] = HEAD_OFF_GPU_NODES
+        pod["affinity"] = head_off_gpu_nodes(run)
     return {
         # Zero CPUs and GPUs: no actor or task can be placed on the head, which has no GPU driver.
         "rayStartParams": {
@@ -181,26 +176,27 @@ def presave_command(plan: RunPlan, settings: RenderSettings, pod_grace: int) -> 
 
 def worker_group(run: GRPORun, plan: RunPlan, settings: RenderSettings) -> dict[str, Any]:
     spec = run.spec
-    instance = INSTANCES[spec.topology.instance_type]
+    instance = instance_of(spec)
     share = HOST_SHARE * plan.gpus_per_node / instance.gpus
     cpu = str(int(instance.vcpus * share))
     memory = f"{int(instance.memory_gib * share)}Gi"
     limits: dict[str, str] = {"nvidia.com/gpu": str(plan.gpus_per_node), "memory": memory}
-    if plan.efa_per_node:
-        limits["vpc.amazonaws.com/efa"] = str(plan.efa_per_node)
+    fabric = instance.fabric
+    if plan.efa_per_node and fabric.resource_name:
+        limits[fabric.resource_name] = str(plan.efa_per_node)
     requests = {**limits, "cpu": cpu}
     grace = pod_grace_seconds(plan.preemption_grace, settings.max_grace_seconds)
     env = pod_env(run)
     if plan.efa_per_node:
-        env += [{"name": k, "value": v} for k, v in EFA_ENV.items()]
+        env = with_env(env, fabric.env)
     volume_mounts = [
         {"name": "shared", "mountPath": spec.storage.mount_path},
         {"name": "dshm", "mountPath": "/dev/shm"},
         _config_mount(settings),
     ]
-    # EFA registers memory with the NIC: it needs to lock pages.
+    # RDMA (EFA, InfiniBand) registers memory with the NIC: it needs to lock pages.
     security = {"allowPrivilegeEscalation": False, "capabilities": {"add": ["IPC_LOCK"]}}
-    tolerations = [dict(GPU_TOLERATION)]
+    tolerations = [dict(t) for t in instance.tolerations]
     tolerations += [t.model_dump(by_alias=True, exclude_none=True) for t in spec.scheduling.tolerations]
     pod: dict[str, Any] = {
         "enableServiceLinks": False,
@@ -262,10 +258,10 @@ def worker_group(run: GRPORun, plan: RunPlan, settings: RenderSettings) -> dict[
             _config_volume(run),
         ],
     }
-    # Workers land only on nodes of the planned instance type (the well-known label every cloud sets): the plan's
-    # GPU memory, EFA count and all-reduce floor are that type's, and without it the scheduler picks whichever GPU
+    # Workers land only on nodes of the planned instance type (its node selector in the runtime): the plan's GPU
+    # memory, fabric devices and all-reduce floor are that type's, and without it the scheduler picks whichever GPU
     # node scores best (for a p5en run, a p6-b300 node with more free memory).
-    _place(pod, run, {INSTANCE_TYPE_LABEL: instance.name.value, **spec.scheduling.gpu_node_selector})
+    _place(pod, run, {**dict(instance.node_selector), **spec.scheduling.gpu_node_selector})
     return {
         "groupName": names.WORKER_GROUP,
         "replicas": plan.worker_replicas,

@@ -11,7 +11,7 @@ from typing import Any
 
 from grpo_operator.api import API_VERSION, GRPORun
 from grpo_operator.api.status import RunPlan
-from grpo_operator.planning.instances import INSTANCES
+from grpo_operator.planning.instances import instance_of
 from grpo_operator.render import names
 from grpo_operator.render.job import JobSubmission
 from grpo_operator.render.raycluster import metadata
@@ -29,13 +29,15 @@ def run_config(run: GRPORun, plan: RunPlan, job: JobSubmission, settings: Render
             "gpus": plan.gpus_per_node,
             "minFreeGpuMemoryGiB": plan.min_free_gpu_gib,
             "shmMinGiB": plan.shm_gib,
-            "efaDevices": plan.efa_per_node,
+            "fabric": plan.fabric,
+            "efaDevices": plan.efa_per_node if plan.fabric == "efa" else 0,
+            "infinibandDevices": plan.efa_per_node if plan.fabric == "infiniband" else 0,
             # Not required: nothing passes /dev/gdrdrv into the pods (NCCL's OFI plugin falls back without it).
             "gdrcopy": False,
             "checkpointDir": plan.checkpoint_dir,
             "checkpointGiB": plan.checkpoint_gib,
             "sharedMount": run.spec.storage.mount_path,
-            "minBusBandwidthGBps": INSTANCES[run.spec.topology.instance_type].allreduce_floor_gbps(plan.gpus_per_node),
+            "minBusBandwidthGBps": instance_of(run.spec).allreduce_floor_gbps(plan.gpus_per_node),
             "metricsPort": settings.launcher_metrics_port,
         },
         "argv": list(job.miles_argv),

@@ -29,6 +29,7 @@ _PATH_FLAGS = {
     "infiniband_dev": "directory of uverbs* device nodes",
     "infiniband_sysfs": "sysfs directory listing the node's RDMA devices",
     "fi_info": "libfabric's fi_info executable",
+    "ibv_devinfo": "rdma-core's ibv_devinfo executable",
     "gdrdrv": "the GDRCopy device node",
     "gdrcopy_lib_dir": "directory holding libgdrapi.so",
 }

@@ -85,7 +85,13 @@ class PreflightSpec(_Strict):
         ge=0, alias="minFreeGpuMemoryGiB", description="free memory each GPU must have, GiB"
     )
     shm_min_gib: float = Field(ge=0, alias="shmMinGiB", description="minimum size of /dev/shm, GiB")
+    fabric: Literal["efa", "infiniband", "none"] = Field(
+        default="efa", description="the node type's fabric: which device check runs"
+    )
     efa_devices: int = Field(ge=0, description="EFA devices the pod must see; 0 means none expected")
+    infiniband_devices: int = Field(
+        default=0, ge=0, description="InfiniBand HCAs with an active port the pod must see (fabric infiniband)"
+    )
     gdrcopy: bool = Field(description="whether /dev/gdrdrv must be present")
     checkpoint_dir: str = Field(min_length=1, description="directory miles saves checkpoints into")
     checkpoint_gib: float = Field(ge=0, alias="checkpointGiB", description="size of one checkpoint, GiB")

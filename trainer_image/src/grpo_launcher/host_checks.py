@@ -1,4 +1,5 @@
-"""Preflight checks of the pod itself: libcuda, /dev/shm, EFA, GDRCopy and the checkpoint directory.
+"""Preflight checks of the pod itself: libcuda, /dev/shm, the fabric (EFA or InfiniBand), GDRCopy and the
+checkpoint directory.
 
 Every path is injectable through ``HostPaths`` so CPU tests stand devices in with temporary directories and
 stand-in executables. None of these checks imports torch; the GPU checks live in ``gpu_checks``.
@@ -42,6 +43,7 @@ class HostPaths:
     infiniband_dev: Path = Path("/dev/infiniband")
     infiniband_sysfs: Path = Path("/sys/class/infiniband")
     fi_info: Path = Path("/opt/amazon/efa/bin/fi_info")
+    ibv_devinfo: Path = Path("/usr/bin/ibv_devinfo")
     gdrdrv: Path = Path("/dev/gdrdrv")
     gdrcopy_lib_dir: Path = Path("/opt/gdrcopy/lib")
     mounts: Path = Path("/proc/mounts")
@@ -184,6 +186,71 @@ def check_efa(paths: HostPaths, expected: int) -> CheckResult:
             **data,
         )
     return passed(name, f"{found} EFA devices as requested; libfabric has the efa provider", **data)
+
+
+IBV_DEVINFO_TIMEOUT = 60
+
+
+def parse_ibv_devinfo(text: str) -> dict[str, list[tuple[str, str]]]:
+    """ibv_devinfo's report as {hca_id: [(port state, link layer), ...]} (its format: docs/integrations/rdma-core.md)."""
+    devices: dict[str, list[tuple[str, str]]] = {}
+    current: list[tuple[str, str]] | None = None
+    state = ""
+    for raw in text.splitlines():
+        key, _, value = raw.strip().partition(":")
+        value = value.strip()
+        if key == "hca_id":
+            current = devices.setdefault(value, [])
+        elif current is not None and key == "port":
+            state = ""
+        elif current is not None and key == "state":
+            state = value.split(" ")[0]
+        elif current is not None and key == "link_layer":
+            current.append((state, value))
+    return devices
+
+
+def check_infiniband(paths: HostPaths, expected: int) -> CheckResult:
+    """The pod sees at least as many InfiniBand HCAs with an active IB port as it requested (ibv_devinfo)."""
+    name = "infiniband"
+    if expected == 0:
+        return passed(name, "no InfiniBand devices expected (single-node run)")
+    if not paths.ibv_devinfo.exists():
+        return failed(
+            name,
+            f"{paths.ibv_devinfo} is missing: the image lacks rdma-core's ibv_devinfo (install ibverbs-utils)",
+            expected=expected,
+        )
+    try:
+        probe = subprocess.run(
+            [str(paths.ibv_devinfo)], capture_output=True, text=True, timeout=IBV_DEVINFO_TIMEOUT, check=False
+        )
+    except subprocess.TimeoutExpired:
+        return failed(name, f"ibv_devinfo did not answer within {IBV_DEVINFO_TIMEOUT} s", expected=expected)
+    except OSError as exc:
+        return failed(name, f"{paths.ibv_devinfo} cannot run: {exc.strerror}", expected=expected)
+    devices = parse_ibv_devinfo(probe.stdout)
+    active = sorted(h for h, ports in devices.items() if ("PORT_ACTIVE", "InfiniBand") in ports)
+    data = {"devices": sorted(devices), "active": active, "expected": expected}
+    if probe.returncode != 0 and not devices:
+        detail = (probe.stderr or probe.stdout).strip().splitlines()
+        return failed(
+            name,
+            f"ibv_devinfo exited {probe.returncode}: {detail[-1] if detail else 'no output'}; the pod sees no RDMA "
+            "device: request the fabric's resource (resourceName in the runtime's instance type)",
+            **data,
+        )
+    if len(active) < expected:
+        down = sorted(set(devices) - set(active))
+        return failed(
+            name,
+            f"{len(active)} InfiniBand devices with an active port ({', '.join(active) or 'none'}), the plan "
+            f"requests {expected}"
+            + (f"; not active or not InfiniBand: {', '.join(down)}" if down else "")
+            + "; check the node's links (ibstat) and that the pod requests all of the fabric's devices",
+            **data,
+        )
+    return passed(name, f"{len(active)} InfiniBand devices with an active port ({', '.join(active)})", **data)
 
 
 def check_gdrcopy(paths: HostPaths, requested: bool) -> CheckResult:

@@ -11,12 +11,11 @@ from typing import Any
 
 from grpo_operator.api import GROUP, PLURAL, GRPORun
 from grpo_operator.api.status import RunPlan
-from grpo_operator.planning.instances import INSTANCES
+from grpo_operator.planning.instances import EFA_RESOURCE, INSTANCE_TYPE_LABEL, INSTANCES
 from grpo_operator.render import RenderSettings, render
-from grpo_operator.render.raycluster import INSTANCE_TYPE_LABEL
 
 GPU = "nvidia.com/gpu"
-EFA = "vpc.amazonaws.com/efa"
+EFA = EFA_RESOURCE
 GRPORUN_CRD = f"{PLURAL}.{GROUP}"
 RAYCLUSTER_CRD = "rayclusters.ray.io"
 LOCALQUEUE_CRD = "localqueues.kueue.x-k8s.io"

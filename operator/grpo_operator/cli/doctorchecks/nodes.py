@@ -23,8 +23,7 @@ from grpo_operator.cli.doctorchecks.model import (
     type_of,
     unread,
 )
-from grpo_operator.planning.instances import INSTANCES
-from grpo_operator.render.raycluster import GPU_TOLERATION, INSTANCE_TYPE_LABEL
+from grpo_operator.planning.instances import GPU_TOLERATION, INSTANCE_TYPE_LABEL, INSTANCES
 
 
 def gpu_nodes(cluster: Cluster, target: Target | None) -> Check:
