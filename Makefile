@@ -100,7 +100,7 @@ run: install control-plane
 
 ## Mutation testing over the unit tier: the pure core, the launcher's summary and reward client, the reward
 ## service's scoring, cache and admission. Per group: MODULES=planning,render (of planning, render, api, cli,
-## status, launcher, reward); JOBS mutants at once; MUTATION_ARGS e.g. "--only render/job.py" or "--survivors"
+## status, launcher, reward_client, reward); JOBS mutants at once; MUTATION_ARGS e.g. "--only render/job.py" or "--survivors"
 ## (run only the last run's survivors again). Survivors: .mutation/survivors.txt.
 MODULES ?=
 JOBS ?= 1

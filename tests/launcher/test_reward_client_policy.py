@@ -29,3 +29,16 @@ def test_a_bad_budget_fails_with_the_failure_file_written(tmp_path: Path, monkey
     ):
         Policy.from_env({"GRPO_REWARD_RETRY_BUDGET_S": "-1"})
     assert json.loads((tmp_path / "failure.json").read_text())["reason"] == "RewardServiceFailed"
+
+
+def test_without_the_operators_deadline_a_request_waits_65_seconds() -> None:
+    assert Policy.from_env({}) == Policy(timeout_s=65.0, budget_s=600.0)  # 2 x the service's default 30 s + 5 s
+
+
+@pytest.mark.parametrize("value", ["0", "0.0", "nan", "inf", "soon"])
+def test_a_budget_of_zero_or_not_a_finite_number_fails_naming_the_variable(
+    value: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("GRPO_FAILURE_FILE", str(tmp_path / "failure.json"))
+    with pytest.raises(RewardServiceFailed, match=f"GRPO_REWARD_RETRY_BUDGET_S='{value}'"):
+        Policy.from_env({"GRPO_REWARD_RETRY_BUDGET_S": value})

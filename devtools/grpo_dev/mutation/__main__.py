@@ -55,6 +55,16 @@ GROUPS = {
         (f"{LAUNCHER}/summary.py", f"{LAUNCHER}/reward_client.py"),
         ("tests/launcher/test_summary.py", "tests/launcher/test_reward_client_policy.py", "tests/launcher"),
     ),
+    # The reward client alone, with only its own tests: the rest of tests/launcher starts processes that never
+    # load it, and a test that starts a process runs for every surviving mutant.
+    "reward_client": Group(
+        (f"{LAUNCHER}/reward_client.py",),
+        (
+            "tests/launcher/test_reward_client_policy.py",
+            "tests/launcher/test_reward_client_hostile.py",
+            "tests/launcher/test_reward_client_retries.py",
+        ),
+    ),
     "reward": Group(
         (f"{REWARD}/cache.py", f"{REWARD}/extraction.py", f"{REWARD}/worker.py", f"{REWARD}/app.py"),
         ("tests/reward_service",),
