@@ -1,5 +1,5 @@
 """The watch cache's slim pods keep what the reconcile reads: a pod served from the cache holds the same GPUs as
-the pod the API server sent (the accounting counts GPU-hours from them)."""
+the pod the API server sent and its grace period (the accounting counts GPU-hours and names the grace from them)."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ POD = {
     "metadata": {"name": "w-0", "namespace": "ns", "labels": {"grpo.dev/run": "r"}, "managedFields": [{}]},
     "spec": {
         "nodeName": "gpu-node-1",
+        "terminationGracePeriodSeconds": 645,
         "containers": [
             {
                 "name": "ray-worker",
@@ -37,6 +38,7 @@ def test_a_cached_pod_holds_the_gpus_the_api_servers_pod_holds() -> None:
     assert (
         cached.gpus == 9 and cached.bound_at is not None and cached.bound_at.isoformat() == "2026-12-02T01:00:00+00:00"
     )
+    assert cached.grace_seconds == 645  # the grace a save before the pods go had (status.accounting)
 
 
 def test_the_cached_pod_keeps_only_the_gpu_resources() -> None:

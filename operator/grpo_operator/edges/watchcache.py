@@ -81,8 +81,8 @@ def slim_cluster(body: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def slim_pod(body: Mapping[str, Any]) -> Any:
-    """A pod as childstate.pod_problems, trainer_image and gpu_observation read it: its name, node, status and
-    the GPUs its containers ask for."""
+    """A pod as childstate.pod_problems, trainer_image and gpu_observation read it: its name, node, status, grace
+    period and the GPUs its containers ask for."""
     spec = body.get("spec") or {}
     return as_model(
         {
@@ -91,6 +91,7 @@ def slim_pod(body: Mapping[str, Any]) -> Any:
             "metadata": _meta(body),
             "spec": {
                 "nodeName": spec.get("nodeName"),
+                "terminationGracePeriodSeconds": spec.get("terminationGracePeriodSeconds"),
                 "containers": [_gpu_only(c) for c in spec.get("containers") or []],
             },
             "status": body.get("status") or {},
