@@ -300,6 +300,18 @@ CLUSTER_FORBIDDEN = [
     ("escalate", "clusterroles.rbac.authorization.k8s.io"),
     ("bind", "clusterroles.rbac.authorization.k8s.io"),
     ("create", "mutatingwebhookconfigurations.admissionregistration.k8s.io"),
+    # GRPORuntimes belong to the platform team: the operator only reads them
+    ("create", "grporuntimes.grpo.dev"),
+    ("patch", "grporuntimes.grpo.dev"),
+    ("update", "grporuntimes.grpo.dev"),
+    ("delete", "grporuntimes.grpo.dev"),
+]
+
+# Cluster-scoped, so granted in both modes: the runtime a run names (GET), watched for the runs waiting on it.
+CLUSTER_NEEDED = [
+    ("get", "grporuntimes.grpo.dev"),
+    ("list", "grporuntimes.grpo.dev"),
+    ("watch", "grporuntimes.grpo.dev"),
 ]
 
 
@@ -307,6 +319,7 @@ def test_the_service_account_can_do_what_the_operator_calls_and_nothing_broader(
     install: Install, namespace: str, kubectl: Any
 ) -> None:
     missing = [check for check in NEEDED if not can_i(kubectl, install, *check, "-n", namespace)]
+    missing += [check for check in CLUSTER_NEEDED if not can_i(kubectl, install, *check)]
     assert missing == []
     allowed = [check for check in FORBIDDEN if can_i(kubectl, install, *check, "-n", namespace)]
     allowed += [check for check in CLUSTER_FORBIDDEN if can_i(kubectl, install, *check)]
