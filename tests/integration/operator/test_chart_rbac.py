@@ -86,6 +86,9 @@ def install(request: pytest.FixtureRequest, control_plane: Any, namespace: str, 
         yield Install(release, operator_ns, f"{release}-grpo-operator", mode, container)
     finally:
         helm("uninstall", release, "--namespace", operator_ns, f"--kubeconfig={control_plane.kubeconfig}", check=False)
+        # The chart keeps its default GRPORuntime on uninstall (helm.sh/resource-policy: keep): the next install
+        # in this control plane would find it owned by this release and refuse to install.
+        kubectl("delete", "grporuntime", "default", "--ignore-not-found", check=False)
         if mode == "namespaced":
             kubectl("delete", "namespace", operator_ns, "--wait=false", check=False)
 
