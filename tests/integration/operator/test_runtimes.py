@@ -19,6 +19,7 @@ import yaml
 from grpo_operator.render import names
 
 from tests.support.builders import EXAMPLES
+from tests.support.cli import grpo
 from tests.support.operator_harness import get_run, phase_is, running_operator, wait_for
 
 pytestmark = pytest.mark.integration
@@ -187,3 +188,28 @@ def test_a_run_that_overrides_a_locked_field_is_refused_naming_the_run_and_the_r
     assert "spec.image" in status["message"]
     assert "locks.fields lists image" in status["message"]
     assert ray_cluster(kubectl, namespace, "rebel") is None
+
+
+def test_grpo_validate_with_the_runtime_file_and_the_operator_give_the_same_verdict(
+    operator: Any, namespace: str, kubectl: Kubectl, runtime_name: str, tmp_path: Path
+) -> None:
+    locked = runtime_doc(runtime_name)
+    locked["spec"]["locks"]["fields"] = ["image"]
+    locked["spec"]["locks"]["maxNodesPerRun"] = 1
+    runtime_file, run_file = tmp_path / "runtime.yaml", tmp_path / "run.yaml"
+    runtime_file.write_text(yaml.safe_dump(locked))
+    ok = run_doc("agrees", namespace, runtime_name, topology={"actor": {"nodes": 1}, "rollout": {"memFraction": 0.7}})
+    bad = run_doc("refused", namespace, runtime_name, image="registry.example.com/ml/mine:1")
+    run_file.write_text(yaml.safe_dump(ok))
+    assert grpo("validate", "-f", str(run_file), "--runtime", str(runtime_file)).returncode == 0
+    run_file.write_text(yaml.safe_dump(bad))
+    offline = grpo("validate", "-f", str(run_file), "--runtime", str(runtime_file))
+    assert offline.returncode != 0
+    apply(kubectl, locked)
+    apply(kubectl, ok)
+    apply(kubectl, bad)
+    started(kubectl, namespace, "agrees")
+    status = wait_for("Failed", lambda: phase_is(kubectl, namespace, "refused", "Failed"))["status"]
+    problem = status["message"]
+    assert "locks.fields lists image" in problem
+    assert problem in offline.stdout + offline.stderr
