@@ -12,6 +12,7 @@ from typing import Annotated, Literal
 from pydantic import Field, StringConstraints
 
 from grpo_operator.api.base import ApiModel
+from grpo_operator.api.runtime import RuntimeRecord
 
 Text = Annotated[str, StringConstraints(max_length=32768)]
 
@@ -46,6 +47,7 @@ class Reason(StrEnum):
     # phases
     PROVISIONING = "Provisioning"
     QUEUED = "Queued"
+    RUNTIME_NOT_FOUND = "RuntimeNotFound"
     SUBMITTING = "Submitting"
     WAITING_FOR_DRIVER = "WaitingForDriver"
     RUNNING = "Running"
@@ -128,7 +130,7 @@ _ENDINGS = (
     R.JOB_STOPPED,
 )
 PHASE_REASONS: dict[Phase, tuple[Reason, ...]] = {
-    Phase.PENDING: (R.PROVISIONING, R.QUEUED),
+    Phase.PENDING: (R.PROVISIONING, R.QUEUED, R.RUNTIME_NOT_FOUND),
     Phase.PROVISIONING: (R.PROVISIONING, R.SUBMITTING, R.WAITING_FOR_DRIVER, R.RESTARTING),
     Phase.RUNNING: (R.RUNNING, R.SUSPENDING, R.DEGENERATE_OUTPUT, R.STALLED),
     Phase.SUSPENDED: (R.SUSPENDED, R.PREEMPTED),
@@ -488,6 +490,11 @@ class GRPORunStatus(ApiModel):
         default=None, description="Last rollout the guards counted in the current attempt (they restart on resume)."
     )
     provenance: RunProvenance | None = Field(default=None, description="What the run actually ran.")
+    runtime: RuntimeRecord | None = Field(
+        default=None,
+        description="The GRPORuntime the run was first planned against, as copied then: later reconciles resolve "
+        "against this copy, so editing or deleting the runtime leaves a started run as it is.",
+    )
     logs: RunLogs | None = Field(default=None, description="Where the last job's log tail is kept.")
     accounting: RunAccounting | None = Field(
         default=None, description="Time per phase, GPU-hours, lost work and goodput, as observed."

@@ -26,7 +26,8 @@ import kopf
 from kubernetes import client, config
 
 from grpo_operator.api import GROUP, PLURAL, VERSION
-from grpo_operator.api.status import Phase
+from grpo_operator.api.runtime import RUNTIME_PLURAL
+from grpo_operator.api.status import Phase, Reason
 from grpo_operator.controller.children import Pacing, owner_body, resync_seconds
 from grpo_operator.controller.config import OperatorSettings, SettingsError, load_settings
 from grpo_operator.controller.reconciler import Outcome, Reconciler
@@ -36,6 +37,7 @@ from grpo_operator.edges.kubecache import KubeCache
 from grpo_operator.edges.opmetrics import OperatorMetrics
 from grpo_operator.edges.scrape import Scraper
 from grpo_operator.edges.watchcache import WatchView, run_key, slim_cluster, slim_deployment, slim_pod, trimmed
+from grpo_operator.planning.runtime import runtime_name
 from grpo_operator.render import names
 
 log = logging.getLogger("grpo_operator")
@@ -222,6 +224,21 @@ def on_child(body: kopf.Body, type: str | None, memo: kopf.Memo, **kwargs: Any) 
     meta = owner["metadata"]
     operator.pacing.child_changed(meta["namespace"], meta["name"], str(body.get("kind")), deleted=type == "DELETED")
     _reconcile(operator, cast(kopf.Body, owner), kwargs)
+
+
+@kopf.on.event(GROUP, VERSION, RUNTIME_PLURAL)
+def on_runtime(body: kopf.Body, type: str | None, memo: kopf.Memo, **kwargs: Any) -> None:
+    """A GRPORuntime appeared or changed: the runs waiting for it (Pending/RuntimeNotFound) start now. A run
+    planned already keeps its recorded copy (status.runtime), so nothing else is reconciled."""
+    if type == "DELETED":
+        return
+    operator = _operator(memo)
+    name = body.metadata.name
+    for found in list(kwargs["grpo_runs"].values()):
+        for run in list(found):
+            waiting = (run.get("status") or {}).get("reason") == Reason.RUNTIME_NOT_FOUND
+            if waiting and runtime_name(run) == name:
+                _reconcile(operator, cast(kopf.Body, run), kwargs)
 
 
 @kopf.on.delete(GROUP, VERSION, PLURAL)

@@ -20,6 +20,8 @@ from typing import Any
 from pydantic import ValidationError
 
 from grpo_operator.api import GRPORun
+from grpo_operator.api.quote import echo
+from grpo_operator.api.runtime import DEFAULT_RUNTIME_NAME, GRPORuntime
 from grpo_operator.api.spec import RewardType
 from grpo_operator.api.status import TERMINAL_PHASES, GRPORunStatus, Phase
 from grpo_operator.controller.config import OperatorSettings
@@ -28,7 +30,9 @@ from grpo_operator.edges.kube import ChildRefused, Kube, StatusConflict
 from grpo_operator.edges.opmetrics import OperatorMetrics
 from grpo_operator.edges.rayjobs import RayJobs, RayUnavailable
 from grpo_operator.planning import grace
-from grpo_operator.planning.documents import parse_run
+from grpo_operator.planning.documents import parse_run, parse_runtime
+from grpo_operator.planning.instances import DEFAULT_RUNTIME
+from grpo_operator.planning.runtime import record_of, runtime_from_record, runtime_name
 from grpo_operator.planning.validation import check, errors
 from grpo_operator.render import MissingRewardImage, Rendered, names, queueing, render
 from grpo_operator.render.evidence import evidence_config_map
@@ -157,7 +161,11 @@ class Reconciler:
         now, generation = self.clock(), int(meta.get("generation") or 1)
         avoided = tuple(prev.avoided_nodes or ()) if prev is not None else ()
         recent = grace.observed_rollout_seconds(prev.accounting if prev is not None else None)
-        run, rendered, problems = self._checked(body, avoided, recent)
+        runtime, missing, unreadable = self._runtime(body, prev)
+        if runtime is None:
+            obs = Observation(now=now, generation=generation, runtime_missing=missing, problems=unreadable)
+            return self._finish(body, prev, decide(prev, obs, None))
+        run, rendered, problems = self._checked(body, runtime, avoided, recent)
         if run is None or rendered is None:
             obs = Observation(now=now, generation=generation, problems=tuple(problems))
             return self._finish(body, prev, decide(prev, obs, None))
@@ -168,7 +176,7 @@ class Reconciler:
             obs = self._observe_ended_run(ctx, prev, now, generation)
         else:
             obs = self._observe(ctx, prev, now=now, generation=generation, token_secret=token is not None)
-        obs = dataclasses.replace(obs, capture_request=_capture_request(meta))
+        obs = dataclasses.replace(obs, capture_request=_capture_request(meta), runtime=record_of(runtime))
         decision = decide(prev, obs, run.spec)
         refused = self._carry_out(ctx, decision)
         if refused is not None:  # the API server refused a child: the spec cannot run, in the server's words
@@ -178,13 +186,41 @@ class Reconciler:
             decision = attempts.submit_refused(decision, prev, ctx.submit_failed)
         return self._finish(body, prev, decision, ctx.failures)
 
+    def _runtime(
+        self, body: Mapping[str, Any], prev: GRPORunStatus | None
+    ) -> tuple[GRPORuntime | None, str | None, tuple[str, ...]]:
+        """The runtime the run resolves against: the copy in its status once it was planned; before, the
+        GRPORuntime it names (the built-in AWS types when the default one is not installed). Otherwise None and
+        why: the named one does not exist (the run waits for it), or it cannot be read (the run cannot start)."""
+        if prev is not None and prev.runtime is not None:
+            return runtime_from_record(prev.runtime), None, ()
+        name = runtime_name(body)
+        found = self.kube.runtime(name)
+        if found is None:
+            if name == DEFAULT_RUNTIME_NAME:
+                return DEFAULT_RUNTIME, None, ()
+            missing = (
+                f"spec.runtimeRef.name: GRPORuntime {echo(name)} does not exist; create it (kubectl apply -f "
+                "<runtime>.yaml) or name one of kubectl get grporuntimes; the run starts once it exists"
+            )
+            return None, missing, ()
+        runtime, problems = parse_runtime(found)
+        if runtime is None:  # the API server's schema let through what the operator's model refuses
+            return None, None, tuple(f"GRPORuntime {echo(name)}: {p}" for p in problems)
+        return runtime, None, ()
+
     def _checked(
-        self, body: Mapping[str, Any], avoided_nodes: tuple[str, ...] = (), rollout_seconds: tuple[int, ...] = ()
+        self,
+        body: Mapping[str, Any],
+        runtime: GRPORuntime,
+        avoided_nodes: tuple[str, ...] = (),
+        rollout_seconds: tuple[int, ...] = (),
     ) -> tuple[GRPORun | None, Rendered | None, list[str]]:
-        """The run, its children rendered from the one plan of this reconcile, or the problems that stop it."""
+        """The run resolved against its runtime, its children rendered from the one plan of this reconcile, or the
+        problems that stop it."""
         namespace = body["metadata"]["namespace"]
         doc = {k: body[k] for k in ("apiVersion", "kind", "metadata", "spec") if k in body}
-        run, structural = parse_run(doc)
+        run, structural = parse_run(doc, runtime)
         problems = [str(p) for p in structural]
         if run is None:
             return None, None, problems

@@ -23,6 +23,7 @@ from kubernetes.client.exceptions import ApiException
 from kubernetes.dynamic import DynamicClient
 
 from grpo_operator.api import GROUP, PLURAL, VERSION
+from grpo_operator.api.runtime import RUNTIME_PLURAL
 from grpo_operator.edges.kubecache import KubeCache
 from grpo_operator.render import names
 from grpo_operator.render.auth import ray_auth_secret
@@ -286,6 +287,16 @@ class Kube:
         (`KubeCache.watched_run`), else by a GET. None once it is gone."""
         found = self.cache.watched_run(namespace, run)
         return found if found is not None else self.get_run_fresh(namespace, run)
+
+    def runtime(self, name: str) -> dict[str, Any] | None:
+        """The cluster-scoped GRPORuntime `name` by a GET, or None when it does not exist. Read only until a run is
+        first planned: from then on the run resolves against the copy in its status."""
+        try:
+            return cast(dict[str, Any], self.custom.get_cluster_custom_object(GROUP, VERSION, RUNTIME_PLURAL, name))
+        except ApiException as exc:
+            if exc.status == 404:
+                return None
+            raise
 
     def get_run_fresh(self, namespace: str, run: str) -> dict[str, Any] | None:
         """The GRPORun by a GET (after a conflict: the watch's copy is known to be older)."""

@@ -34,6 +34,21 @@ def invalid(prev: GRPORunStatus | None, obs: Observation, conds: Conditions) -> 
     return Decision(status, (), (Event("Warning", "Warning", text),))
 
 
+def runtime_missing(obs: Observation, conds: Conditions) -> Decision:
+    """The GRPORuntime a run not yet started names does not exist: Pending/RuntimeNotFound until it is created."""
+    text = obs.runtime_missing or "the run's GRPORuntime does not exist"
+    status = GRPORunStatus.model_validate(
+        {
+            "observed_generation": obs.generation,
+            "phase": Phase.PENDING,
+            "reason": R.RUNTIME_NOT_FOUND,
+            "message": text,
+            "conditions": conds.all(),
+        }
+    )
+    return Decision(status)
+
+
 def _preempted(draft: Draft) -> bool:
     """A job of this run ran or was submitted before the RayCluster was suspended for admission again."""
     prev, job = draft.prev, draft.obs.job

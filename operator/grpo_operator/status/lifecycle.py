@@ -50,7 +50,9 @@ def _by_state(draft: Draft) -> Decision:
 def decide(prev: GRPORunStatus | None, obs: Observation, spec: GRPORunSpec | None) -> Decision:
     decision = forensics.requested(prev, obs, _decide(prev, obs, spec))
     ledger, events = accounting.account(prev, obs, decision.status)
-    status = decision.status.model_copy(update={"accounting": ledger})
+    # The runtime a run was first planned against stays its runtime (planning/runtime.py runtime_from_record).
+    kept = (prev.runtime if prev is not None else None) or obs.runtime
+    status = decision.status.model_copy(update={"accounting": ledger, "runtime": kept})
     return Decision(status, decision.actions, decision.events + events)
 
 
@@ -58,6 +60,8 @@ def _decide(prev: GRPORunStatus | None, obs: Observation, spec: GRPORunSpec | No
     if prev is not None and prev.phase in TERMINAL_PHASES:
         return completion.wind_down(prev, obs)
     conds = Conditions(prev, obs.generation, obs.now)
+    if obs.runtime_missing is not None:
+        return admission.runtime_missing(obs, conds)
     if obs.problems or spec is None:
         return admission.invalid(prev, obs, conds)
     conds.set(ConditionType.VALIDATED, True, Reason.VALID, "spec passed validation and fits")

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from enum import StrEnum
 
+from grpo_operator.api.runtime import RuntimeRecord
 from grpo_operator.api.status import Reason, RunLogs, RunPlan
 
 
@@ -122,6 +123,8 @@ class Observation:
     worker_nodes: tuple[tuple[str, str], ...] = ()  # (pod IP, node name) of each Ray worker pod
     gpu_hour_price_usd: float | None = None  # the operator's price for the run's instance type, if it has one
     capture_request: str | None = None  # the run's grpo.dev/capture annotation (status/forensics.py)
+    runtime: RuntimeRecord | None = None  # the runtime this reconcile planned against (kept in status.runtime)
+    runtime_missing: str | None = None  # the GRPORuntime a run not yet started names and the API server lacks
 
 
 def rfc3339(moment: datetime) -> str:

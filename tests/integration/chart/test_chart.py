@@ -91,10 +91,14 @@ def test_the_operator_watches_every_namespace_or_exactly_the_ones_listed() -> No
     assert "--all-namespaces" not in args
 
 
-def test_watching_namespaces_grants_nothing_cluster_wide() -> None:
-    docs = documents(template("watchNamespaces={team-a,team-b}"))
-    kinds = sorted(d["kind"] for d in docs)
-    assert "ClusterRole" not in kinds and "ClusterRoleBinding" not in kinds
+def test_watching_namespaces_grants_nothing_cluster_wide_but_reading_runtimes() -> None:
+    text = template("watchNamespaces={team-a,team-b}")
+    docs = documents(text)
+    # GRPORuntimes are cluster-scoped: a Role cannot grant them, so their read is the one cluster-wide grant.
+    assert _rules(text, "ClusterRole") == {("grpo.dev", "grporuntimes"): {"get", "list", "watch"}}
+    assert [d["roleRef"]["name"] for d in docs if d["kind"] == "ClusterRoleBinding"] == [
+        d["metadata"]["name"] for d in docs if d["kind"] == "ClusterRole"
+    ]
     roles = {d["metadata"]["namespace"] for d in docs if d["kind"] == "Role"}
     bindings = {d["metadata"]["namespace"] for d in docs if d["kind"] == "RoleBinding"}
     assert roles == bindings == {"team-a", "team-b"}
@@ -244,7 +248,10 @@ def test_two_replicas_run_with_kopf_peering_its_object_and_the_rights_for_it(
     peerings = by_kind(text, peering_kind)
     assert [p["metadata"]["name"] for p in peerings] == ["grpo-operator"] * max(1, len(namespaces))
     assert sorted(p["metadata"].get("namespace", "") for p in peerings) == sorted(namespaces or ("",))
-    roles = by_kind(text, "Role" if namespaces else "ClusterRole")
+    roles = [
+        r for r in by_kind(text, "Role" if namespaces else "ClusterRole") if "-runtimes" not in r["metadata"]["name"]
+    ]
+    assert roles
     for role in roles:
         rule = next(r for r in role["rules"] if "kopf.dev" in r["apiGroups"])
         assert rule["resources"] == [resource] and set(rule["verbs"]) == {"get", "list", "watch", "patch"}

@@ -86,6 +86,9 @@ def install(request: pytest.FixtureRequest, control_plane: Any, namespace: str, 
         yield Install(release, operator_ns, f"{release}-grpo-operator", mode, container)
     finally:
         helm("uninstall", release, "--namespace", operator_ns, f"--kubeconfig={control_plane.kubeconfig}", check=False)
+        # The chart keeps its default GRPORuntime on uninstall (helm.sh/resource-policy: keep): the next install
+        # in this control plane would find it owned by this release and refuse to install.
+        kubectl("delete", "grporuntime", "default", "--ignore-not-found", check=False)
         if mode == "namespaced":
             kubectl("delete", "namespace", operator_ns, "--wait=false", check=False)
 
@@ -300,6 +303,18 @@ CLUSTER_FORBIDDEN = [
     ("escalate", "clusterroles.rbac.authorization.k8s.io"),
     ("bind", "clusterroles.rbac.authorization.k8s.io"),
     ("create", "mutatingwebhookconfigurations.admissionregistration.k8s.io"),
+    # GRPORuntimes belong to the platform team: the operator only reads them
+    ("create", "grporuntimes.grpo.dev"),
+    ("patch", "grporuntimes.grpo.dev"),
+    ("update", "grporuntimes.grpo.dev"),
+    ("delete", "grporuntimes.grpo.dev"),
+]
+
+# Cluster-scoped, so granted in both modes: the runtime a run names (GET), watched for the runs waiting on it.
+CLUSTER_NEEDED = [
+    ("get", "grporuntimes.grpo.dev"),
+    ("list", "grporuntimes.grpo.dev"),
+    ("watch", "grporuntimes.grpo.dev"),
 ]
 
 
@@ -307,6 +322,7 @@ def test_the_service_account_can_do_what_the_operator_calls_and_nothing_broader(
     install: Install, namespace: str, kubectl: Any
 ) -> None:
     missing = [check for check in NEEDED if not can_i(kubectl, install, *check, "-n", namespace)]
+    missing += [check for check in CLUSTER_NEEDED if not can_i(kubectl, install, *check)]
     assert missing == []
     allowed = [check for check in FORBIDDEN if can_i(kubectl, install, *check, "-n", namespace)]
     allowed += [check for check in CLUSTER_FORBIDDEN if can_i(kubectl, install, *check)]
