@@ -61,7 +61,7 @@ def runtime_name(kubectl: Kubectl) -> Iterator[str]:
 
 @pytest.fixture
 def operator(control_plane: Any, namespace: str, tmp_path: Path) -> Iterator[Any]:
-    with running_operator(control_plane, namespace, NO_RAY, tmp_path) as op:
+    with running_operator(control_plane, namespace, NO_RAY, tmp_path, ray_head=False) as op:
         yield op
 
 
