@@ -15,28 +15,26 @@ from aiohttp import web
 from grpo_launcher import reward_client
 from grpo_launcher.reward_client import RewardServiceFailed
 
-from tests.support.reward_stub import FakeClock, drip, gzip_bomb, reply, retry_after, sample, score
-
-GUARD_S = 120  # a hang guard only: a client that never returns fails here instead of blocking the suite
+from tests.support.reward_stub import (
+    FakeClock,
+    drip,
+    gzip_bomb,
+    isolate,
+    reply,
+    retry_after,
+    run,
+    sample,
+)
 
 
 @pytest.fixture(autouse=True)
 def failure_file(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
-    monkeypatch.setattr(reward_client, "STATS", reward_client.Stats())
-    path = tmp_path / "failure.json"
-    monkeypatch.setenv("GRPO_FAILURE_FILE", str(path))
-    monkeypatch.setenv("GRPO_REWARD_RETRY_BUDGET_S", "20")
-    monkeypatch.delenv("GRPO_REWARD_DEADLINE_S", raising=False)
-    return path
+    return isolate(monkeypatch, tmp_path, budget_s=20)
 
 
 @pytest.fixture
 def clock(monkeypatch: pytest.MonkeyPatch) -> FakeClock:
     return FakeClock().install(monkeypatch)
-
-
-def run(script: list[Any], samples: Any) -> tuple[Any, Any]:
-    return asyncio.run(asyncio.wait_for(score(script, samples), GUARD_S))
 
 
 def fails(script: list[Any], samples: Any, failure_file: Path) -> str:

@@ -16,6 +16,7 @@ import json
 import zlib
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
@@ -139,3 +140,22 @@ async def score(script: Sequence[Answer], samples: Any) -> tuple[Any, StubReward
     """The client's answer for `samples` (one or a list) from a stub playing `script`, and the stub."""
     async with StubRewardServer(script) as stub:
         return await reward_client.reward(stub.args, samples), stub
+
+
+GUARD_S = 120  # a hang guard only: a client that never returns fails here instead of blocking the suite
+
+
+def run(script: Sequence[Answer], samples: Any) -> tuple[Any, StubRewardServer]:
+    """`score`, from synchronous tests."""
+    return asyncio.run(asyncio.wait_for(score(script, samples), GUARD_S))
+
+
+def isolate(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, budget_s: int) -> Path:
+    """A fresh client state, its retry budget, no deadline from the environment, and the failure file it writes
+    (returned)."""
+    monkeypatch.setattr(reward_client, "STATS", reward_client.Stats())
+    path = tmp_path / "failure.json"
+    monkeypatch.setenv("GRPO_FAILURE_FILE", str(path))
+    monkeypatch.setenv("GRPO_REWARD_RETRY_BUDGET_S", str(budget_s))
+    monkeypatch.delenv("GRPO_REWARD_DEADLINE_S", raising=False)
+    return path

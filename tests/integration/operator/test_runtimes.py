@@ -52,6 +52,16 @@ def apply(kubectl: Kubectl, doc: dict[str, Any]) -> None:
     kubectl("apply", "-f", "-", input=yaml.safe_dump(doc))
 
 
+def change_guards(kubectl: Kubectl, namespace: str, run: str, consecutive: int, *, generation: int) -> None:
+    """A guard change (what a started run may change), and its reconcile: the run is resolved again."""
+    patch = json.dumps({"spec": {"guards": {"consecutiveRollouts": consecutive}}})
+    kubectl("patch", "grporun", run, "-n", namespace, "--type=merge", "-p", patch)
+    wait_for(
+        f"generation {generation} reconciled",
+        lambda: get_run(kubectl, namespace, run)["status"].get("observedGeneration") == generation,
+    )
+
+
 @pytest.fixture
 def runtime_name(kubectl: Kubectl) -> Iterator[str]:
     name = f"rt-{uuid.uuid4().hex[:8]}"
@@ -122,39 +132,14 @@ def test_editing_or_deleting_the_runtime_after_the_run_started_changes_nothing_o
     edited["spec"]["defaults"]["trainerImage"] = "registry.example.com/ml/grpo-trainer:edited"
     edited["spec"]["instanceTypes"][0]["nodeSelector"] = {"nvidia.com/gpu.product": "edited"}
     apply(kubectl, edited)
-    # A guard change (what a started run may change): its reconcile (observedGeneration 2) resolves the run again.
-    kubectl(
-        "patch",
-        "grporun",
-        "kept",
-        "-n",
-        namespace,
-        "--type=merge",
-        "-p",
-        '{"spec":{"guards":{"consecutiveRollouts":4}}}',
-    )
-    wait_for(
-        "generation 2 reconciled", lambda: get_run(kubectl, namespace, "kept")["status"].get("observedGeneration") == 2
-    )
+    change_guards(kubectl, namespace, "kept", 4, generation=2)
     after = ray_cluster(kubectl, namespace, "kept")
     assert after is not None
     assert worker_pod(after)["nodeSelector"] == before["nodeSelector"]
     assert worker_pod(after)["containers"][0]["image"] == before["containers"][0]["image"]
     assert recorded(kubectl, namespace, "kept") == record
     kubectl("delete", "grporuntime", runtime_name)
-    kubectl(
-        "patch",
-        "grporun",
-        "kept",
-        "-n",
-        namespace,
-        "--type=merge",
-        "-p",
-        '{"spec":{"guards":{"consecutiveRollouts":5}}}',
-    )
-    wait_for(
-        "generation 3 reconciled", lambda: get_run(kubectl, namespace, "kept")["status"].get("observedGeneration") == 3
-    )
+    change_guards(kubectl, namespace, "kept", 5, generation=3)
     status = get_run(kubectl, namespace, "kept")["status"]
     assert status.get("reason") != "RuntimeNotFound"
     assert status["runtime"] == record
