@@ -54,8 +54,9 @@ def test_reward_service_errors_set_the_condition_and_clear_when_they_stop(  # ty
     with running_operator(
         control_plane,
         namespace,
-        "http://127.0.0.1:9",
+        "http://127.0.0.1:9",  # no Ray head: the test is about the reward service's condition only
         tmp_path,
+        ray_head=False,
         GRPO_REWARD_METRICS_URL=f"http://127.0.0.1:{port}/metrics",
     ):
         kubectl("apply", "-f", "-", input=manifest("scored", namespace, spec))
