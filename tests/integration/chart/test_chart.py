@@ -14,6 +14,8 @@ import pytest
 import yaml
 from grpo_operator.cli.loading import parse_run
 from grpo_operator.controller.config import load_settings
+from grpo_operator.planning.documents import parse_runtime
+from grpo_operator.planning.instances import DEFAULT_RUNTIME
 from grpo_operator.planning.plan import make_plan
 from grpo_operator.render import RenderSettings, render
 
@@ -258,3 +260,15 @@ def test_two_replicas_run_with_kopf_peering_its_object_and_the_rights_for_it(
     crds = yaml.safe_load_all((CHART / "crds" / "kopfpeerings.kopf.dev.yaml").read_text())
     assert {c["metadata"]["name"] for c in crds} == {"kopfpeerings.kopf.dev", "clusterkopfpeerings.kopf.dev"}
     load_settings({"GRPO_PEERING_LIFETIME_SECONDS": env["GRPO_PEERING_LIFETIME_SECONDS"]["value"]})  # a valid setting
+
+
+def test_the_default_runtime_is_installed_only_when_asked_and_is_the_built_in_table() -> None:
+    """GRPORuntimes are cluster-wide: a default one in every release would make a second release in the cluster
+    fail to install. Asked for, it is the operator's own AWS table, kept on uninstall for the platform team."""
+    assert by_kind(template(), "GRPORuntime") == []
+    [runtime] = by_kind(template("defaultRuntime.install=true"), "GRPORuntime")
+    assert runtime["metadata"]["name"] == "default"
+    assert runtime["metadata"]["annotations"]["helm.sh/resource-policy"] == "keep"
+    parsed, problems = parse_runtime(runtime)
+    assert not problems and parsed is not None
+    assert parsed.spec == DEFAULT_RUNTIME.spec
