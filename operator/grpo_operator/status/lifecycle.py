@@ -49,11 +49,12 @@ def _by_state(draft: Draft) -> Decision:
 
 def decide(prev: GRPORunStatus | None, obs: Observation, spec: GRPORunSpec | None) -> Decision:
     decision = forensics.requested(prev, obs, _decide(prev, obs, spec))
-    ledger, events = accounting.account(prev, obs, decision.status)
-    # The runtime a run was first planned against stays its runtime (planning/runtime.py runtime_from_record).
+    # The runtime a run was first planned against stays its runtime (planning/runtime.py runtime_from_record). Set
+    # before the accounting, which writes only when the rest of the status changed.
     kept = (prev.runtime if prev is not None else None) or obs.runtime
-    status = decision.status.model_copy(update={"accounting": ledger, "runtime": kept})
-    return Decision(status, decision.actions, decision.events + events)
+    status = decision.status.model_copy(update={"runtime": kept})
+    ledger, events = accounting.account(prev, obs, status)
+    return Decision(status.model_copy(update={"accounting": ledger}), decision.actions, decision.events + events)
 
 
 def _decide(prev: GRPORunStatus | None, obs: Observation, spec: GRPORunSpec | None) -> Decision:
