@@ -437,8 +437,8 @@ def test_the_operator_account_missing_a_verb_fails_naming_it_and_passes_once_res
 ) -> None:
     assert check(cluster, "operator RBAC") == (
         "ok",
-        "ServiceAccount grpo-system/grpo-operator (bound to ClusterRole grpo-operator) has the 31 permissions it "
-        "needs fix: ",
+        "ServiceAccount grpo-system/grpo-operator (bound to ClusterRole grpo-operator, ClusterRole "
+        "grpo-operator-runtimes) has the 31 permissions it needs fix: ",
     )
     role = json.loads(cluster.kubectl("get", "clusterrole", chart, "-o", "json").stdout)
     role["metadata"].pop("resourceVersion")
@@ -448,7 +448,7 @@ def test_the_operator_account_missing_a_verb_fails_naming_it_and_passes_once_res
     try:
         verdict, said = check(cluster, "operator RBAC")
         assert verdict == "fail", said
-        assert "(bound to ClusterRole grpo-operator) cannot delete rayclusters.ray.io cluster-wide" in said
+        assert "ClusterRole grpo-operator-runtimes) cannot delete rayclusters.ray.io cluster-wide" in said
         assert "helm upgrade with rbac.create=true" in said
     finally:
         cluster.kubectl("replace", "-f", "-", input=json.dumps(role))
