@@ -278,7 +278,7 @@ class SimulatedCluster(ControlPlane):
 
     @property
     def kuberay_log(self) -> Path:
-        return self.workdir / "logs" / "kuberay-operator.log"
+        return self.log_dir / "kuberay-operator.log"
 
     def _start(self, binaries: dict[str, Path]) -> None:
         super()._start(binaries)
