@@ -12,6 +12,7 @@ from grpo_dev.localcluster.realnode import NODE_LABELS
 from grpo_dev.localcluster.realruntime import real_node_runtime
 from grpo_operator.planning.documents import parse_run, parse_runtime
 from grpo_operator.planning.plan import make_plan
+from grpo_operator.planning.validation import errors, validate
 from grpo_operator.render import render
 
 from tests.support.builders import REPO, SETTINGS, kind
@@ -37,17 +38,17 @@ RUN = {
     "metadata": {"name": "real-op", "namespace": "real-op"},
     "spec": {
         "runtimeRef": {"name": "real-node"},
-        "model": {"profile": "qwen3-4b", "hfCheckpoint": "/shared/m", "torchDistCheckpoint": "/shared/t"},
+        "model": {"profile": "qwen3-0.6b", "hfCheckpoint": "/shared/m", "torchDistCheckpoint": "/shared/t"},
         "data": {"promptData": "/shared/d.jsonl"},
         "rollout": {"numRollout": 4, "batchSize": 4, "samplesPerPrompt": 2},
         "training": {"globalBatchSize": 8},
-        "topology": {"actor": {"nodes": 1, "gpusPerNode": 1}},
+        "topology": {"actor": {"nodes": 1, "gpusPerNode": 1}, "rollout": {"memFraction": 0.7}},
         "reward": {"type": "remote", "remote": {"replicas": 1}},
     },
 }
 
 
-@pytest.mark.parametrize(("cpu", "memory"), [("2", "24551508Ki"), ("4", "16Gi"), ("2", "8Gi")])
+@pytest.mark.parametrize(("cpu", "memory"), [("2", "24551508Ki"), ("4", "20Gi"), ("8", "64Gi")])
 def test_a_run_on_the_real_nodes_runtime_fits_that_node_beside_the_operator(cpu: str, memory: str) -> None:
     node = _node(cpu, memory)
     manifest = real_node_runtime(node, trainer_image="localhost/t:dev", reward_image="localhost/r:dev", claim_name="c")
@@ -57,6 +58,7 @@ def test_a_run_on_the_real_nodes_runtime_fits_that_node_beside_the_operator(cpu:
     assert instance.vcpus == int(cpu) and instance.node_selector == NODE_LABELS
     run, problems = parse_run(RUN, runtime)
     assert run is not None, problems
+    assert not errors(validate(run)), [str(p) for p in validate(run)]  # it plans: GPU and host memory fit
     result = render(run, make_plan(run), SETTINGS)
     cluster = kind(result, "RayCluster")["spec"]
     pods = [
