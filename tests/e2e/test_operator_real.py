@@ -308,6 +308,12 @@ def phases_until_it_ends(cluster: SimulatedCluster, run: str) -> list[str]:
     return seen
 
 
+@pytest.mark.xfail(
+    strict=True,
+    reason="known defect (2026-12-02, issue #29): the job keeps running in the terminating worker (Ray's PID 1 ignores "
+    "SIGTERM), Ray reports it SUCCEEDED without the end-of-run summary in the log the operator reads, and the run "
+    "ends Failed/Unverified instead of going back to Provisioning and resuming",
+)
 def test_a_worker_pod_deleted_mid_run_saves_and_the_run_resumes_after_that_save(
     real_cluster: SimulatedCluster, platform: dict[str, Any]
 ) -> None:
