@@ -29,6 +29,12 @@ and ignores every other one. What it imitates, read from radixark/miles at the p
 * Resume. The loop runs `range(args.start_rollout_id, args.num_rollout)` (`train.py:94`) with the start at the
   loaded checkpoint's iteration + 1 (`backends/megatron_utils/actor.py:196`): a resumed job numbers its
   rollouts from the checkpoint + 1, at or below what the stopped job had reached.
+* Rewards. With `--fake-score-rewards` (off by default: most runs of the suite have no reward service to call) and
+  `--custom-rm-path` (the remote reward service's client, `--rm-url` its URL) each rollout scores one
+  group of `--n-samples-per-prompt` samples (2 by default) of a made-up math answer through that function, loaded
+  by module path and awaited as `await rm_function(args, samples)` with objects carrying `.prompt`, `.response`
+  and `.label` (`miles/utils/misc.py:47`, `miles/rollout/rm_hub/__init__.py:19-24,89-106`), and logs
+  `reward <id>: [...]` (a line of this double's, not miles's). An exception there fails the run, as in miles.
 * When run as a Ray job (RAY_ADDRESS set) it connects to the cluster with `ray.init()` first: miles's
   `train.py` never calls it, Ray connects on its first `placement_group()` (`train.py:26`,
   `ray/placement_group.py:57`), before any rollout; either way the job's `driver_info` carries the node IP.
@@ -107,6 +113,9 @@ def build_parser() -> argparse.ArgumentParser:
     miles.add_argument("--save", default=None)
     miles.add_argument("--save-interval", type=int, default=None)
     miles.add_argument("--save-trigger-sentinel", default=None)
+    miles.add_argument("--custom-rm-path", default=None)
+    miles.add_argument("--rm-url", default=None)
+    miles.add_argument("--n-samples-per-prompt", type=int, default=2)
     fake = parser.add_argument_group("test-double knobs")
     fake.add_argument("--fake-step-seconds", type=float, default=0.3)
     fake.add_argument("--fake-reward", type=series, default=[0.5])
@@ -119,6 +128,7 @@ def build_parser() -> argparse.ArgumentParser:
     fake.add_argument("--fake-fail-reason", default=None)
     fake.add_argument("--fake-bind-address", default="127.0.0.1")
     fake.add_argument("--fake-checkpoints", action="store_true")
+    fake.add_argument("--fake-score-rewards", action="store_true")
     # From the environment too: where a launcher checks miles's argv against the run config (a real Ray job).
     fake.add_argument("--fake-knobs-dir", type=Path, default=os.environ.get("FAKE_MILES_KNOBS_DIR"))
     return parser
@@ -188,6 +198,31 @@ class Gauges:
             if name not in self._gauges:
                 self._gauges[name] = self._gauge_type(name, key, ["run_name"])
             self._gauges[name].labels(self._run_name).set(value)
+
+
+@dataclass
+class Sample:
+    """The fields of miles's Sample a reward function reads."""
+
+    prompt: str
+    response: str
+    label: str
+
+
+def score_group(args: argparse.Namespace, rollout_id: int) -> list[float]:
+    """One group through `--custom-rm-path`, as miles's group reward calls it (module doc)."""
+    import asyncio
+    import importlib
+
+    module, _, name = str(args.custom_rm_path).rpartition(".")
+    function = getattr(importlib.import_module(module), name)
+    answer = str(rollout_id + 2)
+    samples = [
+        Sample(f"What is {rollout_id} + 2?", f"The answer is \\boxed{{{answer if i % 2 == 0 else 'x'}}}", answer)
+        for i in range(max(1, args.n_samples_per_prompt))
+    ]
+    scores = asyncio.run(function(args, samples))
+    return [float(score) for score in scores]
 
 
 TRAIN_ACTOR = "MegatronTrainRayActor"
@@ -260,6 +295,8 @@ def main(argv: list[str] | None = None) -> int:
             }
             train = {"rollout/raw_reward": at(args.fake_reward, rollout_id), "rollout/log_probs": -0.5}
             perf = {"perf/step_time": time.monotonic() - began}
+            if args.fake_score_rewards and args.custom_rm_path and args.rm_url:
+                log(f"reward {rollout_id}: {score_group(args, rollout_id)} from {args.rm_url}", "rollout_manager")
             log(f"perf {rollout_id}: {samples}", "rollout_manager", "metrics.py:79", actor="RolloutManager")
             log(f"rollout {rollout_id}: {train}", "actor_cell0_rank0", "log_utils.py:66", actor=TRAIN_ACTOR)
             log(f"perf {rollout_id}: {perf}", "actor_cell0_rank0", "train_metric_utils.py:50", actor=TRAIN_ACTOR)

@@ -73,7 +73,12 @@ IMAGES = {
 }
 
 # Dev layers on a product image, for the real-node tests only: never shipped, not built by `make images`.
-DEV_IMAGES = {"ray-node": Image("grpo-ray-node", REPO / "devtools" / "images" / "ray-node.Dockerfile")}
+DEV_IMAGES = {
+    "ray-node": Image("grpo-ray-node", REPO / "devtools" / "images" / "ray-node.Dockerfile"),
+    # ray-node with the GPU played (devtools/images/gpu_standin/): the preflight passes on a node without one.
+    "ray-node-gpu": Image("grpo-ray-node-gpu", REPO / "devtools" / "images" / "ray-node-gpu.Dockerfile"),
+}
+DEV_BASES = {"ray-node-gpu": "ray-node"}  # a dev layer built on another
 
 
 class ImageError(RuntimeError):
@@ -310,5 +315,12 @@ def build_all(install: bool = True, report: Report = _quiet) -> list[Outcome]:
 
 
 def build_dev(name: str, report: Report = _quiet) -> Outcome:
-    """The dev layer `name` on the operator image this tree builds (build that first: `build_all`)."""
-    return build(DEV_IMAGES[name], build_args=[f"OPERATOR_IMAGE={IMAGES['operator'].reference}"], report=report)
+    """The dev layer `name` (and the dev layer it is built on) on the operator image this tree builds (build that
+    first: `build_all`)."""
+    base = DEV_BASES.get(name)
+    if base is not None:
+        build_dev(base, report)
+    args = [f"OPERATOR_IMAGE={IMAGES['operator'].reference}"]
+    if base is not None:
+        args = [f"RAY_NODE_IMAGE={DEV_IMAGES[base].reference}"]
+    return build(DEV_IMAGES[name], build_args=args, report=report)

@@ -376,6 +376,16 @@ class RealNode:
         finally:
             archive.unlink(missing_ok=True)
 
+    def shared_volume(self, name: str, size_gib: int = 1200) -> Path:
+        """A directory for a hostPath PersistentVolume playing a run's shared file system (FSx): a tmpfs of the
+        claim's nominal size, so the preflight's free-space check sees the volume a platform would give (a 4B
+        model's two checkpoints need 105 GiB, more than this disk may have free), while only what is written takes
+        memory. Open to every uid (the pods' user is not root); unmounted by `teardown` with the state directory."""
+        path = self.state / "volumes" / name
+        path.mkdir(parents=True)
+        _run("mount", "-t", "tmpfs", "-o", f"size={size_gib}G,mode=1777", f"grpo-{name}", str(path))
+        return path
+
     # --- daemons ----------------------------------------------------------------------------------------
 
     def _launch(self, name: str, argv: list[str]) -> ManagedProcess:

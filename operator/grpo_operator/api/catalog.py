@@ -21,6 +21,7 @@ class InstanceTypeName(StrEnum):
 class ModelProfileName(StrEnum):
     """Names accepted in `spec.model.profile`."""
 
+    QWEN3_0_6B = "qwen3-0.6b"
     QWEN3_4B = "qwen3-4b"
     QWEN3_8B = "qwen3-8b"
     QWEN3_30B_A3B = "qwen3-30b-a3b"

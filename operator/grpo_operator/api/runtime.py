@@ -172,6 +172,18 @@ class StorageDefaults(ApiModel):
     )
 
 
+# Kubernetes quantities as a pod spec takes them: CPUs whole, decimal or in millicores; memory in bytes or binary units.
+CpuQuantity = Annotated[str, StringConstraints(pattern=r"^([0-9]+m|[0-9]+(\.[0-9]{1,3})?)$", max_length=16)]
+MemoryQuantity = Annotated[str, StringConstraints(pattern=r"^[0-9]+(Ki|Mi|Gi|Ti)?$", max_length=16)]
+
+
+class PodSize(ApiModel):
+    """CPU and memory of a CPU pod: its requests, and its memory limit."""
+
+    cpu: CpuQuantity = Field(description="CPU request (2, 0.5 or 500m).")
+    memory: MemoryQuantity = Field(description="Memory request and limit (8Gi, 512Mi).")
+
+
 class SchedulingDefaults(ApiModel):
     queue_name: QueueName | None = Field(default=None, description="Kueue LocalQueue of a run that names none.")
     tolerations: list[Toleration] = Field(
@@ -179,6 +191,14 @@ class SchedulingDefaults(ApiModel):
     )
     head_node_selector: LabelMap = Field(default_factory=dict, description="Node selector of the Ray head.")
     priority_class_name: ObjectName | None = Field(default=None, description="PriorityClass of the Ray pods.")
+    head_resources: PodSize | None = Field(
+        default=None, description="Size of the Ray head pod; default 2 CPUs and 8Gi (the operator's)."
+    )
+    reward_resources: PodSize | None = Field(
+        default=None,
+        description="Size of each reward service pod; default 2 CPUs and 4Gi (the operator's). It runs one scoring "
+        "process per whole CPU, at least one.",
+    )
 
 
 class RuntimeDefaults(ApiModel):

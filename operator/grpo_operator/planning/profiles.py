@@ -180,6 +180,25 @@ _GLM4_FLAGS = (
 )
 
 PROFILES: dict[ModelProfileName, ModelProfile] = {
+    # HF Qwen/Qwen3-0.6B config.json (28 layers, hidden 1024, intermediate 3072, 16 heads, 8 KV heads, head_dim 128,
+    # tie_word_embeddings: true); the flags of miles's Qwen3 scripts (scripts/models/qwen3-4B.sh) with these sizes.
+    ModelProfileName.QWEN3_0_6B: ModelProfile(
+        name=ModelProfileName.QWEN3_0_6B,
+        display="Qwen3-0.6B",
+        num_layers=28,
+        hidden_size=1024,
+        ffn_hidden_size=3072,
+        num_attention_heads=16,
+        num_query_groups=8,
+        kv_channels=128,
+        vocab_size=151936,
+        tie_embeddings=True,
+        qkv_bias=False,
+        qk_layernorm=True,
+        post_norms=False,
+        norm_epsilon="1e-6",
+        rotary_base="1000000",
+    ),
     # miles scripts/models/qwen3-4B.sh; HF Qwen/Qwen3-4B config.json (tie_word_embeddings: true).
     ModelProfileName.QWEN3_4B: ModelProfile(
         name=ModelProfileName.QWEN3_4B,

@@ -118,8 +118,15 @@ def head_off_gpu_nodes(run: GRPORun) -> dict[str, Any]:
     }
 
 
+def head_size(run: GRPORun, settings: RenderSettings) -> tuple[str, str]:
+    """CPU and memory of the head pod: the runtime's when it sizes it (a small CPU node), else the operator's."""
+    size = runtime_of(run.spec).spec.defaults.scheduling.head_resources
+    return (size.cpu, size.memory) if size is not None else (settings.head_cpu, settings.head_memory)
+
+
 def head_group(run: GRPORun, settings: RenderSettings) -> dict[str, Any]:
     spec = run.spec
+    cpu, memory = head_size(run, settings)
     pod: dict[str, Any] = {
         "enableServiceLinks": False,
         "containers": [
@@ -133,8 +140,8 @@ def head_group(run: GRPORun, settings: RenderSettings) -> dict[str, Any]:
                 ],
                 "env": pod_env(run),
                 "resources": {
-                    "requests": {"cpu": settings.head_cpu, "memory": settings.head_memory},
-                    "limits": {"memory": settings.head_memory},
+                    "requests": {"cpu": cpu, "memory": memory},
+                    "limits": {"memory": memory},
                 },
                 "volumeMounts": [_config_mount(settings)],
                 "securityContext": {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}},

@@ -11,6 +11,7 @@ from typing import Any
 
 from grpo_operator.api import GRPORun
 from grpo_operator.api.spec import RemoteRewardSpec
+from grpo_operator.planning.instances import runtime_of
 from grpo_operator.render import names
 from grpo_operator.render.raycluster import metadata
 from grpo_operator.render.settings import RenderSettings
@@ -32,8 +33,21 @@ def reward_image(remote: RemoteRewardSpec, settings: RenderSettings) -> str:
     return image
 
 
+def reward_size(run: GRPORun, settings: RenderSettings) -> tuple[str, str]:
+    """CPU and memory of a reward pod: the runtime's when it sizes them, else the operator's."""
+    size = runtime_of(run.spec).spec.defaults.scheduling.reward_resources
+    return (size.cpu, size.memory) if size is not None else (settings.reward_cpu, settings.reward_memory)
+
+
+def scoring_processes(cpu: str) -> int:
+    """One scoring process per whole requested CPU, at least one (`500m` and `1.5` give 1)."""
+    cores = int(cpu[:-1]) / 1000 if cpu.endswith("m") else float(cpu)
+    return max(1, int(cores))
+
+
 def deployment(run: GRPORun, remote: RemoteRewardSpec, settings: RenderSettings) -> dict[str, Any]:
     name = names.reward_service(run.metadata.name)
+    cpu, memory = reward_size(run, settings)
     port = settings.reward_port
     probe = {"httpGet": {"path": "/ready", "port": "http"}, "periodSeconds": 10, "timeoutSeconds": 5}
     pod: dict[str, Any] = {
@@ -49,12 +63,12 @@ def deployment(run: GRPORun, remote: RemoteRewardSpec, settings: RenderSettings)
                     {"name": "REWARD_BACKEND", "value": remote.backend.value},
                     {"name": "REWARD_DEADLINE_S", "value": repr(remote.timeout_seconds)},
                     # One scoring process per requested CPU (without it, one per CPU of the node).
-                    {"name": "REWARD_WORKERS", "value": settings.reward_cpu},
+                    {"name": "REWARD_WORKERS", "value": str(scoring_processes(cpu))},
                 ],
                 "volumeMounts": [{"name": "tmp", "mountPath": "/tmp"}],
                 "resources": {
-                    "requests": {"cpu": settings.reward_cpu, "memory": settings.reward_memory},
-                    "limits": {"memory": settings.reward_memory},
+                    "requests": {"cpu": cpu, "memory": memory},
+                    "limits": {"memory": memory},
                 },
                 "startupProbe": {**probe, "failureThreshold": 30},
                 "readinessProbe": {**probe, "failureThreshold": 3},

@@ -4,6 +4,8 @@ A few behaviours of the double itself (flag parsing, checkpoints) run it as a pl
 
 from __future__ import annotations
 
+import json
+import os
 import shlex
 import socket
 import subprocess
@@ -257,3 +259,31 @@ def test_fake_takes_per_run_knobs_from_the_knobs_dir_by_run_name(tmp_path: Path)
     other = run_fake(*argv, "--prometheus-run-name", "other")
     assert (knobbed.returncode, rollouts_in(knobbed.stderr)) == (3, [0])
     assert (other.returncode, rollouts_in(other.stderr)) == (0, [0, 1, 2])
+
+
+RM_PROBE = """
+import json, os
+async def reward(args, samples):
+    with open(os.environ["RM_PROBE_OUT"], "a") as out:
+        out.write(json.dumps([args.rm_url, [[s.prompt, s.response, s.label] for s in samples]]) + "\\n")
+    return [1.0 if "boxed{" + s.label + "}" in s.response else 0.0 for s in samples]
+"""
+
+
+def test_fake_scores_a_group_per_rollout_through_the_custom_rm_path_only_when_asked(tmp_path: Path) -> None:
+    (tmp_path / "rm_probe.py").write_text(RM_PROBE)
+    out = tmp_path / "calls.jsonl"
+    env = {**os.environ, "PYTHONPATH": f"{tmp_path}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
+    env["RM_PROBE_OUT"] = str(out)
+    argv = [sys.executable, str(FAKE), "--num-rollout", "2", "--fake-step-seconds", "0", "--n-samples-per-prompt", "2"]
+    argv += ["--custom-rm-path", "rm_probe.reward", "--rm-url", "http://reward.example/score"]
+    quiet = subprocess.run(argv, capture_output=True, text=True, timeout=60, check=False, env=env)
+    assert quiet.returncode == 0 and not out.exists(), quiet.stderr
+    scored = subprocess.run(
+        [*argv, "--fake-score-rewards"], capture_output=True, text=True, timeout=60, check=False, env=env
+    )
+    assert scored.returncode == 0, scored.stderr
+    calls = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [url for url, _ in calls] == ["http://reward.example/score"] * 2
+    assert all(len(samples) == 2 for _, samples in calls)
+    assert "reward 0: [1.0, 0.0] from http://reward.example/score" in scored.stderr
