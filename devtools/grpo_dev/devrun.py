@@ -3,27 +3,27 @@
 Starts the real kube-apiserver and etcd with the CRDs installed, kube-scheduler, kwok nodes shaped like EKS
 GPU and CPU node groups and the real KubeRay operator (grpo_dev.localcluster.SimulatedCluster), a real Ray
 head on loopback (grpo_dev.localray), and the operator against both; creates the quickstart's prerequisite
-(the `fsx-claim` PVC), applies examples/quickstart.yaml and prints `kubectl get grporuns` every few seconds.
-The kubeconfig goes to .grpo/kubeconfig. Ctrl-C stops everything and leaves no process behind.
-
-KubeRay creates the head and worker pods, kube-scheduler places them (head on the CPU pool, the worker on a
-GPU node), kwok marks them Running and Ready and KubeRay marks the RayCluster ready, so the quickstart goes
-Pending -> Provisioning -> (ready) and its Ray job is submitted to the local Ray head. That head has no
-trainer image, so the real job fails at once (its own words end up in the run's status, printed under the
-table); `GRPO_DEMO=1 make run` runs a stand-in for miles (grpo_dev/fake_miles.py) instead, so the whole loop
-can be watched to Succeeded.
+(the `fsx-claim` PVC), applies examples/quickstart.yaml and prints `kubectl get grporuns` when it changes, with
+the run's message. KubeRay creates the head and worker pods, kube-scheduler places them, kwok marks them Running
+and KubeRay marks the RayCluster ready, so the run's Ray job is submitted to the local Ray head. The trainer
+there is the miles stand-in (grpo_dev/fake_miles.py, inside the real trainer launcher) where this machine has
+no GPU, which the first lines say, and the rendered miles entrypoint where it has one (`GRPO_TRAINER=standin`
+or `miles` chooses). The terminal shows only the table and the run's messages: the operator's log and the
+daemons' go to .grpo/logs/ (the Ray head's are copied there on stop), the kubeconfig to .grpo/kubeconfig.
+Ctrl-C stops everything and leaves no process behind.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
 from grpo_operator.render import names
@@ -34,7 +34,9 @@ from grpo_dev.localray import LocalRayHead
 REPO = Path(__file__).resolve().parents[2]
 KUBECONFIG = REPO / ".grpo" / "kubeconfig"
 QUICKSTART = REPO / "examples" / "quickstart.yaml"
+LOGS = KUBECONFIG.parent / "logs"
 FAKE_MILES = Path(__file__).with_name("fake_miles.py")
+TRAINERS = ("standin", "miles")
 
 
 def _say(line: str) -> None:
@@ -48,12 +50,40 @@ def _kuberay_ready(plane: SimulatedCluster, run: str) -> bool:
     return bool(status.get("state") == "ready" and status.get("readyWorkerReplicas"))
 
 
+def _has_gpu() -> bool:
+    """An NVIDIA GPU the driver lists (`nvidia-smi -L`), as miles needs one."""
+    smi = shutil.which("nvidia-smi")
+    if smi is None:
+        return False
+    try:
+        listed = subprocess.run([smi, "-L"], capture_output=True, text=True, check=False, timeout=60)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return listed.returncode == 0 and "GPU" in listed.stdout
+
+
+def _trainer() -> str | None:
+    """`standin` or `miles`: GRPO_TRAINER when set, else by whether a GPU is here; None (said) when invalid."""
+    chosen = os.environ.get("GRPO_TRAINER", "")
+    if chosen and chosen not in TRAINERS:
+        _say(f"GRPO_TRAINER={chosen!r} is not one of {', '.join(TRAINERS)}: unset it, or set it to one of them")
+        return None
+    return chosen or ("miles" if _has_gpu() else "standin")
+
+
 @contextmanager
-def _operator(env: dict[str, str]) -> Iterator[subprocess.Popen[bytes]]:
-    """The operator in its own session (Ctrl-C reaches us, not it), stopped before what it talks to."""
-    process = subprocess.Popen(
-        [sys.executable, "-m", "grpo_operator", "--standalone", "--all-namespaces"], env=env, start_new_session=True
-    )
+def _operator(env: dict[str, str], log: Path) -> Iterator[subprocess.Popen[bytes]]:
+    """The operator in its own session (Ctrl-C reaches us, not it), its output in `log`, stopped before what
+    it talks to."""
+    with log.open("ab") as sink:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "grpo_operator", "--standalone", "--all-namespaces"],
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=sink,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
     try:
         yield process
     finally:
@@ -107,12 +137,37 @@ def _demo_prefix() -> list[str]:
     ]
 
 
+def _keep_ray_logs(head: LocalRayHead) -> None:
+    """Copy the Ray head's logs under .grpo/logs/ray before the head (and its temp dir) goes."""
+    target = LOGS / "ray"
+    shutil.rmtree(target, ignore_errors=True)
+    try:
+        shutil.copytree(head.temp_dir / "session_latest" / "logs", target, ignore_dangling_symlinks=True)
+        shutil.copy2(head.log_path(), target / head.log_path().name)
+    except OSError as exc:
+        _say(f"the Ray head's logs could not be kept: {exc}")
+
+
 def main() -> int:
-    demo = os.environ.get("GRPO_DEMO") == "1"
+    trainer = _trainer()
+    if trainer is None:
+        return 2
+    if trainer == "standin":
+        _say(f"no GPU on this machine: the run's trainer is the miles stand-in ({FAKE_MILES.relative_to(REPO)}),")
+        _say("not miles; its rollouts, rewards and checkpoints are made up. GRPO_TRAINER=miles runs miles instead.")
+    else:
+        _say("the run's trainer is miles (the rendered entrypoint) on the local Ray head, whose Python must have")
+        _say("miles and the trainer launcher installed. GRPO_TRAINER=standin runs the stand-in instead.")
     KUBECONFIG.parent.mkdir(exist_ok=True)
+    shutil.rmtree(LOGS, ignore_errors=True)
+    LOGS.mkdir()
+    _say(f"logs (the operator, the control plane, KubeRay; the Ray head's on stop): {LOGS.relative_to(REPO)}/")
     signal.signal(signal.SIGTERM, signal.default_int_handler)
     try:
-        with SimulatedCluster(kubeconfig=KUBECONFIG, report=_say) as plane, LocalRayHead() as head:
+        with ExitStack() as stack:
+            plane = stack.enter_context(SimulatedCluster(kubeconfig=KUBECONFIG, report=_say, log_dir=LOGS))
+            head = stack.enter_context(LocalRayHead())
+            stack.callback(_keep_ray_logs, head)  # runs before the head stops
             _say(f"Ray head: {head.dashboard_url}")
             env = {
                 **os.environ,
@@ -120,55 +175,57 @@ def main() -> int:
                 "GRPO_RAY_ADDRESS": head.dashboard_url,
                 "GRPO_RECONCILE_INTERVAL_SECONDS": "3",
             }
-            env.pop("GRPO_DEMO", None)
-            if demo:  # the real trainer launcher around the stand-in, so the run's end is read from its summary
+            env.pop("GRPO_TRAINER", None)
+            if trainer == "standin":  # the real trainer launcher around the stand-in: the run's end is its summary
                 env["GRPO_ENTRYPOINT_PREFIX"] = json.dumps(_demo_prefix())
-            with _operator(env) as operator:
-                quickstart = QUICKSTART.read_text()
-                plane.provide_claim("default", "fsx-claim")
-                # The local head runs with token auth on: the run takes its token from a Secret made first
-                # (bring your own token), as the operator's own Secret would give it on a cluster.
-                plane.kubectl(
-                    "apply",
-                    "-f",
-                    "-",
-                    input=json.dumps(
-                        {
-                            "apiVersion": "v1",
-                            "kind": "Secret",
-                            "metadata": {"name": names.ray_auth_secret("quickstart")},
-                            "stringData": {names.AUTH_TOKEN_KEY: head.auth_token},
-                        }
-                    ),
-                )
-                plane.kubectl("apply", "-f", "-", input=quickstart)
-                applied = time.monotonic()
-                kubectl = tool_path("kubectl")
-                _say(f"from another shell: export KUBECONFIG={plane.kubeconfig}; {kubectl} get grporuns -w")
-                _say("Ctrl-C stops everything")
-                last, ready = "", False
-                while operator.poll() is None:
-                    if not ready and _kuberay_ready(plane, "quickstart"):
-                        ready = True
-                        _say(
-                            f"KubeRay made RayCluster {names.ray_cluster('quickstart')} ready "
-                            f"{time.monotonic() - applied:.0f}s after kubectl apply"
-                        )
-                    table = plane.kubectl("get", "grporuns", check=False).stdout
-                    if table.split()[:-1] != last.split()[:-1]:  # print on change (AGE aside)
-                        print(table, flush=True)
-                        last = table
-                        message = plane.kubectl(
-                            "get", "grporun", "quickstart", "-o", "jsonpath={.status.message}", check=False
-                        ).stdout
-                        if message:
-                            _say(f"quickstart: {message}")
-                    time.sleep(3)
-                _say(f"the operator exited with code {operator.returncode}")
-                return 1
+            return _watch(plane, head, stack.enter_context(_operator(env, LOGS / "operator.log")))
     except KeyboardInterrupt:
         _say("stopped; nothing is left running")
         return 0
+
+
+def _watch(plane: SimulatedCluster, head: LocalRayHead, operator: subprocess.Popen[bytes]) -> int:
+    """Apply the quickstart and print its table and message as they change, until Ctrl-C or the operator ends."""
+    plane.provide_claim("default", "fsx-claim")
+    # The local head runs with token auth on: the run takes its token from a Secret made first (bring your own
+    # token), as the operator's own Secret would give it on a cluster.
+    plane.kubectl(
+        "apply",
+        "-f",
+        "-",
+        input=json.dumps(
+            {
+                "apiVersion": "v1",
+                "kind": "Secret",
+                "metadata": {"name": names.ray_auth_secret("quickstart")},
+                "stringData": {names.AUTH_TOKEN_KEY: head.auth_token},
+            }
+        ),
+    )
+    plane.kubectl("apply", "-f", "-", input=QUICKSTART.read_text())
+    applied = time.monotonic()
+    _say(f"from another shell: export KUBECONFIG={plane.kubeconfig}; {tool_path('kubectl')} get grporuns -w")
+    _say("Ctrl-C stops everything")
+    last, ready = "", False
+    while operator.poll() is None:
+        if not ready and _kuberay_ready(plane, "quickstart"):
+            ready = True
+            _say(
+                f"KubeRay made RayCluster {names.ray_cluster('quickstart')} ready "
+                f"{time.monotonic() - applied:.0f}s after kubectl apply"
+            )
+        table = plane.kubectl("get", "grporuns", check=False).stdout
+        if table.split()[:-1] != last.split()[:-1]:  # print on change (AGE aside)
+            print(table, flush=True)
+            last = table
+            message = plane.kubectl(
+                "get", "grporun", "quickstart", "-o", "jsonpath={.status.message}", check=False
+            ).stdout
+            if message:
+                _say(f"quickstart: {message}")
+        time.sleep(3)
+    _say(f"the operator exited with code {operator.returncode}; its log: {(LOGS / 'operator.log').relative_to(REPO)}")
+    return 1
 
 
 if __name__ == "__main__":

@@ -105,7 +105,14 @@ def _no_verb(c: Cluster) -> None:
 
 
 def _unbound(c: Cluster) -> None:
-    c.cluster_role_bindings[0]["subjects"][0]["namespace"] = "default"
+    for binding in c.cluster_role_bindings:
+        binding["subjects"][0]["namespace"] = "default"
+
+
+def _no_runtimes(c: Cluster) -> None:
+    c.cluster_role_bindings[:] = [
+        b for b in c.cluster_role_bindings if b["roleRef"]["name"] != "grpo-operator-runtimes"
+    ]
 
 
 BREAKS: list[tuple[str, Callable[[Cluster], None], str, Verdict, list[str]]] = [
@@ -188,6 +195,16 @@ BREAKS: list[tuple[str, Callable[[Cluster], None], str, Verdict, list[str]]] = [
         Verdict.FAIL,
         ["bound to no Role or ClusterRole", "cannot create configmaps cluster-wide"],
     ),
+    (
+        "operator RBAC without the runtimes ClusterRole",
+        _no_runtimes,
+        "operator RBAC",
+        Verdict.FAIL,
+        [
+            "(bound to ClusterRole grpo-operator) cannot get grporuntimes.grpo.dev (cluster-scoped)",
+            "a ClusterRole with a ClusterRoleBinding for the cluster-scoped ones",
+        ],
+    ),
     ("nodes forbidden", _forbidden_nodes, "GPU nodes", Verdict.FAIL, ["cannot read nodes (forbidden)", "get and list"]),
 ]
 
@@ -203,7 +220,9 @@ def test_a_healthy_cluster_passes_every_check_and_the_quickstart_can_start() -> 
     assert set(found) >= {"GRPORun CRD", "operator", "KubeRay CRDs", "KubeRay operator", "GPU nodes", "storage"}
     assert f"running ghcr.io/grpo-operator/grpo-operator@sha256:{DIGEST}" in found["operator"].found
     assert "enforced by Cilium (DaemonSet kube-system/cilium, 6 ready)" in found["network policies"].found
-    assert found["operator RBAC"].found.endswith("(bound to ClusterRole grpo-operator) has the 31 permissions it needs")
+    assert found["operator RBAC"].found.endswith(
+        "(bound to ClusterRole grpo-operator, ClusterRole grpo-operator-runtimes) has the 34 permissions it needs"
+    )
 
 
 def test_the_operator_rbac_needs_follow_its_watched_namespaces_replicas_and_policies() -> None:

@@ -9,7 +9,7 @@ from typing import Any
 import yaml
 from grpo_dev.localcluster.simcluster import cpu_node, default_nodes, platform_manifests
 from grpo_operator.api import GROUP, PLURAL, VERSION
-from grpo_operator.cli.doctorchecks import OPERATOR_RULES, Cluster, Target
+from grpo_operator.cli.doctorchecks import CLUSTER_RULES, OPERATOR_RULES, Cluster, Target
 from grpo_operator.planning import validation
 
 from tests.support.builders import EXAMPLES, REPO, example, run_of
@@ -124,21 +124,23 @@ def healthy() -> Cluster:
 
 
 def operator_rbac() -> dict[str, list[dict[str, Any]]]:
-    """The chart's ClusterRole (its rules as the chart renders them with networkPolicies on: OPERATOR_RULES, which
-    a chart test compares with the template) bound to the operator's ServiceAccount."""
+    """The chart's ClusterRoles bound to the operator's ServiceAccount: grpo-operator (its rules as the chart renders
+    them with networkPolicies on: OPERATOR_RULES, which a chart test compares with the template) and
+    grpo-operator-runtimes (CLUSTER_RULES: reading the cluster-scoped GRPORuntimes)."""
     rules = [
         {"apiGroups": [r.group], "resources": list(r.resources), "verbs": list(r.verbs)}
         for r in OPERATOR_RULES
         if r.when in ("", "network policies")
     ]
-    binding = {
-        "metadata": {"name": "grpo-operator"},
-        "roleRef": {"kind": "ClusterRole", "name": "grpo-operator"},
-        "subjects": [{"kind": "ServiceAccount", "name": "grpo-operator", "namespace": "grpo-system"}],
-    }
+    runtimes = [{"apiGroups": [r.group], "resources": list(r.resources), "verbs": list(r.verbs)} for r in CLUSTER_RULES]
+    account = {"kind": "ServiceAccount", "name": "grpo-operator", "namespace": "grpo-system"}
+    roles = {"grpo-operator": rules, "grpo-operator-runtimes": runtimes}
     return {
-        "cluster_roles": [{"metadata": {"name": "grpo-operator"}, "rules": rules}],
-        "cluster_role_bindings": [binding],
+        "cluster_roles": [{"metadata": {"name": name}, "rules": rules} for name, rules in roles.items()],
+        "cluster_role_bindings": [
+            {"metadata": {"name": name}, "roleRef": {"kind": "ClusterRole", "name": name}, "subjects": [dict(account)]}
+            for name in roles
+        ],
     }
 
 

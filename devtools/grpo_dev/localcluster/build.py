@@ -9,8 +9,9 @@ This module owns turning the pins in `versions` into files on disk with no manua
 - etcd: `go build` of the main package `go.etcd.io/etcd/server/v3` through a scratch module.
 - kubelet and kube-proxy (the real node): the same build of `k8s.io/kubernetes`, in a cache directory of their own.
 - pause (the real node's sandbox image): a ten-line static Go program, packed here as a `docker save` archive.
-- helm, kwok, the KubeRay operator, Kueue's manager and CoreDNS: `go install <main package>@<version>` (their go.mod files have no
+- helm, kwok, the KubeRay operator and Kueue's manager: `go install <main package>@<version>` (their go.mod files have no
   `replace` directives, so the published module builds as it is).
+- CoreDNS: a main package of our own that imports `coremain` and only the plugins the real node uses.
 - the kwok stage files, the KubeRay CRDs and Kueue's CRDs: copied from the modules (`kustomize/stage/...` of
   `sigs.k8s.io/kwok`, `config/crd/bases/` of `github.com/ray-project/kuberay/ray-operator`), fetched with
   `go mod download`.
@@ -348,7 +349,19 @@ def _fetch_kuberay_crds(component: v.Component, out: Path, report: Report) -> No
 
 
 def _build_coredns(component: v.Component, out: Path, report: Report) -> None:
-    _go_install(component, "github.com/coredns/coredns", out, report)
+    """CoreDNS with only the plugins the real node's Corefile names (`v.COREDNS_PLUGINS`), from a main package
+    of our own beside `coremain`, the way CoreDNS documents external builds: its own main imports every plugin
+    and with them every cloud provider's SDK, most of the build's time."""
+    workdir, log = _scratch_module(component, "coredns")
+    module = "github.com/coredns/coredns"
+    plugins = "".join(f'\t_ "{module}/plugin/{name}"\n' for name in v.COREDNS_PLUGINS)
+    (workdir / "main.go").write_text(
+        f'package main\n\nimport (\n\t"{module}/coremain"\n{plugins})\n\nfunc main() {{ coremain.Run() }}\n'
+    )
+    report(f"  go build {module}@{component.version} with the plugins {', '.join(v.COREDNS_PLUGINS)} (log: {log})")
+    _go(["mod", "edit", f"-require={module}@{component.version}"], workdir, log)
+    _go(["mod", "tidy"], workdir, log)
+    _go(["build", "-p", "2", "-ldflags", "-s -w", "-o", str(out / "coredns"), "."], workdir, log)
 
 
 PAUSE_REFERENCE = f"localhost/grpo-pause:{v.PAUSE_VERSION}"

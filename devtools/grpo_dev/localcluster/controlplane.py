@@ -84,8 +84,11 @@ class ControlPlane:
         advertise_address: str | None = None,
         start_timeout: float = 180.0,
         report: Callable[[str], None] = _quiet,
+        log_dir: Path | None = None,
     ) -> None:
         self._requested_kubeconfig = kubeconfig
+        # Where the daemons' logs go when they must outlive the session (`make run`); else the workdir.
+        self._log_dir = log_dir
         # Where pods reach the API server (the real node's bridge gateway): kube-apiserver listens there instead
         # of on 127.0.0.1 and the `kubernetes` Service's endpoints name it.
         self._advertise = advertise_address
@@ -118,6 +121,11 @@ class ControlPlane:
         if self._workdir is None:
             raise ControlPlaneError("the control plane is not running")
         return self._workdir
+
+    @property
+    def log_dir(self) -> Path:
+        """The daemons' logs: the `log_dir` asked for (kept after stop), else `workdir/logs` (removed with it)."""
+        return self._log_dir if self._log_dir is not None else self.workdir / "logs"
 
     @property
     def kubeconfig(self) -> Path:
@@ -288,7 +296,7 @@ class ControlPlane:
                 self._signals = None
 
     def _launch(self, name: str, argv: list[str]) -> None:
-        process = ManagedProcess(name, argv, self.workdir / "logs" / f"{name}.log")
+        process = ManagedProcess(name, argv, self.log_dir / f"{name}.log")
         self._processes.append(process.start())
 
     def _wait(self, what: str, ready: Callable[[], bool]) -> None:

@@ -11,7 +11,11 @@ This module owns `SimulatedCluster`, a `ControlPlane` that also runs
   which turns a RayCluster into head and worker pods and a head Service and writes the RayCluster status.
 
 and registers fake nodes shaped like EKS nodes: one per GPU instance type of
-`grpo_operator.planning.instances` by default (more where asked) and a CPU pool. No container runs: the
+`grpo_operator.planning.instances` by default (more where asked) and a CPU pool. A GPU node is made from an
+instance type as a GRPORuntime describes it (`gpu_node`, `runtime_nodes`): the labels its node selector names,
+a taint for each of its tolerations, its GPUs and fabric devices as extended resources; so a platform's own
+runtime (an InfiniBand cluster, a small node) gets its node group the same way as the built-in AWS types, which
+are the default runtime. No container runs: the
 pods' processes are not started, only their lifecycle is played, so a Ray job still runs on the local Ray
 head (`grpo_dev.localray`). The daemons run as cluster admin (this is a simulator, not an install).
 """
@@ -26,7 +30,8 @@ from pathlib import Path
 from typing import Any
 
 from grpo_operator.api.catalog import InstanceTypeName
-from grpo_operator.planning.instances import INSTANCES, InstanceType
+from grpo_operator.api.runtime import GRPORuntime
+from grpo_operator.planning.instances import INSTANCE_TYPE_LABEL, INSTANCES, InstanceType
 
 from grpo_dev.localcluster import versions as v
 from grpo_dev.localcluster.build import kwok_stage_dir, tool_path
@@ -34,7 +39,6 @@ from grpo_dev.localcluster.controlplane import ControlPlane, _free_port
 from grpo_dev.localcluster.realnode import GATEWAY, RealNode
 
 KWOK_ANNOTATION = {"kwok.x-k8s.io/node": "fake"}
-GPU_TAINT = {"key": "nvidia.com/gpu", "value": "true", "effect": "NoSchedule"}
 REGION, ZONE = "us-west-2", "us-west-2a"
 POD_CIDR = "10.244.0.0/16"
 
@@ -81,27 +85,28 @@ def node_manifest(
     vcpus: int,
     memory_gib: int,
     max_pods: int,
-    gpus: int = 0,
-    efa: int = 0,
     nodegroup: str,
+    gpus: int = 0,
+    devices: Mapping[str, int] | None = None,
     labels: Mapping[str, str] | None = None,
+    taints: list[dict[str, str]] | None = None,
 ) -> dict[str, Any]:
     """A Node as an EKS managed node group registers it, with the device plugins' extended resources.
 
-    GPU nodes carry `nvidia.com/gpu` (NVIDIA device plugin), `vpc.amazonaws.com/efa` when the type has EFA
-    (EFA device plugin), and the `nvidia.com/gpu=true:NoSchedule` taint GPU node groups are given so that
-    only pods tolerating it (the Ray workers) land there.
+    GPU nodes carry `nvidia.com/gpu` (NVIDIA device plugin) and their fabric's devices (`devices`: e.g.
+    `vpc.amazonaws.com/efa` from the EFA device plugin, `rdma/ib` from an RDMA one; a count of 0 is left out, as
+    a node without the plugin has none), and the `taints` their node group is given so that only pods tolerating
+    them (the Ray workers) land there.
     """
     capacity = {"cpu": str(vcpus), "memory": f"{memory_gib}Gi", "pods": str(max_pods), "ephemeral-storage": "1000Gi"}
     allocatable = _allocatable(vcpus, memory_gib, max_pods)
     extended = {"nvidia.com/gpu": str(gpus)} if gpus else {}
-    if efa:
-        extended["vpc.amazonaws.com/efa"] = str(efa)
+    extended |= {resource: str(count) for resource, count in (devices or {}).items() if count}
     node_labels = {
         "kubernetes.io/hostname": name,
         "kubernetes.io/os": "linux",
         "kubernetes.io/arch": "amd64",
-        "node.kubernetes.io/instance-type": instance_type,
+        INSTANCE_TYPE_LABEL: instance_type,
         "topology.kubernetes.io/region": REGION,
         "topology.kubernetes.io/zone": ZONE,
         "eks.amazonaws.com/nodegroup": nodegroup,
@@ -115,7 +120,7 @@ def node_manifest(
         "apiVersion": "v1",
         "kind": "Node",
         "metadata": {"name": name, "labels": node_labels, "annotations": dict(KWOK_ANNOTATION)},
-        "spec": {"taints": [dict(GPU_TAINT)]} if gpus else {},
+        "spec": {"taints": [dict(t) for t in taints]} if taints else {},
         "status": {
             "capacity": capacity | extended,
             "allocatable": allocatable | extended,
@@ -124,21 +129,50 @@ def node_manifest(
     }
 
 
-def gpu_node(name: str, instance: InstanceType, **overrides: Any) -> dict[str, Any]:
-    """A node of a built-in GPU instance type; `overrides` (gpus=, efa=, labels=) make a degraded one."""
-    shape: dict[str, Any] = {
-        "instance_type": str(instance.name),
-        "vcpus": instance.vcpus,
-        "memory_gib": instance.memory_gib,
-        "max_pods": GPU_MAX_PODS,
-        "gpus": instance.gpus,
-        "efa": instance.efa,
-        "nodegroup": f"gpu-{instance.name.split('.')[0]}",
-    }
-    return node_manifest(name, **(shape | overrides))
+def taints_of(instance: InstanceType) -> list[dict[str, str]]:
+    """The taints nodes of `instance` carry: one per toleration its pods are given, each the narrowest taint that
+    toleration admits. `Exists` takes any value: "true", as the GPU node groups' `nvidia.com/gpu=true` has it; no
+    effect means every effect: NoSchedule, the one that keeps other pods off. A toleration without a key admits
+    every taint, so it names none."""
+    taints = []
+    for toleration in instance.tolerations:
+        if not toleration.get("key"):
+            continue
+        value = toleration.get("value") if toleration.get("operator", "Equal") == "Equal" else "true"
+        taints.append(
+            {"key": toleration["key"], "value": value or "", "effect": toleration.get("effect") or "NoSchedule"}
+        )
+    return taints
 
 
-def cpu_node(name: str, shape: CpuShape = CPU_POOL_SHAPE) -> dict[str, Any]:
+def gpu_node(
+    name: str,
+    instance: InstanceType,
+    *,
+    gpus: int | None = None,
+    devices: int | None = None,
+    labels: Mapping[str, str] | None = None,
+) -> dict[str, Any]:
+    """A node of a GPU instance type as its runtime describes it (a built-in one of `INSTANCES`, or
+    `InstanceType.of` a GRPORuntime's): the labels of its node selector, the taints of its tolerations, its GPUs
+    and its fabric's devices. `gpus`, `devices` (fabric devices) and `labels` make a degraded or marked one."""
+    resource = instance.fabric.resource_name
+    fabric = {resource: instance.devices if devices is None else devices} if resource else {}
+    return node_manifest(
+        name,
+        instance_type=instance.name,
+        vcpus=instance.vcpus,
+        memory_gib=instance.memory_gib,
+        max_pods=GPU_MAX_PODS,
+        nodegroup=f"gpu-{instance.name.split('.')[0]}",
+        gpus=instance.gpus if gpus is None else gpus,
+        devices=fabric,
+        labels={**dict(instance.node_selector), **(labels or {})},
+        taints=taints_of(instance),
+    )
+
+
+def cpu_node(name: str, shape: CpuShape = CPU_POOL_SHAPE, labels: Mapping[str, str] | None = None) -> dict[str, Any]:
     return node_manifest(
         name,
         instance_type=shape.name,
@@ -146,6 +180,7 @@ def cpu_node(name: str, shape: CpuShape = CPU_POOL_SHAPE) -> dict[str, Any]:
         memory_gib=shape.memory_gib,
         max_pods=shape.max_pods,
         nodegroup="cpu",
+        labels=labels,
     )
 
 
@@ -157,6 +192,27 @@ def default_nodes(
         instance = INSTANCES[type_name]
         prefix = instance.name.replace(".", "-")
         nodes += [gpu_node(f"{prefix}-{i}", instance) for i in range(count)]
+    return nodes
+
+
+def runtime_nodes(
+    runtime: GRPORuntime, gpu_nodes: Mapping[str, int] | None = None, *, head_nodes: int = 1
+) -> list[dict[str, Any]]:
+    """The node group a platform's GRPORuntime describes: `gpu_nodes[type]` nodes of each instance type named
+    there (one of each by default), named `<runtime>-<type>-<i>`, and, where the runtime puts the Ray head on
+    nodes of its own (`defaults.scheduling.headNodeSelector`), `head_nodes` CPU-pool nodes carrying those labels."""
+    counts = {t.name: 1 for t in runtime.spec.instance_types} if gpu_nodes is None else gpu_nodes
+    prefix = runtime.metadata.name
+    nodes = []
+    for type_name, count in counts.items():
+        spec = runtime.spec.instance_type(type_name)
+        if spec is None:
+            raise KeyError(f"{type_name} is not an instance type of GRPORuntime {prefix}")
+        instance = InstanceType.of(spec)
+        nodes += [gpu_node(f"{prefix}-{type_name}-{i}", instance) for i in range(count)]
+    head = runtime.spec.defaults.scheduling.head_node_selector
+    if head:
+        nodes += [cpu_node(f"{prefix}-head-{i}", labels=head) for i in range(head_nodes)]
     return nodes
 
 
@@ -278,7 +334,7 @@ class SimulatedCluster(ControlPlane):
 
     @property
     def kuberay_log(self) -> Path:
-        return self.workdir / "logs" / "kuberay-operator.log"
+        return self.log_dir / "kuberay-operator.log"
 
     def _start(self, binaries: dict[str, Path]) -> None:
         super()._start(binaries)

@@ -27,8 +27,9 @@ KWOK_VERSION = "v0.8.0"
 # worker group templates, replicas, numOfHosts) are the same in the v1.5.0 CRDs installed here. Its client talks
 # to the v1.37 API server only through GA APIs (v1 core, coordination, admissionregistration, apiextensions).
 KUEUE_VERSION = "v0.17.0"
-# CoreDNS serves the real node's cluster DNS; its go.mod has no `replace`, so `go install` builds it as published.
+# CoreDNS serves the real node's cluster DNS, built with the plugins its Corefile (realnode.py) names and no others.
 COREDNS_VERSION = "v1.15.0"
+COREDNS_PLUGINS = ("bind", "errors", "ready", "kubernetes", "cache")
 # The real node's sandbox ("pause") image: a static Go program made here; bump when pause.go changes.
 PAUSE_VERSION = "1"
 

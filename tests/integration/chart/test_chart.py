@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 import yaml
+from grpo_operator.cli.doctorchecks import CLUSTER_RULES
 from grpo_operator.cli.loading import parse_run
 from grpo_operator.controller.config import load_settings
 from grpo_operator.planning.documents import parse_runtime
@@ -96,8 +97,10 @@ def test_the_operator_watches_every_namespace_or_exactly_the_ones_listed() -> No
 def test_watching_namespaces_grants_nothing_cluster_wide_but_reading_runtimes() -> None:
     text = template("watchNamespaces={team-a,team-b}")
     docs = documents(text)
-    # GRPORuntimes are cluster-scoped: a Role cannot grant them, so their read is the one cluster-wide grant.
+    # GRPORuntimes are cluster-scoped: a Role cannot grant them, so their read is the one cluster-wide grant, and
+    # what `grpo doctor` checks the operator's account for (CLUSTER_RULES).
     assert _rules(text, "ClusterRole") == {("grpo.dev", "grporuntimes"): {"get", "list", "watch"}}
+    assert _rules(text, "ClusterRole") == {(r.group, res): set(r.verbs) for r in CLUSTER_RULES for res in r.resources}
     assert [d["roleRef"]["name"] for d in docs if d["kind"] == "ClusterRoleBinding"] == [
         d["metadata"]["name"] for d in docs if d["kind"] == "ClusterRole"
     ]

@@ -182,7 +182,7 @@ def test_an_old_kuberay_crd_without_a_field_the_run_sets_fails_and_the_current_o
 
 
 def test_a_node_without_efa_allocatable_fails_and_passes_once_it_is_gone(cluster: SimulatedCluster) -> None:
-    cluster.add_nodes([gpu_node("p5en-no-efa", INSTANCES["p5en.48xlarge"], efa=0)])  # type: ignore[index]
+    cluster.add_nodes([gpu_node("p5en-no-efa", INSTANCES["p5en.48xlarge"], devices=0)])  # type: ignore[index]
     try:
         verdict, said = check(cluster, "GPU nodes")
         efa = INSTANCES["p5en.48xlarge"].efa  # type: ignore[index]
@@ -438,7 +438,7 @@ def test_the_operator_account_missing_a_verb_fails_naming_it_and_passes_once_res
     assert check(cluster, "operator RBAC") == (
         "ok",
         "ServiceAccount grpo-system/grpo-operator (bound to ClusterRole grpo-operator, ClusterRole "
-        "grpo-operator-runtimes) has the 31 permissions it needs fix: ",
+        "grpo-operator-runtimes) has the 34 permissions it needs fix: ",
     )
     role = json.loads(cluster.kubectl("get", "clusterrole", chart, "-o", "json").stdout)
     role["metadata"].pop("resourceVersion")

@@ -9,6 +9,7 @@ GPUs or EFA devices than the instance type) and on pod status (a worker whose re
 
 from __future__ import annotations
 
+import copy
 import json
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -17,13 +18,15 @@ from typing import Any
 import pytest
 import yaml
 from grpo_dev.localcluster import SimulatedCluster
-from grpo_dev.localcluster.simcluster import gpu_node
+from grpo_dev.localcluster.simcluster import gpu_node, runtime_nodes
+from grpo_operator.api.runtime import GRPORuntime
 from grpo_operator.cli.loading import parse_run
+from grpo_operator.planning.documents import parse_runtime
 from grpo_operator.planning.instances import INSTANCES, InstanceTypeName
 from grpo_operator.planning.plan import make_plan
 from grpo_operator.render import names, render
 
-from tests.support.builders import SETTINGS, valid_examples
+from tests.support.builders import EXAMPLES, SETTINGS, valid_examples
 from tests.support.operator_harness import Operator, fake, manifest, phase_is, running_operator, wait_for
 
 pytestmark = pytest.mark.integration
@@ -148,7 +151,7 @@ def test_pool(simulated_cluster: SimulatedCluster, sim_namespace: str) -> Iterat
 @pytest.mark.parametrize(
     ("degraded", "words"),
     [
-        ({"efa": 8}, "Insufficient vpc.amazonaws.com/efa"),
+        ({"devices": 8}, "Insufficient vpc.amazonaws.com/efa"),
         ({"gpus": 4}, "Insufficient nvidia.com/gpu"),
     ],
     ids=["partial-efa", "too-few-gpus"],
@@ -246,3 +249,54 @@ def test_deleting_a_run_removes_its_raycluster_pods_services_and_config(
     assert any(o.startswith("pod/") for o in left()) and any(o.startswith("service/") for o in left())
     kubectl("delete", "grporun", "gone", "-n", ns, "--wait=true", "--timeout=120s")
     wait_for("every child gone", lambda: "none left" if not left() else None, timeout=PATIENCE)
+
+
+IB_RUNTIME = yaml.safe_load((EXAMPLES / "runtimes" / "h100-infiniband.yaml").read_text())
+
+
+@pytest.fixture
+def ib_runtime(simulated_cluster: SimulatedCluster, sim_namespace: str) -> Iterator[GRPORuntime]:
+    """The InfiniBand example runtime, under a name of this test's and without its Kueue queue (no Kueue runs
+    here), with its node group: two of its H100 nodes and a node for the Ray head where the runtime puts it.
+    Afterwards the nodes go first, then this namespace's pods at once (KubeRay's new ones stay Pending): a pod on
+    a deleted node would wait for the pod garbage collector."""
+    kubectl = simulated_cluster.kubectl
+    doc = copy.deepcopy(IB_RUNTIME)
+    doc["metadata"]["name"] = f"h100-ib-{sim_namespace[-6:]}"
+    doc["spec"]["defaults"]["scheduling"].pop("queueName")
+    doc["spec"]["locks"]["fields"].remove("scheduling.queueName")
+    runtime, problems = parse_runtime(doc)
+    assert runtime is not None, problems
+    kubectl("apply", "-f", "-", input=json.dumps(doc))
+    added = simulated_cluster.add_nodes(runtime_nodes(runtime, {"h100-ib": 2}))
+    yield runtime
+    kubectl("delete", "grporuntime", runtime.metadata.name, "--wait=false", check=False)
+    kubectl("delete", "nodes", *added, check=False)
+    kubectl("delete", "pods", "--all", "-n", sim_namespace, "--force", "--grace-period=0", check=False)
+
+
+def test_a_run_on_a_non_aws_runtime_runs_on_the_node_group_the_runtime_describes(
+    simulated_cluster: SimulatedCluster, sim_namespace: str, operator: Operator, ib_runtime: GRPORuntime
+) -> None:
+    kubectl, ns, runtime = simulated_cluster.kubectl, sim_namespace, ib_runtime.metadata.name
+    simulated_cluster.provide_claim(ns, "shared-rwx")  # the runtime's default claim
+    spec = fake(rollouts=400, runtimeRef={"name": runtime})
+    kubectl("apply", "-f", "-", input=manifest("ib", ns, spec, example="runtimes/quickstart"))
+
+    run = wait_for("Running", lambda: phase_is(kubectl, ns, "ib", "Running"), timeout=PATIENCE)
+    assert run["status"]["runtime"]["name"] == runtime
+    nodes = {n["metadata"]["name"]: n for n in get(kubectl, "nodes")["items"]}
+    pods = ray_pods(kubectl, ns, names.ray_cluster("ib"))
+    [head] = [p for p in pods if p["metadata"]["labels"]["ray.io/node-type"] == "head"]
+    workers = [p for p in pods if p["metadata"]["labels"]["ray.io/node-type"] == "worker"]
+    assert head["spec"]["nodeName"] == f"{runtime}-head-0"
+    assert sorted(p["spec"]["nodeName"] for p in workers) == [f"{runtime}-h100-ib-0", f"{runtime}-h100-ib-1"]
+    for pod in workers:
+        assert pod["spec"]["nodeSelector"] == {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"}
+        [container] = pod["spec"]["containers"]
+        limits = container["resources"]["limits"]
+        assert (limits["nvidia.com/gpu"], limits["rdma/ib"]) == ("8", "8")
+        assert "vpc.amazonaws.com/efa" not in limits
+        env = {e["name"]: e.get("value") for e in container["env"]}
+        assert env["NCCL_IB_HCA"] == "mlx5" and "FI_PROVIDER" not in env
+        assert nodes[pod["spec"]["nodeName"]]["status"]["allocatable"]["rdma/ib"] == "8"

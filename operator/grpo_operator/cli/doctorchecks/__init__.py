@@ -6,7 +6,7 @@ family: the control plane, nodes, storage and Kueue, RBAC, the platform (policie
 
 from __future__ import annotations
 
-from grpo_operator.cli.doctorchecks.access import OPERATOR_RULES, operator_needs, operator_rbac, rbac
+from grpo_operator.cli.doctorchecks.access import CLUSTER_RULES, OPERATOR_RULES, operator_needs, operator_rbac, rbac
 from grpo_operator.cli.doctorchecks.controlplane import (
     grporun_crd,
     kuberay_crds,
@@ -54,6 +54,7 @@ def checks(cluster: Cluster, target: Target | None = None) -> list[Check]:
 
 
 __all__ = [
+    "CLUSTER_RULES",
     "GRPORUN_CRD",
     "LOCALQUEUE_CRD",
     "OPERATOR_RULES",

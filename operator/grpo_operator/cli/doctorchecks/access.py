@@ -54,6 +54,10 @@ OPERATOR_RULES = (
     Rule("networking.k8s.io", ("networkpolicies",), ("create", "patch"), when="network policies"),
 )
 
+# What the operator's ServiceAccount needs cluster-wide whatever namespaces it watches: cluster-scoped objects, which
+# only a ClusterRole bound by a ClusterRoleBinding grants (the chart's <release>-runtimes ClusterRole).
+CLUSTER_RULES = (Rule("grpo.dev", ("grporuntimes",), ("get", "list", "watch")),)
+
 
 def operator_needs(*, all_namespaces: bool, peering: bool, policies: bool) -> set[tuple[str, str, str]]:
     """(group, resource, verb) the operator needs in each namespace it watches, for the chart's settings."""
@@ -138,13 +142,25 @@ def operator_rbac(cluster: Cluster) -> Check | None:
             for group, resource, verb in sorted(needs)
             if not _grants(rules, group, resource, verb)
         ]
+    cluster_needs = {(r.group, res, verb) for r in CLUSTER_RULES for res in r.resources for verb in r.verbs}
+    rules, roles = _bound(cluster, account, None)
+    sources |= set(roles)
+    cluster_lacking = [
+        f"{verb} {resource}.{group} (cluster-scoped)"
+        for group, resource, verb in sorted(cluster_needs)
+        if not _grants(rules, group, resource, verb)
+    ]
+    lacking += cluster_lacking
     who = f"ServiceAccount {account[1]}/{account[0]}"
     bound = ", ".join(sorted(sources)) or "no Role or ClusterRole"
     if lacking:
+        where = " (a ClusterRole with a ClusterRoleBinding for the cluster-scoped ones)" if cluster_lacking else ""
         return Check(
             "operator RBAC",
             Verdict.FAIL,
             f"{who} (bound to {bound}) cannot {'; '.join(lacking[:6])}{' ...' if len(lacking) > 6 else ''}",
-            "restore the chart's RBAC (helm upgrade with rbac.create=true), or add those verbs to the role bound to it",
+            "restore the chart's RBAC (helm upgrade with rbac.create=true), or add those verbs to the role bound to "
+            f"it{where}",
         )
-    return Check("operator RBAC", Verdict.OK, f"{who} (bound to {bound}) has the {len(needs)} permissions it needs")
+    total = len(needs) + len(cluster_needs)
+    return Check("operator RBAC", Verdict.OK, f"{who} (bound to {bound}) has the {total} permissions it needs")
