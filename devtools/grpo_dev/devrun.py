@@ -22,13 +22,15 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
 from grpo_operator.render import names
 
-from grpo_dev.localcluster import SimulatedCluster, tool_path
+from grpo_dev.localcluster import SimulatedCluster, realplatform, tool_path
+from grpo_dev.localcluster.realnode import RealNodeUnavailable, ensure_host_tools
+from grpo_dev.localcluster.simcluster import cpu_node
 from grpo_dev.localray import LocalRayHead
 
 REPO = Path(__file__).resolve().parents[2]
@@ -37,15 +39,16 @@ QUICKSTART = REPO / "examples" / "quickstart.yaml"
 LOGS = KUBECONFIG.parent / "logs"
 FAKE_MILES = Path(__file__).with_name("fake_miles.py")
 TRAINERS = ("standin", "miles")
+REAL_NAMESPACE = "grpo-demo"
 
 
 def _say(line: str) -> None:
     print(f"[make run] {line}", flush=True)
 
 
-def _kuberay_ready(plane: SimulatedCluster, run: str) -> bool:
+def _kuberay_ready(plane: SimulatedCluster, run: str, namespace: str) -> bool:
     """KubeRay (not this script) reports the head and the worker ready."""
-    found = plane.kubectl("get", "raycluster", names.ray_cluster(run), "-o", "json", check=False)
+    found = plane.kubectl("get", "raycluster", names.ray_cluster(run), "-n", namespace, "-o", "json", check=False)
     status = json.loads(found.stdout).get("status", {}) if found.returncode == 0 else {}
     return bool(status.get("state") == "ready" and status.get("readyWorkerReplicas"))
 
@@ -149,10 +152,20 @@ def _keep_ray_logs(head: LocalRayHead) -> None:
 
 
 def main() -> int:
-    trainer = _trainer()
+    real_node = os.environ.get("GRPO_REAL_NODE") == "1"
+    trainer = "standin" if real_node else _trainer()
     if trainer is None:
         return 2
-    if trainer == "standin":
+    if real_node:
+        problem = _real_node_problem()
+        if problem:
+            _say(f"GRPO_REAL_NODE=1: this machine cannot run a real node: {problem}")
+            return 2
+        _say("GRPO_REAL_NODE=1: the run's pods run for real on a kubelet node of this machine, from our images; the")
+        _say(
+            "GPU is played (a stand-in libcuda, torch and nvidia-smi) and the trainer is the miles stand-in, not miles"
+        )
+    elif trainer == "standin":
         _say(f"no GPU on this machine: the run's trainer is the miles stand-in ({FAKE_MILES.relative_to(REPO)}),")
         _say("not miles; its rollouts, rewards and checkpoints are made up. GRPO_TRAINER=miles runs miles instead.")
     else:
@@ -165,6 +178,8 @@ def main() -> int:
     signal.signal(signal.SIGTERM, signal.default_int_handler)
     try:
         with ExitStack() as stack:
+            if real_node:
+                return _real_node_run(stack)
             plane = stack.enter_context(SimulatedCluster(kubeconfig=KUBECONFIG, report=_say, log_dir=LOGS))
             head = stack.enter_context(LocalRayHead())
             stack.callback(_keep_ray_logs, head)  # runs before the head stops
@@ -178,14 +193,49 @@ def main() -> int:
             env.pop("GRPO_TRAINER", None)
             if trainer == "standin":  # the real trainer launcher around the stand-in: the run's end is its summary
                 env["GRPO_ENTRYPOINT_PREFIX"] = json.dumps(_demo_prefix())
-            return _watch(plane, head, stack.enter_context(_operator(env, LOGS / "operator.log")))
+            operator = stack.enter_context(_operator(env, LOGS / "operator.log"))
+            _apply_quickstart(plane, head)
+            _follow(plane, "quickstart", "default", operator.poll)
+            _say(f"the operator exited with code {operator.returncode}; its log: {LOGS.relative_to(REPO)}/operator.log")
+            return 1
     except KeyboardInterrupt:
         _say("stopped; nothing is left running")
         return 0
 
 
-def _watch(plane: SimulatedCluster, head: LocalRayHead, operator: subprocess.Popen[bytes]) -> int:
-    """Apply the quickstart and print its table and message as they change, until Ctrl-C or the operator ends."""
+def _real_node_problem() -> str | None:
+    """Why this machine cannot run the real node (not root, tools missing and not installable), or None."""
+    if os.geteuid() != 0:
+        return "it needs root (containerd, iptables, a bridge)"
+    try:
+        ensure_host_tools(install=True, report=_say)
+    except RealNodeUnavailable as exc:
+        return str(exc)
+    return None
+
+
+def _real_node_run(stack: ExitStack) -> int:
+    """The quickstart-like run on real pods: the operator as a pod installed by its chart, the node's GRPORuntime,
+    KubeRay's head and worker pods from our images (grpo_dev.localcluster.realplatform)."""
+    plane = stack.enter_context(
+        SimulatedCluster(kubeconfig=KUBECONFIG, report=_say, log_dir=LOGS, nodes=[cpu_node("cpu-0")], real_node=True)
+    )
+    _say("building our images and the dev layers (cached after the first time), importing them into the node")
+    realplatform.import_images(plane)
+    platform = realplatform.install(plane, REAL_NAMESPACE, reconcile_seconds=3)
+    stack.callback(_keep_operator_log, plane)  # runs before the cluster stops
+    _say(f"the operator runs as a pod: kubectl -n {realplatform.OPERATOR_NAMESPACE} get pods")
+    run = realplatform.run_manifest("quickstart", REAL_NAMESPACE, rollouts=20)
+    realplatform.start(plane, platform, run, ["--fake-step-seconds", "2"])
+    _follow(plane, "quickstart", REAL_NAMESPACE, lambda: None)
+    return 1  # not reached: _follow returns only when the operator process ends, and this one is a pod
+
+
+def _keep_operator_log(plane: SimulatedCluster) -> None:
+    (LOGS / "operator.log").write_text(realplatform.operator_log(plane))
+
+
+def _apply_quickstart(plane: SimulatedCluster, head: LocalRayHead) -> None:
     plane.provide_claim("default", "fsx-claim")
     # The local head runs with token auth on: the run takes its token from a Secret made first (bring your own
     # token), as the operator's own Secret would give it on a cluster.
@@ -203,29 +253,34 @@ def _watch(plane: SimulatedCluster, head: LocalRayHead, operator: subprocess.Pop
         ),
     )
     plane.kubectl("apply", "-f", "-", input=QUICKSTART.read_text())
+
+
+def _follow(plane: SimulatedCluster, run: str, namespace: str, ended: Callable[[], int | None]) -> None:
+    """Print the namespace's `kubectl get grporuns` and the run's message as they change, until `ended()` gives
+    the operator process's exit code (Ctrl-C ends it otherwise)."""
     applied = time.monotonic()
-    _say(f"from another shell: export KUBECONFIG={plane.kubeconfig}; {tool_path('kubectl')} get grporuns -w")
+    _say(
+        f"from another shell: export KUBECONFIG={plane.kubeconfig}; {tool_path('kubectl')} -n {namespace} get grporuns -w"
+    )
     _say("Ctrl-C stops everything")
     last, ready = "", False
-    while operator.poll() is None:
-        if not ready and _kuberay_ready(plane, "quickstart"):
+    while ended() is None:
+        if not ready and _kuberay_ready(plane, run, namespace):
             ready = True
             _say(
-                f"KubeRay made RayCluster {names.ray_cluster('quickstart')} ready "
+                f"KubeRay made RayCluster {names.ray_cluster(run)} ready "
                 f"{time.monotonic() - applied:.0f}s after kubectl apply"
             )
-        table = plane.kubectl("get", "grporuns", check=False).stdout
+        table = plane.kubectl("get", "grporuns", "-n", namespace, check=False).stdout
         if table.split()[:-1] != last.split()[:-1]:  # print on change (AGE aside)
             print(table, flush=True)
             last = table
             message = plane.kubectl(
-                "get", "grporun", "quickstart", "-o", "jsonpath={.status.message}", check=False
+                "get", "grporun", run, "-n", namespace, "-o", "jsonpath={.status.message}", check=False
             ).stdout
             if message:
-                _say(f"quickstart: {message}")
+                _say(f"{run}: {message}")
         time.sleep(3)
-    _say(f"the operator exited with code {operator.returncode}; its log: {(LOGS / 'operator.log').relative_to(REPO)}")
-    return 1
 
 
 if __name__ == "__main__":

@@ -23,126 +23,41 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from grpo_dev.images import DEV_IMAGES, IMAGES, ImageError, build_dev
-from grpo_dev.localcluster import SimulatedCluster
-from grpo_dev.localcluster.realnode import NODE_LABELS
-from grpo_dev.localcluster.realruntime import advertise_gpus, real_node_runtime, shared_claim
+from grpo_dev.images import DEV_IMAGES, ImageError, build_dev
+from grpo_dev.localcluster import SimulatedCluster, realplatform
 from grpo_operator.render import names
-
-from tests.support.helm import CHART, helm
 
 pytestmark = pytest.mark.integration
 
 NAMESPACE = "real-op"
-OPERATOR_NAMESPACE = "grpo-system"
-RELEASE = "grpo"
-CLAIM = "shared"
-MOUNT = "/shared"
-KNOBS = f"{MOUNT}/fake-knobs"
-# The double's knobs (fake_miles.py): steps slow enough to be scraped and interrupted, gauges on the pod's address
-# (miles binds every address), checkpoints as miles saves them, rewards scored through the reward service.
-DOUBLE = ["--fake-bind-address", "0.0.0.0", "--fake-checkpoints", "--fake-score-rewards"]
+OPERATOR_NAMESPACE = realplatform.OPERATOR_NAMESPACE
 WAIT_SECONDS = 420.0
 
 
 @pytest.fixture(scope="module")
 def platform(real_cluster: SimulatedCluster, node_images: dict[str, str]) -> Iterator[dict[str, Any]]:
-    """The platform on the real node: the dev layers imported, the GPU advertised, the node's GRPORuntime, the chart
-    installed with the operator image (its pod on this node, in-cluster API access), a namespace with the shared
-    claim."""
+    """The platform on the real node (grpo_dev.localcluster.realplatform): the dev layers imported, the GPU
+    advertised, the node's GRPORuntime, the chart installed with the operator image (its pod on this node,
+    in-cluster API access), a namespace with the shared claim."""
     node = real_cluster.real_node
     assert node is not None
     try:
         build_dev("ray-node-gpu")
-    except ImageError as exc:
+        for name in ("ray-node", "ray-node-gpu"):  # our images are in the node already (node_images)
+            node.import_image(DEV_IMAGES[name].reference)
+        installed = realplatform.install(real_cluster, NAMESPACE)
+    except (ImageError, realplatform.PlatformError) as exc:
         pytest.fail(str(exc), pytrace=False)
-    for name in ("ray-node", "ray-node-gpu"):
-        node.import_image(DEV_IMAGES[name].reference)
-    advertise_gpus(real_cluster.kubectl, node.name, 1)
-    repository, tag = IMAGES["operator"].reference.rsplit(":", 1)
-    helm(
-        "install",
-        RELEASE,
-        str(CHART),
-        "--namespace",
-        OPERATOR_NAMESPACE,
-        "--create-namespace",
-        "--force-conflicts",
-        f"--kubeconfig={real_cluster.kubeconfig}",
-        "--set",
-        f"image.repository={repository}",
-        "--set",
-        f"image.tag={tag}",
-        "--set",
-        "image.pullPolicy=Never",
-        "--set",
-        f"rewardService.image={IMAGES['reward-service'].reference}",
-        "--set",
-        "settings.reconcileIntervalSeconds=2",
-        # Ray's containers run `bash -c "...; ray start --block"` as PID 1, which ignores SIGTERM: a worker pod goes
-        # only when its grace ends, after the preStop save. The smallest cap keeps a deleted pod's wait short.
-        "--set",
-        "settings.maxGraceSeconds=60",
-        "--set-json",
-        f"nodeSelector={json.dumps(NODE_LABELS)}",
-    )
-    deployment = f"{RELEASE}-grpo-operator"
-    real_cluster.kubectl("rollout", "status", "-n", OPERATOR_NAMESPACE, f"deployment/{deployment}", "--timeout=180s")
-    real_cluster.kubectl("create", "namespace", NAMESPACE)
-    shared = node.shared_volume(NAMESPACE)
-    (shared / "fake-knobs").mkdir(mode=0o777)
-    items = shared_claim(NAMESPACE, CLAIM, str(shared))
-    found = real_cluster.get_json("node", node.name)
-    runtime = real_node_runtime(
-        found,
-        trainer_image=DEV_IMAGES["ray-node-gpu"].reference,
-        reward_image=IMAGES["reward-service"].reference,
-        claim_name=CLAIM,
-        mount_path=MOUNT,
-        env={"FAKE_MILES_KNOBS_DIR": KNOBS},
-    )
-    real_cluster.kubectl(
-        "apply", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "List", "items": [*items, runtime]})
-    )
-    real_cluster.kubectl(
-        "wait", "-n", NAMESPACE, "--for=jsonpath={.status.phase}=Bound", "--timeout=60s", f"pvc/{CLAIM}"
-    )
-    yield {"node": node.name, "shared": shared, "deployment": deployment}
-    helm(
-        "uninstall", RELEASE, "--namespace", OPERATOR_NAMESPACE, f"--kubeconfig={real_cluster.kubeconfig}", check=False
-    )
+    yield {"node": installed.node, "shared": installed.shared, "deployment": realplatform.DEPLOYMENT, "at": installed}
+    realplatform.uninstall(real_cluster)
 
 
 def run_manifest(name: str, *, rollouts: int, spec: dict[str, Any] | None = None) -> dict[str, Any]:
-    """A short GRPORun on the real node's runtime: the image, claim, node and sizes all come from the runtime."""
-    return {
-        "apiVersion": "grpo.dev/v1alpha1",
-        "kind": "GRPORun",
-        "metadata": {"name": name, "namespace": NAMESPACE},
-        "spec": {
-            "runtimeRef": {"name": "real-node"},
-            "model": {
-                # The smallest profile: its offloaded training state fits this machine's host memory (a 4B's 82 GiB
-                # of pinned host memory does not: the plan refuses it, as it should).
-                "profile": "qwen3-0.6b",
-                "hfCheckpoint": f"{MOUNT}/models/Qwen3-0.6B",
-                "torchDistCheckpoint": f"{MOUNT}/models/Qwen3-0.6B_torch_dist",
-            },
-            "data": {"promptData": f"{MOUNT}/data/prompts.jsonl"},
-            "rollout": {"numRollout": rollouts, "batchSize": 4, "samplesPerPrompt": 2},
-            "training": {"globalBatchSize": 8},
-            "topology": {"actor": {"nodes": 1, "gpusPerNode": 1}, "rollout": {"memFraction": 0.7}},
-            "reward": {"type": "remote", "remote": {"replicas": 1}},
-            **(spec or {}),
-        },
-    }
+    return realplatform.run_manifest(name, NAMESPACE, rollouts=rollouts, spec=spec)
 
 
 def start(cluster: SimulatedCluster, platform: dict[str, Any], run: dict[str, Any], knobs: list[str]) -> str:
-    name = str(run["metadata"]["name"])
-    (platform["shared"] / "fake-knobs" / f"{name}.json").write_text(json.dumps(DOUBLE + knobs))
-    cluster.kubectl("apply", "-f", "-", input=json.dumps(run))
-    return name
+    return realplatform.start(cluster, platform["at"], run, knobs)
 
 
 def status(cluster: SimulatedCluster, run: str) -> dict[str, Any]:
