@@ -5,6 +5,7 @@ the hook's polls on an injected clock, never in real seconds."""
 
 from __future__ import annotations
 
+import argparse
 import json
 import signal
 import subprocess
@@ -16,7 +17,7 @@ from pathlib import Path
 import pytest
 from grpo_dev import fake_miles
 from grpo_launcher.cli import main as launcher_main
-from grpo_launcher.presave import MILES_RUNNING, REPORT, TRACKER, report, save_before_exit
+from grpo_launcher.presave import MILES_RUNNING, REPORT, TRACKER, add_presave, report, run_presave, save_before_exit
 
 POLL = 2.0
 
@@ -156,3 +157,27 @@ def test_when_miles_exits_without_saving_the_hook_stops_waiting(standin: tuple) 
     outcome = save_before_exit(sentinel, checkpoints, 600, clock=clock, sleep=sleep, poll_seconds=POLL)
     assert (outcome.saved, outcome.miles_running, outcome.iteration, outcome.seconds) == (False, True, 4, 10)
     assert not sentinel.exists()
+
+
+@pytest.mark.parametrize("stop_ray", [True, False])
+def test_with_stop_ray_the_hook_stops_the_pods_ray_once_the_outcome_is_reported(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], stop_ray: bool
+) -> None:
+    """Ray's `ray start --block` under bash ignores the SIGTERM after the hook: the hook stops Ray itself, after the
+    save and its report, so the job does not go on in a pod that is going away."""
+    checkpoints = tmp_path / "checkpoints"
+    reported_when_stopped: list[bool] = []
+    args = argparse.Namespace(
+        sentinel=checkpoints / ".grpo-save-now", checkpoint_dir=checkpoints, wait_seconds=0.0, stop_ray=stop_ray
+    )
+    assert run_presave(args, stop=lambda: reported_when_stopped.append((checkpoints / REPORT).exists())) == 0
+    assert reported_when_stopped == ([True] if stop_ray else [])
+    assert json.loads(capsys.readouterr().out)["preStopSave"]["saved"] is False
+
+
+def test_the_hook_command_takes_stop_ray() -> None:
+    parser = argparse.ArgumentParser()
+    add_presave(parser)
+    argv = ["--sentinel", "s", "--checkpoint-dir", "c", "--wait-seconds", "1"]
+    assert parser.parse_args([*argv, "--stop-ray"]).stop_ray is True
+    assert parser.parse_args(argv).stop_ray is False

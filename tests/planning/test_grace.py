@@ -136,7 +136,9 @@ def test_every_worker_asks_miles_for_a_checkpoint_before_it_goes_and_gives_up_be
     worker = cluster["workerGroupSpecs"][0]["template"]["spec"]
     hook = worker["containers"][0]["lifecycle"]["preStop"]["exec"]["command"]
     assert hook[:4] == [SETTINGS.python, "-m", "grpo_launcher", "presave"]
-    args = dict(zip(hook[4::2], hook[5::2], strict=True))
+    # then the pod's Ray stops: `ray start --block` under bash ignores the SIGTERM that follows the hook
+    assert hook[-1] == "--stop-ray"
+    args = dict(zip(hook[4:-1:2], hook[5:-1:2], strict=True))
     assert args["--sentinel"] == f"{plan.checkpoint_dir}/{SAVE_SENTINEL}"
     assert args["--checkpoint-dir"] == plan.checkpoint_dir
     assert int(args["--wait-seconds"]) == worker["terminationGracePeriodSeconds"] - MARGIN_SECONDS

@@ -13,7 +13,7 @@ from grpo_operator.api.spec import GRPORunSpec
 from grpo_operator.api.status import PreemptionGrace, RunAccounting, StepTimeSource
 
 GB_PER_GIB = 1.073741824
-# The hook gives up this long before the grace ends, so it returns (and the pod's processes get their SIGTERM)
+# The hook gives up this long before the grace ends, so it stops the pod's Ray (`ray stop`, 10 s of its own) and returns
 # before the kubelet's SIGKILL.
 MARGIN_SECONDS = 15
 

@@ -165,8 +165,9 @@ def head_group(run: GRPORun, settings: RenderSettings) -> dict[str, Any]:
 
 
 def presave_command(plan: RunPlan, settings: RenderSettings, pod_grace: int) -> list[str]:
-    """The workers' preStop hook: every rank stays up while miles saves (a distributed save needs them all), and
-    the hook returns before the grace ends (`python -m grpo_launcher presave`)."""
+    """The workers' preStop hook: every rank stays up while miles saves (a distributed save needs them all), then
+    the hook stops the pod's Ray, whose `ray start --block` under bash ignores the SIGTERM that follows, and it
+    returns before the grace ends (`python -m grpo_launcher presave`)."""
     return [
         settings.python,
         "-m",
@@ -178,6 +179,7 @@ def presave_command(plan: RunPlan, settings: RenderSettings, pod_grace: int) -> 
         plan.checkpoint_dir,
         "--wait-seconds",
         str(hook_wait_seconds(pod_grace)),
+        "--stop-ray",
     ]
 
 

@@ -295,6 +295,7 @@ def test_a_run_kueue_preempts_is_suspended_preempted_and_resumes_as_a_new_attemp
             running["status"]["plan"]["checkpointDir"],
             "--wait-seconds",
             str(grace["seconds"] - 15),
+            "--stop-ray",
         ]
         kubectl(
             "apply",

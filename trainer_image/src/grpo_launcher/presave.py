@@ -3,13 +3,17 @@ preemption, a drain, a spot reclaim, `spec.suspend`), ask miles for a checkpoint
 `--save-trigger-sentinel` (miles saves after the rollout step in flight, then deletes the file), and wait until the
 checkpoint tracker names an iteration newer than the one there when the hook started, or until the wait the
 operator sized ends, or miles is no longer running (the launcher's marker is gone). Exits 0 either way, so the pod goes; the outcome is a JSON line on stdout and a small JSON
-file beside the checkpoints (`preemption-save.json`), which the next attempt and the user can read."""
+file beside the checkpoints (`preemption-save.json`), which the next attempt and the user can read. With
+`--stop-ray` it then stops this pod's Ray (`ray stop`), as KubeRay's own preStop does: the container's first
+process (`bash -c "...; ray start --block"`) ignores the SIGTERM that follows the hook, so without it the job goes on
+running in a pod that is going away until the grace ends."""
 
 from __future__ import annotations
 
 import argparse
 import json
 import os
+import subprocess
 import sys
 import time
 from collections.abc import Callable
@@ -83,13 +87,27 @@ def report(outcome: Outcome, checkpoint_dir: Path) -> str:
     return line
 
 
+# `ray stop`'s own wait before SIGKILL; the save is done by then, so what is left needs no long goodbye.
+RAY_STOP_GRACE_SECONDS = 10
+
+
+def stop_ray() -> None:
+    """`ray stop` with this Python's Ray: the node's raylet and workers end, and with them `ray start --block`."""
+    argv = [sys.executable, "-m", "ray.scripts.scripts", "stop", "--grace-period", str(RAY_STOP_GRACE_SECONDS)]
+    subprocess.run(argv, check=False, stdin=subprocess.DEVNULL)  # the pod goes either way
+
+
 def add_presave(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--sentinel", type=Path, required=True, help="miles's --save-trigger-sentinel path")
     parser.add_argument("--checkpoint-dir", type=Path, required=True, help="miles's --save directory")
     parser.add_argument("--wait-seconds", type=float, required=True, help="give up after this long")
+    parser.add_argument("--stop-ray", action="store_true", help="then stop this node's Ray (`ray stop`)")
 
 
-def run_presave(args: argparse.Namespace) -> int:
+def run_presave(args: argparse.Namespace, stop: Callable[[], None] = stop_ray) -> int:
     outcome = save_before_exit(args.sentinel, args.checkpoint_dir, args.wait_seconds)
     sys.stdout.write(report(outcome, args.checkpoint_dir) + "\n")
+    sys.stdout.flush()
+    if args.stop_ray:
+        stop()
     return 0
