@@ -31,6 +31,7 @@ BOTH = Extraction.BOXED_OR_ANSWER_LINE
         ("finalanswer: 7", None),  # "final" must be a word of its own
         ("final: 7", None),  # "final" alone is not "final answer"
         ("Final result: 7", None),
+        ("Finals answer: 7", None),
         ("Final answers: 7", None),
         ("Answer*: 7", None),  # one star is not emphasis
         ("Answer _: 7", None),

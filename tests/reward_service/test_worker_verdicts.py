@@ -24,7 +24,7 @@ from reward_service import worker
 
 BOTH = Extraction.BOXED_OR_ANSWER_LINE
 QUIETED = ("math_verify", "latex2sympy2_extended")
-GUARD_S = 60  # a hang guard: a spawned worker starts in seconds and gives up after 0.5 s
+GUARD_S = 60  # a hang guard: a spawned worker starts in seconds and gives up after 2 s
 HANGS = "Simplifying, the result is $\\boxed{9^{9^{9^{9}}}}$."  # runs for minutes without a budget
 
 
@@ -123,13 +123,16 @@ def test_the_server_scores_integer_answers_itself_and_leaves_the_rest_to_a_worke
 
 
 def test_an_item_past_the_worker_budget_times_out_and_the_worker_scores_the_next() -> None:
-    config = worker.WorkerConfig(Backend.MATH_VERIFY, BOTH, budget_s=0.5, cache_bytes=8 << 20)
+    config = worker.WorkerConfig(Backend.MATH_VERIFY, BOTH, budget_s=2.0, cache_bytes=8 << 20)
     context = multiprocessing.get_context("spawn")  # the alarm and SIGTERM setup stay out of pytest
     # A worker that ignores its budget would run for minutes: the wait is bounded and leaving the block kills it.
     with context.Pool(1, initializer=worker.initialize, initargs=(config,)) as one_worker:
+        # Warmed as the pool's start warms each worker (pool.py:115): a cold first parse can take longer than a
+        # budget on a loaded machine, and then the next item timed out too.
+        one_worker.apply_async(worker.warm_up).get(timeout=GUARD_S)
         slow = one_worker.apply_async(worker.score, ("15", HANGS)).get(timeout=GUARD_S)
         after = one_worker.apply_async(worker.score, ("\\frac{1}{2}", "so $\\boxed{0.5}$")).get(timeout=GUARD_S)
-    assert slow == worker.ItemResult(worker.TIMEOUT, 0.0, "gave up after the 0.5 s worker budget")
+    assert slow == worker.ItemResult(worker.TIMEOUT, 0.0, "gave up after the 2 s worker budget")
     assert after == worker.ItemResult(worker.SCORED, 1.0)
 
 
