@@ -280,3 +280,19 @@ def test_a_pool_that_lost_its_workers_is_healed_without_traffic(
         assert any(r.getMessage().startswith("reward service ready: {") for r in caplog.records)
         assert eventually(lambda: service.get("/ready").status_code == 200, within_s=60)  # it looks every 0.5 s
     assert pool.events == ["start", "close"]
+
+
+def test_answers_up_to_the_queues_size_are_all_kept_for_retries() -> None:
+    service = client(max_queue=2)
+    for request_id in ("a", "b", "a", "b"):
+        service.post("/score", json=one("$\\boxed{3}$", 3), headers={"X-Request-Id": request_id})
+    assert counted(service, "scored") == 2.0  # both answers kept: 2 items fill the queue of 2, they do not pass it
+
+
+def test_a_refusal_of_a_request_with_an_id_logs_no_error(caplog: pytest.LogCaptureFixture) -> None:
+    service = client(max_queue=1)
+    service.app.state.service.in_flight = 1  # type: ignore[attr-defined]
+    with caplog.at_level(logging.ERROR):
+        refused = service.post("/score", json=one("$\\boxed{3}$", 3), headers={"X-Request-Id": "r"})
+    assert refused.status_code == 503
+    assert [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR] == []
