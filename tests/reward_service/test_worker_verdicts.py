@@ -136,6 +136,14 @@ def test_an_item_past_the_worker_budget_times_out_and_the_worker_scores_the_next
     assert after == worker.ItemResult(worker.SCORED, 1.0)
 
 
+def test_a_budget_under_a_second_is_kept_too() -> None:
+    # The default budget is half the hard deadline: 1 s for math_verify's default of 2 s, less when it is lowered.
+    config = worker.WorkerConfig(Backend.MATH_VERIFY, BOTH, budget_s=0.25, cache_bytes=8 << 20)
+    with multiprocessing.get_context("spawn").Pool(1, initializer=worker.initialize, initargs=(config,)) as one_worker:
+        slow = one_worker.apply_async(worker.score, ("15", HANGS)).get(timeout=GUARD_S)
+    assert slow == worker.ItemResult(worker.TIMEOUT, 0.0, "gave up after the 0.25 s worker budget")
+
+
 def test_a_workers_caches_stay_within_its_cache_budget_however_many_items_it_scores(
     scoring_worker: Callable[..., None],
 ) -> None:
