@@ -6,19 +6,25 @@ budget, which needs a response that runs for minutes: that one runs in a spawned
 
 from __future__ import annotations
 
+import itertools
 import logging
 import multiprocessing
 import signal
 from collections.abc import Callable, Iterator
+from typing import Any, ClassVar
 
+import math_verify.grader
+import math_verify.parser
 import pytest
+from pebble.common.process import process_exit as pebble_process_exit
+from reward_service.cache import ByteLRU
 from reward_service.settings import Backend, Extraction
 
 from reward_service import worker
 
 BOTH = Extraction.BOXED_OR_ANSWER_LINE
 QUIETED = ("math_verify", "latex2sympy2_extended")
-GUARD_S = 60  # a hang guard: a spawned worker starts in seconds and gives up after 0.5 s
+GUARD_S = 60  # a hang guard: a spawned worker starts in seconds and gives up after 2 s
 HANGS = "Simplifying, the result is $\\boxed{9^{9^{9^{9}}}}$."  # runs for minutes without a budget
 
 
@@ -30,8 +36,11 @@ def scoring_worker(monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[..., No
         monkeypatch.setattr(logging.getLogger(name), "level", logging.getLogger(name).level)
     monkeypatch.setattr(worker, "_state", worker._WorkerState())
 
-    def start(extraction: Extraction = BOTH, budget_s: float = 60.0) -> None:
-        worker.initialize(worker.WorkerConfig(Backend.MATH_VERIFY, extraction, budget_s, cache_bytes=8 << 20))
+    def start(
+        extraction: Extraction = BOTH, budget_s: float = 60.0, cache_bytes: int = 8 << 20, **more: object
+    ) -> None:
+        backend = more.pop("backend", Backend.MATH_VERIFY)
+        worker.initialize(worker.WorkerConfig(backend, extraction, budget_s, cache_bytes, **more))  # type: ignore[arg-type]
 
     yield start
     signal.setitimer(signal.ITIMER_REAL, 0)
@@ -114,11 +123,105 @@ def test_the_server_scores_integer_answers_itself_and_leaves_the_rest_to_a_worke
 
 
 def test_an_item_past_the_worker_budget_times_out_and_the_worker_scores_the_next() -> None:
-    config = worker.WorkerConfig(Backend.MATH_VERIFY, BOTH, budget_s=0.5, cache_bytes=8 << 20)
+    config = worker.WorkerConfig(Backend.MATH_VERIFY, BOTH, budget_s=2.0, cache_bytes=8 << 20)
     context = multiprocessing.get_context("spawn")  # the alarm and SIGTERM setup stay out of pytest
     # A worker that ignores its budget would run for minutes: the wait is bounded and leaving the block kills it.
     with context.Pool(1, initializer=worker.initialize, initargs=(config,)) as one_worker:
+        # Warmed as the pool's start warms each worker (pool.py:115): a cold first parse can take longer than a
+        # budget on a loaded machine, and then the next item timed out too.
+        one_worker.apply_async(worker.warm_up).get(timeout=GUARD_S)
         slow = one_worker.apply_async(worker.score, ("15", HANGS)).get(timeout=GUARD_S)
         after = one_worker.apply_async(worker.score, ("\\frac{1}{2}", "so $\\boxed{0.5}$")).get(timeout=GUARD_S)
-    assert slow == worker.ItemResult(worker.TIMEOUT, 0.0, "gave up after the 0.5 s worker budget")
+    assert slow == worker.ItemResult(worker.TIMEOUT, 0.0, "gave up after the 2 s worker budget")
     assert after == worker.ItemResult(worker.SCORED, 1.0)
+
+
+def test_a_budget_under_a_second_is_kept_too() -> None:
+    # The default budget is half the hard deadline: 1 s for math_verify's default of 2 s, less when it is lowered.
+    config = worker.WorkerConfig(Backend.MATH_VERIFY, BOTH, budget_s=0.25, cache_bytes=8 << 20)
+    with multiprocessing.get_context("spawn").Pool(1, initializer=worker.initialize, initargs=(config,)) as one_worker:
+        slow = one_worker.apply_async(worker.score, ("15", HANGS)).get(timeout=GUARD_S)
+    assert slow == worker.ItemResult(worker.TIMEOUT, 0.0, "gave up after the 0.25 s worker budget")
+
+
+def test_a_workers_caches_stay_within_its_cache_budget_however_many_items_it_scores(
+    scoring_worker: Callable[..., None],
+) -> None:
+    budget = 64 << 10  # REWARD_CACHE_MIB is per worker, parses and verdicts together
+    scoring_worker(cache_bytes=budget)
+    rewards = [worker.score(f"\\frac{{1}}{{{k}}}", f"so $\\boxed{{1/{k}}}$").reward for k in range(2, 200)]
+    assert rewards == [1.0] * 198
+    parses, verdicts = worker._state.parse_cached, worker._state.verify_cached
+    assert isinstance(parses, ByteLRU) and isinstance(verdicts, ByteLRU)
+    assert len(parses) > 100 and len(verdicts) > 50  # both caches are in use, and full
+    assert parses.bytes + verdicts.bytes <= budget
+
+
+def test_the_warm_up_at_start_logs_no_math_verify_warning(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    # A fresh forkserver: math_verify has not yet warned that its timeouts are off (it warns once per process,
+    # which in the service would read as "no timeout" when the worker's alarm is the timeout).
+    for module in (math_verify.parser, math_verify.grader):
+        monkeypatch.setattr(module, "TIMEOUT_WARNING_SHOWN", False)
+    logger = logging.getLogger("math_verify")
+    level = logger.level
+    logger.setLevel(logging.NOTSET)
+    try:
+        with caplog.at_level(logging.WARNING):
+            worker.warm_up()
+    finally:
+        logger.setLevel(level)
+    assert [r.getMessage() for r in caplog.records if r.name.startswith(QUIETED)] == []
+
+
+class FakeRewardModel:
+    """Stands in for reward_model.RewardModel, a Hugging Face classifier that needs torch (not in the unit tier):
+    the same constructor and `score(prompt, response)`; it scores the response's length plus 0.5 for the prompt
+    "p", so a reward shows which item and prompt were scored."""
+
+    loaded: ClassVar[list[tuple[str, int, int]]] = []
+
+    def __init__(self, model_name: str, max_length: int, torch_threads: int) -> None:
+        self.loaded.append((model_name, max_length, torch_threads))
+
+    def score(self, prompt: object, response: str) -> float:
+        return len(response) + (0.5 if prompt == "p" else 0.0)
+
+
+def test_the_reward_model_backend_gives_the_models_score_without_a_label(
+    scoring_worker: Callable[..., None], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(worker, "RewardModel", FakeRewardModel)
+    monkeypatch.setattr(FakeRewardModel, "loaded", [])
+    scoring_worker(backend=Backend.REWARD_MODEL, model_name="org/rm", max_length=512, torch_threads=2)
+    assert worker.score(None, "four", "p") == worker.ItemResult(worker.SCORED, 4.5)
+    assert worker.score(None, "sixsix", None) == worker.ItemResult(worker.SCORED, 6.0)
+    assert FakeRewardModel.loaded == [("org/rm", 512, 2)]  # loaded once, as configured
+
+
+def _a_worker_stuck_in_c_code(config: worker.WorkerConfig, started: Any) -> None:
+    # pebble's worker process installs its own SIGTERM handler before it runs the initializer
+    # (pebble 5.2.3 pool/process.py:485-486; docs/integrations/pebble.md).
+    signal.signal(signal.SIGTERM, pebble_process_exit)
+    worker.initialize(config)
+    started.set()
+    sum(itertools.repeat(1, 10**13))  # one C call that never returns to the interpreter, as a stuck GMP call
+
+
+def test_a_worker_stuck_in_c_code_dies_at_once_when_the_pool_terminates_it() -> None:
+    # The pool's kill at the hard deadline is a SIGTERM; a Python handler would run only once the C call returned
+    # (pebble then waits 3 s and sends SIGKILL). Killed by the signal itself, the worker is replaced at once.
+    config = worker.WorkerConfig(Backend.MATH_VERIFY, BOTH, budget_s=0.5, cache_bytes=8 << 20)
+    context = multiprocessing.get_context("spawn")
+    started = context.Event()
+    stuck = context.Process(target=_a_worker_stuck_in_c_code, args=(config, started))
+    stuck.start()
+    try:
+        assert started.wait(GUARD_S)
+        stuck.terminate()
+        stuck.join(GUARD_S)
+        assert stuck.exitcode == -signal.SIGTERM
+    finally:
+        stuck.kill()
+        stuck.join()

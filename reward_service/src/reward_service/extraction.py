@@ -3,10 +3,11 @@
 math_verify, given a whole response, falls back to any earlier expression when the final `\\boxed{}` is
 empty or unparseable, and reads a stray `$15+27=42$` as an answer when there is none. This module decides
 what the final answer *is* before math_verify sees it: the content of the last `\\boxed{...}` (or
-`\\fbox{...}`), or the text of the last `Answer:` line, or whichever of the two comes last. A response
-whose final answer is missing, unclosed or empty has no answer (`None`), and the service scores it 0.0;
-nothing earlier in the response can rescue it. Only the short answer text reaches math_verify, which also
-removes the regex cost of scanning long chains of thought; two plain integers are compared directly.
+`\\fbox{...}`), or the text of the last `Answer:` line (without the bold marks around it), or whichever of
+the two comes last. A response whose final answer is missing, unclosed or empty has no answer (`None`), and
+the service scores it 0.0; nothing earlier in the response can rescue it. Only the short answer text reaches
+math_verify, which also removes the regex cost of scanning long chains of thought; two plain integers are
+compared directly.
 """
 
 from __future__ import annotations
@@ -139,6 +140,16 @@ def _unwrap(answer: str) -> str:
     return text
 
 
+def _closing_emphasis_removed(answer: str) -> str:
+    """`Answer: **42**`: the line's grammar takes the opening `**` (or `__`), this the closing one, with a full
+    stop on either side of it; left in, `42**` is an answer math_verify does not read as 42."""
+    text = answer.strip().rstrip(".").rstrip()
+    for mark in _EMPHASIS:
+        if text.endswith(mark):
+            return text[: -len(mark)]
+    return text
+
+
 def extract_final_answer(response: str, mode: Extraction) -> str | None:
     """The final answer of `response` under `mode`, or None when it has none (missing, unclosed, empty)."""
     boxed = last_boxed(response) if mode is not Extraction.ANSWER_LINE else None
@@ -146,7 +157,7 @@ def extract_final_answer(response: str, mode: Extraction) -> str | None:
     if boxed is not None and (line is None or boxed[0] > line[0]):
         content = boxed[1]
     elif line is not None:
-        content = line[1]
+        content = _closing_emphasis_removed(line[1])
     else:
         return None
     if content is None:
