@@ -104,3 +104,19 @@ def test_a_queued_run_that_never_ran_is_not_called_preempted() -> None:
     first = decide(None, Observation(now=T0, generation=1, cluster=queued), spec())
     again = decide(first.status, Observation(now=T0 + timedelta(minutes=1), generation=1, cluster=queued), spec())
     assert (again.status.phase, again.status.reason) == (Phase.PENDING, "Queued")
+
+
+def test_a_worker_whose_node_fails_its_preflight_ends_the_run_failed_preflightfailed_naming_pod_and_node() -> None:
+    line = "pod r-ray-worker-x on node gpu-7: preflight failed: libcuda: libcuda.so.1 cannot be loaded"
+    cluster = ClusterObservation(
+        ready=False, message=f"{line}; pod r-ray-head-y container ray-head", preflight_failure=line
+    )
+    d = decide(None, Observation(now=T0, generation=1, cluster=cluster), spec())
+    assert (d.status.phase, d.status.reason, d.status.message) == (Phase.FAILED, "PreflightFailed", line)
+    assert cond(d, "Complete") == ("True", "PreflightFailed", line)
+    assert [e.message for e in d.events if e.type == "Warning"] == [line]
+    assert not d.has(Submit)
+    # a pod problem that is not the preflight's keeps the run provisioning
+    waiting = ClusterObservation(ready=False, message="pod w-0 unschedulable: 0/4 nodes are available")
+    still = decide(None, Observation(now=T0, generation=1, cluster=waiting), spec())
+    assert (still.status.phase, still.status.reason) == (Phase.PROVISIONING, "Provisioning")

@@ -110,7 +110,8 @@ def cluster_observation(
     problems = pod_problems(pods)
     if problems:
         message = "; ".join(problems)
-    return ClusterObservation(ready=ready, message=message)
+    failed = [line for line in problems if f": {PREFLIGHT_FAILED}" in line]
+    return ClusterObservation(ready=ready, message=message, preflight_failure=failed[0] if failed else "")
 
 
 def worker_nodes(pods: list[client.V1Pod]) -> tuple[tuple[str, str], ...]:

@@ -118,6 +118,13 @@ def before_submit(draft: Draft, ready: bool) -> Decision:
     conds.set(C.COMPLETE, False, R.IN_PROGRESS, "")
     if not ready:
         cluster = obs.cluster
+        if cluster is not None and cluster.preflight_failure:
+            # The node failed a check of the worker's preflight (driver, GPUs, fabric, shm, disk): the kubelet's
+            # retries run the same checks on the same node, so the run ends here, before any job holds its GPUs.
+            message = cluster.preflight_failure
+            conds.set(C.COMPLETE, True, R.PREFLIGHT_FAILED, message)
+            draft.warn(message)
+            return draft.decide(Phase.FAILED, R.PREFLIGHT_FAILED, message)
         message = "creating the RayCluster" if cluster is None else (cluster.message or "waiting for the RayCluster")
         if obs.reward_required and not (obs.reward is not None and obs.reward.ready):
             message = f"{message}; reward service: {obs.reward.message if obs.reward else 'not created yet'}"

@@ -31,6 +31,8 @@ class ClusterObservation:
     ready: bool
     message: str = ""
     queue: str | None = None  # the Kueue LocalQueue the suspended RayCluster waits in for admission
+    # "pod <name> on node <node>: preflight failed: <check>: <why>" of a worker whose preflight init container failed
+    preflight_failure: str = ""
 
 
 @dataclass(frozen=True)
