@@ -136,6 +136,11 @@ def _measure(items: list[pytest.Item], source_dirs: tuple[str, ...], out: Path) 
         result[item.nodeid] = [passed, now - started, sorted(current)]
         current.clear()
         started = now
+        # A test may set a profiler of its own and clear it after (tests/planning/test_plan_once.py counts the
+        # calls into plan.py so): re-arm ours before the next test, or every later test maps to no function
+        # and no mutant runs it.
+        sys.setprofile(profile)
+        threading.setprofile(profile)
     sys.setprofile(None)
     out.write_text(json.dumps(result))
 

@@ -1,0 +1,102 @@
+"""The memory estimate's sharding as `grpo plan` shows it: the distributed optimizer gives every GPU an equal
+shard of the whole model's optimizer state however the model is split; tensor parallelism splits every activation
+term, and the first pipeline stage holds one micro-batch's checkpoints per stage; a model without experts has no
+expert-dispatch term; an engine's KV cache is what its static reservation leaves after the weights, none when
+the weights exceed it."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import pytest
+from grpo_operator.api.catalog import ModelProfileName
+from grpo_operator.planning.memory import (
+    CHECKPOINT_EXTRA_HIDDEN_STATES,
+    GIB,
+    OPTIMIZER_BYTES,
+    WORKING_SET_MOE_DISPATCH,
+    Sharding,
+    activation_terms,
+    actor_estimate,
+    layer_working_set_per_token,
+    rollout_estimate,
+)
+from grpo_operator.planning.profiles import PROFILES
+
+MOE = PROFILES[ModelProfileName.QWEN3_30B_A3B]
+DENSE = PROFILES[ModelProfileName.QWEN3_4B]  # ties its input and output embeddings
+
+
+@pytest.mark.parametrize(
+    ("expert", "expert_tensor", "pipeline"),
+    [(4, 1, 1), (4, 2, 1), (2, 2, 2), (8, 1, 2), (1, 2, 1)],
+)
+def test_every_gpu_holds_an_equal_shard_of_the_moe_models_optimizer_state(
+    expert: int, expert_tensor: int, pipeline: int
+) -> None:
+    gpus = 16
+    sharding = Sharding(gpus=gpus, pipeline=pipeline, expert=expert, expert_tensor=expert_tensor)
+    estimate = actor_estimate(MOE, sharding, 4096)
+    assert estimate.optimizer_params_per_gpu == pytest.approx(MOE.total_params / gpus, rel=1e-12)
+    assert estimate.optimizer_gib == pytest.approx(MOE.total_params * OPTIMIZER_BYTES / gpus / GIB, rel=1e-12)
+
+
+def test_a_sharding_left_at_its_defaults_is_one_gpu_unsplit() -> None:
+    sharding = Sharding(gpus=8)
+    assert (sharding.tensor, sharding.pipeline, sharding.context) == (1, 1, 1)
+    assert (sharding.expert, sharding.expert_tensor) == (1, 1)
+    assert (sharding.data_parallel, sharding.expert_data_parallel) == (8, 8)
+
+
+def test_a_model_without_experts_has_no_expert_dispatch_in_its_layer_working_set() -> None:
+    routed = MOE.moe
+    assert routed is not None
+    as_dense = dataclasses.replace(MOE, moe=None, ffn_hidden_size=routed.router_topk * routed.ffn_hidden_size)
+    dispatch = WORKING_SET_MOE_DISPATCH * routed.router_topk * MOE.hidden_size
+    assert layer_working_set_per_token(MOE) - layer_working_set_per_token(as_dense) == pytest.approx(dispatch, abs=1e-6)
+
+
+def test_tensor_parallelism_splits_every_activation_term_of_a_micro_batch() -> None:
+    one = activation_terms(DENSE, Sharding(gpus=8), 8192)
+    two = activation_terms(DENSE, Sharding(gpus=8, tensor=2), 8192)
+    assert one.tied_output_grad > 0
+    for term in ("checkpoints", "checkpoints_last_stage", "layer_working_set", "logits", "embedding_grad"):
+        assert getattr(two, term) == pytest.approx(getattr(one, term) / 2, rel=1e-12), term
+    assert two.tied_output_grad == pytest.approx(one.tied_output_grad / 2, rel=1e-12)
+
+
+def test_the_first_pipeline_stage_holds_the_checkpoints_of_as_many_micro_batches_as_there_are_stages() -> None:
+    tokens, stages = 8192, 2
+    terms = activation_terms(DENSE, Sharding(gpus=8, pipeline=stages), tokens)
+    layers_per_stage = math.ceil(DENSE.num_layers / stages)
+    per_stage = (layers_per_stage + CHECKPOINT_EXTRA_HIDDEN_STATES) * 2 * DENSE.hidden_size * tokens
+    assert terms.checkpoints_last_stage == pytest.approx(per_stage, rel=1e-12)
+    assert terms.checkpoints == pytest.approx(stages * per_stage, rel=1e-12)
+    assert terms.tied_output_grad == 0.0  # the output layer is on another stage than the input embedding
+
+
+@pytest.mark.parametrize(("tensor", "pipeline", "context"), [(1, 1, 2), (2, 1, 2), (2, 2, 1), (1, 2, 4)])
+def test_every_gpu_holds_an_equal_shard_of_a_dense_models_optimizer_state(
+    tensor: int, pipeline: int, context: int
+) -> None:
+    gpus = 16
+    estimate = actor_estimate(DENSE, Sharding(gpus=gpus, tensor=tensor, pipeline=pipeline, context=context), 4096)
+    assert estimate.optimizer_params_per_gpu == pytest.approx(DENSE.total_params / gpus, rel=1e-12)
+    assert estimate.params_per_gpu == pytest.approx(DENSE.total_params / (tensor * pipeline), rel=1e-12)
+
+
+def test_an_engine_whose_weights_exceed_its_static_reservation_has_no_kv_cache() -> None:
+    big = PROFILES[ModelProfileName.QWEN25_72B]
+    rollout = rollout_estimate(big, gpus_per_engine=1, mem_fraction=0.5, gpu_gib=140.0, colocated=False)
+    assert rollout.weights_gib > rollout.static_gib
+    assert (rollout.kv_cache_gib, rollout.kv_cache_tokens) == (0.0, 0)
+
+
+def test_an_engine_left_half_a_gib_for_its_kv_cache_holds_the_tokens_that_fit_in_it() -> None:
+    weights = DENSE.total_params * 2 / GIB  # bf16, one GPU per engine
+    rollout = rollout_estimate(
+        DENSE, gpus_per_engine=1, mem_fraction=(weights + 0.5) / 140.0, gpu_gib=140.0, colocated=False
+    )
+    assert rollout.kv_cache_gib == pytest.approx(0.5)
+    assert rollout.kv_cache_tokens == int(0.5 * GIB / DENSE.kv_bytes_per_token) > 3000
