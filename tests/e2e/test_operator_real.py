@@ -180,16 +180,15 @@ def test_the_plain_image_fails_its_preflight_and_the_run_names_the_pod_and_the_n
         "the worker pod", lambda: pods(real_cluster, run, "ray-worker"), lambda: status(real_cluster, run)
     )
     expected = f"pod {worker['metadata']['name']} on node {platform['node']}: preflight failed: libcuda: "
-    # The init container's termination message reaches the run. The run stays Provisioning while the kubelet
-    # retries the init container (a worker whose preflight fails is never Ready, so no job is submitted; only the
-    # in-job preflight's line makes a run Failed/PreflightFailed, status/completion.py).
+    # The init container's termination message reaches the run, which ends Failed/PreflightFailed: the kubelet's
+    # retries would run the same checks on the same node.
 
     def saying() -> dict[str, Any] | None:
         found = status(real_cluster, run)
-        return found if expected in (found.get("message") or "") else None
+        return found if found.get("phase") == "Failed" else None
 
-    said = wait_for("the preflight's line in the run's status", saying, lambda: status(real_cluster, run))
-    assert said["phase"] == "Provisioning", said
+    said = wait_for("the run to fail", saying, lambda: status(real_cluster, run))
+    assert said["reason"] == "PreflightFailed" and said["message"].startswith(expected), said
     assert "libcuda.so.1 cannot be loaded" in said["message"], said["message"]
     delete_run(real_cluster, run)
 
@@ -225,9 +224,9 @@ def phases_until_it_ends(cluster: SimulatedCluster, run: str) -> list[str]:
 
 @pytest.mark.xfail(
     strict=True,
-    reason="known defect (2026-12-02, issue #29): the job keeps running in the terminating worker (Ray's PID 1 ignores "
-    "SIGTERM), Ray reports it SUCCEEDED without the end-of-run summary in the log the operator reads, and the run "
-    "ends Failed/Unverified instead of going back to Provisioning and resuming",
+    reason="defect seen on the real node (2026-12-02, issues #29/#32): the job kept running in the terminating worker "
+    "(Ray's PID 1 ignores SIGTERM) and the run ended Failed/Unverified instead of resuming. The worker's preStop now "
+    "stops Ray after the save (presave --stop-ray); not yet seen passing here: an XPASS fails this mark, remove it then",
 )
 def test_a_worker_pod_deleted_mid_run_saves_and_the_run_resumes_after_that_save(
     real_cluster: SimulatedCluster, platform: dict[str, Any]
