@@ -10,6 +10,8 @@ from grpo_operator.edges import childstate, scrape
 from grpo_operator.status.observation import GpuObservation
 from kubernetes import client
 
+from tests.support.pods import preflight_failed_pod
+
 
 def pod(name: str, *, unschedulable: str | None = None, waiting: tuple[str, str] | None = None) -> client.V1Pod:
     conditions = (
@@ -164,31 +166,11 @@ def test_a_ray_cluster_being_deleted_is_not_ready_whatever_its_status_says() -> 
     assert observed is not None and not observed.ready and "being deleted" in observed.message
 
 
-def _preflight_failed(name: str, node: str, log: str) -> client.V1Pod:
-    """A worker whose preflight init container ended non-zero, its log tail the termination message (restarted
-    once by the kubelet: the failure is in `last_state`)."""
-    ended = client.V1ContainerState(terminated=client.V1ContainerStateTerminated(exit_code=1, message=log))
-    init = client.V1ContainerStatus(
-        name="preflight",
-        image="i",
-        image_id="",
-        ready=False,
-        restart_count=1,
-        state=client.V1ContainerState(running=client.V1ContainerStateRunning()),
-        last_state=ended,
-    )
-    return client.V1Pod(
-        metadata=client.V1ObjectMeta(name=name),
-        spec=client.V1PodSpec(node_name=node, containers=[]),
-        status=client.V1PodStatus(init_container_statuses=[init]),
-    )
-
-
 def test_a_failed_preflight_init_container_is_observed_with_its_pod_node_and_line() -> None:
     cluster = {"metadata": {"name": "r-ray"}, "spec": {}, "status": {"readyWorkerReplicas": 0}}
     log = "checking the node\npreflight failed: libcuda: libcuda.so.1 cannot be loaded\n"
     observed = childstate.cluster_observation(
-        cluster, 1, [pod("w-0", waiting=("ContainerCreating", "")), _preflight_failed("w-1", "gpu-7", log)]
+        cluster, 1, [pod("w-0", waiting=("ContainerCreating", "")), preflight_failed_pod(log, "w-1", "gpu-7")]
     )
     assert observed is not None and not observed.ready
     assert (

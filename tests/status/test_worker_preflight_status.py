@@ -1,4 +1,5 @@
-"""A GPU worker whose preflight fails: the launcher's own line reaches the GRPORun's status.
+"""A GPU worker whose preflight fails: the launcher's own line reaches the GRPORun's status, which ends
+Failed/PreflightFailed.
 
 The launcher really runs (`python -m grpo_launcher preflight` with the rendered run config, as the worker's init
 container does) on this machine, which has no libcuda for it; its output tail becomes the init container's
@@ -18,35 +19,14 @@ from grpo_operator.api.status import Phase
 from grpo_operator.edges.childstate import cluster_observation
 from grpo_operator.status.lifecycle import decide
 from grpo_operator.status.observation import Observation
-from kubernetes import client
 
 from tests.support.builders import example, kind, rendered, run_of
+from tests.support.pods import preflight_failed_pod
 
 
 def _kubelet_message(output: str) -> str:
     tail = "\n".join(output.splitlines()[-80:])
     return tail.encode()[-2048:].decode(errors="replace")
-
-
-def _failed_worker(message: str) -> client.V1Pod:
-    ended = client.V1ContainerStateTerminated(exit_code=3, reason="Error", message=message)
-    waiting = client.V1ContainerStateWaiting(
-        reason="CrashLoopBackOff", message="back-off 10s restarting failed container"
-    )
-    init = client.V1ContainerStatus(
-        name="preflight",
-        image="i",
-        image_id="",
-        ready=False,
-        restart_count=1,
-        state=client.V1ContainerState(waiting=waiting),
-        last_state=client.V1ContainerState(terminated=ended),
-    )
-    return client.V1Pod(
-        metadata=client.V1ObjectMeta(name="quickstart-ray-gpu-worker-abcde"),
-        spec=client.V1PodSpec(containers=[], node_name="ip-10-0-0-7"),
-        status=client.V1PodStatus(phase="Pending", init_container_statuses=[init]),
-    )
 
 
 def test_a_failed_worker_preflight_reaches_the_status_in_the_preflights_own_words(tmp_path: Path) -> None:
@@ -69,7 +49,7 @@ def test_a_failed_worker_preflight_reaches_the_status_in_the_preflights_own_word
     line = done.stdout.strip().splitlines()[-1]
     assert line.startswith("preflight failed: libcuda: ")
 
-    observed = cluster_observation({"status": {}}, 1, [_failed_worker(_kubelet_message(done.stdout))])
+    observed = cluster_observation({"status": {}}, 1, [preflight_failed_pod(_kubelet_message(done.stdout))])
     assert observed is not None
     assert observed.message == f"pod quickstart-ray-gpu-worker-abcde on node ip-10-0-0-7: {line}"
 
@@ -77,6 +57,7 @@ def test_a_failed_worker_preflight_reaches_the_status_in_the_preflights_own_word
     decision = decide(
         None, Observation(now=datetime(2026, 12, 1, tzinfo=UTC), generation=1, cluster=observed), run.spec
     )
-    assert decision.status.phase is Phase.PROVISIONING
-    assert line in decision.status.message
+    # the kubelet would run the same checks on the same node again: the run ends, naming pod, node and check
+    assert (decision.status.phase, decision.status.reason) == (Phase.FAILED, "PreflightFailed")
+    assert decision.status.message == observed.preflight_failure == observed.message
     assert "CrashLoopBackOff" not in decision.status.message  # the kubelet's back-off is not the reason
