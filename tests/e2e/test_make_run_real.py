@@ -6,11 +6,7 @@ and Ctrl-C (SIGINT to the foreground process group) leaves no process, mount, br
 from __future__ import annotations
 
 import json
-import os
-import signal
 import subprocess
-import sys
-import threading
 from pathlib import Path
 
 import psutil
@@ -19,6 +15,7 @@ from grpo_dev.localcluster import tool_path
 from grpo_dev.localcluster.realnode import leftovers
 
 from tests.e2e.conftest import _unavailable as unavailable
+from tests.support.devrun import make_run
 from tests.support.operator_harness import wait_for
 
 pytestmark = pytest.mark.integration
@@ -32,29 +29,10 @@ def test_make_run_on_the_real_node_reaches_succeeded_in_real_pods_and_ctrl_c_lea
     reason = unavailable()
     if reason:
         pytest.skip(reason)
-    env = {**os.environ, "GRPO_REAL_NODE": "1", "PYTHONUNBUFFERED": "1"}
-    for name in ("KUBECONFIG", "GRPO_TRAINER"):
-        env.pop(name, None)
-    process = subprocess.Popen(
-        [sys.executable, "-m", "grpo_dev.devrun"],
-        cwd=REPO,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        start_new_session=True,  # a terminal's foreground process group, which Ctrl-C signals as a whole
-    )
-    lines: list[str] = []
-    reader = threading.Thread(target=lambda: lines.extend(iter(process.stdout.readline, "")), daemon=True)  # type: ignore[union-attr]
-    reader.start()
     started: list[psutil.Process] = []
-    try:
-
-        def quickstart_row() -> str | None:
-            rows = [line for line in list(lines) if line.startswith("quickstart ")]
-            return rows[-1] if rows and rows[-1].split()[1] in ("Succeeded", "Failed") else None
-
-        row = wait_for("the quickstart to end", quickstart_row, timeout=1500, interval=2)
+    with make_run(GRPO_REAL_NODE="1") as run:
+        lines = run.lines
+        row = wait_for("the quickstart to end", run.quickstart_ended, timeout=1500, interval=2)
         assert row.split()[1] == "Succeeded", "".join(lines[-40:])
         # the run's pods ran in containerd on the real node, not as kwok's records
         listed = subprocess.run(
@@ -70,14 +48,8 @@ def test_make_run_on_the_real_node_reaches_succeeded_in_real_pods_and_ctrl_c_lea
         ids = [s.get("containerID", "") for p in pods for s in p["status"].get("containerStatuses") or []]
         assert pods and set(on_node.values()) == {"grpo-real-node"}, on_node
         assert ids and all(i.startswith("containerd://") for i in ids), ids
-        started = psutil.Process(process.pid).children(recursive=True)
-        os.killpg(process.pid, signal.SIGINT)
-        assert process.wait(timeout=300) == 0, "".join(lines[-40:])
-    finally:
-        if process.poll() is None:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait()
-    reader.join(timeout=30)
+        started = psutil.Process(run.process.pid).children(recursive=True)
+        assert run.ctrl_c(timeout=300) == 0, "".join(lines[-40:])
     said = "".join(lines[:4])
     assert "the run's pods run for real on a kubelet node of this machine" in said, said
     assert "the trainer is the miles stand-in, not miles" in said, said
