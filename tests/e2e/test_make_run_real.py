@@ -1,18 +1,21 @@
 """`GRPO_REAL_NODE=1 make run` as the README describes it: the quickstart-like run reaches Succeeded in real pods
 on this machine's kubelet node (the operator a pod installed by its chart, KubeRay's head and worker from our
 images), the first lines say what is real and what is played, the operator's log lands in .grpo/logs/operator.log,
-and Ctrl-C (SIGINT to the foreground process group) leaves no process, mount, bridge or iptables rule behind."""
+and Ctrl-C (SIGINT to the foreground process group), with the operator's and the reward service's pods still
+running, leaves the host as it was: no process, mount, bridge, network namespace, iptables rule or chain of the
+node, and ip_forward and bridge-nf-call-iptables back to their values."""
 
 from __future__ import annotations
 
 import json
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import psutil
 import pytest
 from grpo_dev.localcluster import tool_path
-from grpo_dev.localcluster.realnode import leftovers
+from grpo_dev.localcluster.realnode import BRIDGE, STATE_DIR, leftovers
 
 from tests.e2e.conftest import _unavailable as unavailable
 from tests.support.devrun import make_run
@@ -25,11 +28,40 @@ LOGS = REPO / ".grpo" / "logs"
 KUBECONFIG = REPO / ".grpo" / "kubeconfig"
 
 
+def _iptables() -> set[str]:
+    lines: set[str] = set()
+    for binary in ("iptables", "ip6tables"):
+        for table in ("filter", "nat", "mangle"):
+            out = subprocess.run([binary, "-w", "-t", table, "-S"], capture_output=True, text=True, check=False)
+            lines |= {f"{binary} {table} {line}" for line in out.stdout.splitlines()}
+    return lines
+
+
+def _host() -> dict[str, Any]:
+    """What a real node changes on the host: sysctls, links of ours, mounts under its state and CNI netns."""
+    links = subprocess.run(["ip", "-o", "link", "show"], capture_output=True, text=True, check=True).stdout
+    return {
+        "ip_forward": Path("/proc/sys/net/ipv4/ip_forward").read_text().strip(),
+        "bridge-nf-call-iptables": Path("/proc/sys/net/bridge/bridge-nf-call-iptables").read_text().strip(),
+        "links": sorted(
+            name
+            for name in (line.split(":")[1].strip().split("@")[0] for line in links.splitlines())
+            if name.startswith("grpo")
+        ),
+        "mounts": sorted(
+            line.split()[4]
+            for line in Path("/proc/self/mountinfo").read_text().splitlines()
+            if str(STATE_DIR) in line.split()[4] or "/run/netns/cni-" in line.split()[4]
+        ),
+    }
+
+
 def test_make_run_on_the_real_node_reaches_succeeded_in_real_pods_and_ctrl_c_leaves_the_host_clean() -> None:
     reason = unavailable()
     if reason:
         pytest.skip(reason)
     started: list[psutil.Process] = []
+    before_host, before_rules = _host(), _iptables()
     with make_run(GRPO_REAL_NODE="1") as run:
         lines = run.lines
         row = wait_for("the quickstart to end", run.quickstart_ended, timeout=1500, interval=2)
@@ -48,6 +80,11 @@ def test_make_run_on_the_real_node_reaches_succeeded_in_real_pods_and_ctrl_c_lea
         ids = [s.get("containerID", "") for p in pods for s in p["status"].get("containerStatuses") or []]
         assert pods and set(on_node.values()) == {"grpo-real-node"}, on_node
         assert ids and all(i.startswith("containerd://") for i in ids), ids
+        during = _host()
+        assert BRIDGE in during["links"] and during["mounts"], during  # the node really changed the host
+        assert any("KUBE-" in line for line in _iptables() - before_rules)
+        running = [p["metadata"]["name"] for p in pods if p["status"].get("phase") == "Running"]
+        assert running, "no pod running at Ctrl-C"
         started = psutil.Process(run.process.pid).children(recursive=True)
         assert run.ctrl_c(timeout=300) == 0, "".join(lines[-40:])
     said = "".join(lines[:4])
@@ -58,3 +95,7 @@ def test_make_run_on_the_real_node_reaches_succeeded_in_real_pods_and_ctrl_c_lea
     _, alive = psutil.wait_procs(started, timeout=30)
     assert [p.pid for p in alive] == [], f"left running after Ctrl-C: {[' '.join(p.cmdline()) for p in alive]}"
     assert leftovers() == [], leftovers()
+    assert _host() == before_host
+    added = {line for line in _iptables() - before_rules if "KUBE-" in line or BRIDGE in line or "grpo" in line}
+    assert added == set()
+    assert not STATE_DIR.exists()

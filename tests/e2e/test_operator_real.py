@@ -1,11 +1,12 @@
 """The operator, as a pod installed by the chart, drives runs on the real node: `kubectl apply` of a GRPORun whose
-runtime (grpo_dev.localcluster.realruntime) describes this node, and KubeRay makes real head and worker pods from
-our image, the reward service runs Ready through its probes, the launcher's preflight passes on the played GPU, the
-job runs the launcher and the miles double in the worker pod, which scores through the reward Service's name and
-serves its gauges on the pod IP, where the operator scrapes them, to Succeeded with the summary, the log tail and
-the provenance. Then the same node through the operator: the plain image (no GPU played) fails its preflight and
-the run says which pod on which node; a worker pod deleted mid-run saves, the run goes back to Provisioning and
-resumes from that save; a suspended run resumes from its save; a deleted run leaves no pod.
+runtime (grpo_dev.localcluster.realruntime) describes this node, and KubeRay makes real head and worker pods from our
+image, the reward service runs Ready through its probes, the launcher's preflight passes on the played GPU, the job
+runs the launcher and the miles double in the worker pod (joined to the head through the head Service's DNS name,
+with token auth), which scores through the reward Service's name and serves its gauges on the pod IP, where the
+operator scrapes them, to Succeeded with the summary, the log tail and the provenance. Then the same node through the
+operator: the plain image (no GPU played) fails its preflight and the run says which pod on which node; a worker pod
+deleted mid-run saves, the run goes back to Provisioning and resumes from that save; a suspended run resumes from its
+save; a deleted run leaves no pod.
 
 Nothing rendered is edited: the runtime sizes and places every pod. What is played: the GPU (the `ray-node-gpu`
 dev layer: stand-in libcuda, torch and nvidia-smi, devtools/images/gpu_standin/; the node advertises
@@ -18,38 +19,21 @@ from __future__ import annotations
 import json
 import re
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
-from grpo_dev.images import DEV_IMAGES, ImageError, build_dev
+from grpo_dev.images import DEV_IMAGES
 from grpo_dev.localcluster import SimulatedCluster, realplatform
 from grpo_operator.render import names
 
+from tests.e2e.conftest import NAMESPACE
+
 pytestmark = pytest.mark.integration
 
-NAMESPACE = "real-op"
 OPERATOR_NAMESPACE = realplatform.OPERATOR_NAMESPACE
 WAIT_SECONDS = 420.0
-
-
-@pytest.fixture(scope="module")
-def platform(real_cluster: SimulatedCluster, node_images: dict[str, str]) -> Iterator[dict[str, Any]]:
-    """The platform on the real node (grpo_dev.localcluster.realplatform): the dev layers imported, the GPU
-    advertised, the node's GRPORuntime, the chart installed with the operator image (its pod on this node,
-    in-cluster API access), a namespace with the shared claim."""
-    node = real_cluster.real_node
-    assert node is not None
-    try:
-        build_dev("ray-node-gpu")
-        for name in ("ray-node", "ray-node-gpu"):  # our images are in the node already (node_images)
-            node.import_image(DEV_IMAGES[name].reference)
-        installed = realplatform.install(real_cluster, NAMESPACE)
-    except (ImageError, realplatform.PlatformError) as exc:
-        pytest.fail(str(exc), pytrace=False)
-    yield {"node": installed.node, "shared": installed.shared, "deployment": realplatform.DEPLOYMENT, "at": installed}
-    realplatform.uninstall(real_cluster)
 
 
 def run_manifest(name: str, *, rollouts: int, spec: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -112,6 +96,15 @@ def _running(pod: dict[str, Any]) -> bool:
     return bool(statuses) and all("running" in s.get("state", {}) for s in statuses)
 
 
+RAY_NODES = (
+    "import json, ray; ray.init(address='auto', logging_level='ERROR'); "
+    "print(json.dumps([[n['NodeManagerAddress'], n['Resources']] for n in ray.nodes() if n['Alive']]))"
+)
+JOBS_WITHOUT_TOKEN = (
+    "import urllib.request, urllib.error\n"
+    "try:\n urllib.request.urlopen('http://127.0.0.1:8265/api/jobs/', timeout=10); print('open')\n"
+    "except urllib.error.HTTPError as e:\n print(e.code)"
+)
 REWARD_METRICS = (
     "import urllib.request; print(urllib.request.urlopen('http://{service}.{namespace}.svc.cluster.local:8000/metrics',"
     " timeout=10).read().decode())"
@@ -143,6 +136,17 @@ def test_a_run_applied_with_kubectl_runs_in_real_pods_driven_by_the_operator_pod
     assert "Ray runtime started" in _container_log(real_cluster, head)
     assert "Ray runtime started" in _container_log(real_cluster, worker)
     assert "Uvicorn running on" in _container_log(real_cluster, reward)
+    # The worker joined the head through the head Service's DNS name (KubeRay's address; CoreDNS and kube-proxy
+    # carry it), and the rendered rayStartParams reached Ray.
+    assert f"{names.ray_cluster(run)}-head-svc.{NAMESPACE}.svc.cluster.local" in json.dumps(
+        worker["spec"]["containers"]
+    )
+    alive = json.loads(_exec(real_cluster, head, "python3", "-c", RAY_NODES).strip().splitlines()[-1])
+    by_ip = {ip: resources for ip, resources in alive}
+    assert set(by_ip) == {head["status"]["podIP"], worker["status"]["podIP"]}, by_ip
+    assert "gpu_node" in by_ip[worker["status"]["podIP"]], by_ip
+    # Token auth is on: the head's Jobs API refuses a caller without the token (the operator pod holds it).
+    assert _exec(real_cluster, head, "python3", "-c", JOBS_WITHOUT_TOKEN).strip() == "401"
     # The worker's preflight init container ran for real and passed on the played GPU.
     preflight = _container_log(real_cluster, worker, names.PREFLIGHT_CONTAINER)
     assert "[pass] libcuda:" in preflight and "[pass] gpus: 1 x" in preflight, preflight

@@ -1,38 +1,19 @@
 """Helm, run for real: the chart rendered, linted and installed with the pinned helm binary.
 
-`helm(*args)` runs `helm` (built and cached by `grpo_dev.localcluster`, never a system copy) with
-repository config and caches in a scratch directory, so tests neither read nor write the user's helm state.
+`helm(*args)` is `grpo_dev.localcluster.realplatform.helm`: the pinned helm binary, with repository config and
+caches in a scratch directory, so tests neither read nor write the user's helm state.
 """
 
 from __future__ import annotations
 
-import os
-import subprocess
-import tempfile
 from pathlib import Path
 from typing import Any
 
 import yaml
-from grpo_dev.localcluster import tool_path
+from grpo_dev.localcluster.realplatform import helm
 
 REPO = Path(__file__).resolve().parents[2]
 CHART = REPO / "charts" / "grpo-operator"
-_HOME = Path(tempfile.gettempdir()) / "grpo-chart-tests-helm"
-
-
-def helm(*args: str, check: bool = True, input: str | None = None) -> subprocess.CompletedProcess[str]:
-    env = {
-        **os.environ,
-        "HELM_CACHE_HOME": str(_HOME / "cache"),
-        "HELM_CONFIG_HOME": str(_HOME / "config"),
-        "HELM_DATA_HOME": str(_HOME / "data"),
-    }
-    result = subprocess.run(
-        [str(tool_path("helm")), *args], capture_output=True, text=True, env=env, input=input, timeout=300, check=False
-    )
-    if check and result.returncode != 0:
-        raise AssertionError(f"helm {' '.join(args)} failed ({result.returncode}):\n{result.stderr}{result.stdout}")
-    return result
 
 
 def template(*sets: str, release: str = "grpo", namespace: str = "grpo-system") -> str:

@@ -56,8 +56,9 @@ class Platform:
     shared: Path  # the shared volume's directory on this machine
 
 
-def helm(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-    """The pinned helm (grpo_dev.localcluster), its repository config and caches in a scratch directory."""
+def helm(*args: str, check: bool = True, input: str | None = None) -> subprocess.CompletedProcess[str]:
+    """The pinned helm (grpo_dev.localcluster, never a system copy), its repository config and caches in a scratch
+    directory, so neither the tests nor `make run` read or write the user's helm state."""
     env = {
         **os.environ,
         "HELM_CACHE_HOME": str(_HELM_HOME / "cache"),
@@ -65,10 +66,10 @@ def helm(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
         "HELM_DATA_HOME": str(_HELM_HOME / "data"),
     }
     result = subprocess.run(
-        [str(tool_path("helm")), *args], capture_output=True, text=True, env=env, timeout=300, check=False
+        [str(tool_path("helm")), *args], capture_output=True, text=True, env=env, input=input, timeout=300, check=False
     )
     if check and result.returncode != 0:
-        raise PlatformError(f"helm {' '.join(args[:2])} failed ({result.returncode}):\n{result.stderr}{result.stdout}")
+        raise PlatformError(f"helm {' '.join(args)} failed ({result.returncode}):\n{result.stderr}{result.stdout}")
     return result
 
 

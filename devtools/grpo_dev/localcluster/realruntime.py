@@ -20,6 +20,7 @@ import json
 from typing import Any
 
 from grpo_dev.localcluster.realnode import NODE_LABELS
+from grpo_dev.localcluster.simcluster import bound_claim
 
 GPU = "nvidia.com/gpu"
 RUNTIME_NAME = "real-node"
@@ -122,32 +123,6 @@ def real_node_runtime(
 def shared_claim(namespace: str, claim: str, path: str, size_gib: int = 1200) -> list[dict[str, Any]]:
     """A ReadWriteMany claim bound to a hostPath PersistentVolume at `path` on the real node (a directory of
     `RealNode.shared_volume`): the run's shared volume, as a platform's FSx claim would be."""
-    volume = f"{namespace}-{claim}"[:253]
     term = {"matchExpressions": [{"key": k, "operator": "In", "values": [v]} for k, v in NODE_LABELS.items()]}
-    return [
-        {
-            "apiVersion": "v1",
-            "kind": "PersistentVolume",
-            "metadata": {"name": volume},
-            "spec": {
-                "capacity": {"storage": f"{size_gib}Gi"},
-                "accessModes": ["ReadWriteMany"],
-                "storageClassName": "",
-                "persistentVolumeReclaimPolicy": "Retain",
-                "hostPath": {"path": path, "type": "Directory"},
-                "claimRef": {"namespace": namespace, "name": claim},
-                "nodeAffinity": {"required": {"nodeSelectorTerms": [term]}},
-            },
-        },
-        {
-            "apiVersion": "v1",
-            "kind": "PersistentVolumeClaim",
-            "metadata": {"name": claim, "namespace": namespace},
-            "spec": {
-                "accessModes": ["ReadWriteMany"],
-                "storageClassName": "",
-                "volumeName": volume,
-                "resources": {"requests": {"storage": f"{size_gib}Gi"}},
-            },
-        },
-    ]
+    source = {"hostPath": {"path": path, "type": "Directory"}}
+    return bound_claim(namespace, claim, f"{size_gib}Gi", source, {"required": {"nodeSelectorTerms": [term]}})

@@ -279,6 +279,38 @@ def platform_manifests() -> list[dict[str, Any]]:
     ]
 
 
+def bound_claim(
+    namespace: str, claim: str, size: str, source: dict[str, Any], node_affinity: dict[str, Any] | None = None
+) -> list[dict[str, Any]]:
+    """A ReadWriteMany PersistentVolume with `source` (its volume source: `csi`, `hostPath`, ...) and the claim
+    `claim` bound to it, as a platform pre-provisions a shared file system for runs."""
+    volume = f"{namespace}-{claim}"[:253]
+    spec: dict[str, Any] = {
+        "capacity": {"storage": size},
+        "accessModes": ["ReadWriteMany"],
+        "storageClassName": "",
+        "persistentVolumeReclaimPolicy": "Retain",
+        **source,
+        "claimRef": {"namespace": namespace, "name": claim},
+    }
+    if node_affinity:
+        spec["nodeAffinity"] = node_affinity
+    return [
+        {"apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": volume}, "spec": spec},
+        {
+            "apiVersion": "v1",
+            "kind": "PersistentVolumeClaim",
+            "metadata": {"name": claim, "namespace": namespace},
+            "spec": {
+                "accessModes": ["ReadWriteMany"],
+                "storageClassName": "",
+                "volumeName": volume,
+                "resources": {"requests": {"storage": size}},
+            },
+        },
+    ]
+
+
 class SimulatedCluster(ControlPlane):
     """`ControlPlane` + kube-scheduler + kwok + the KubeRay operator + fake EKS nodes (see the module doc).
 
@@ -410,37 +442,16 @@ class SimulatedCluster(ControlPlane):
     def provide_claim(self, namespace: str, claim: str, size: str = "1200Gi") -> None:
         """A ReadWriteMany PVC `claim` bound to a pre-provisioned FSx for Lustre PersistentVolume (never
         mounted: no kubelet runs), as a run's prerequisites in the README ask for."""
-        volume_name = f"{namespace}-{claim}"[:253]
-        volume = {
-            "apiVersion": "v1",
-            "kind": "PersistentVolume",
-            "metadata": {"name": volume_name},
-            "spec": {
-                "capacity": {"storage": size},
-                "accessModes": ["ReadWriteMany"],
-                "storageClassName": "",
-                "persistentVolumeReclaimPolicy": "Retain",
-                "csi": {
-                    "driver": "fsx.csi.aws.com",
-                    "volumeHandle": "fs-0123456789abcdef0",
-                    "volumeAttributes": {
-                        "dnsname": "fs-0123456789abcdef0.fsx.us-west-2.amazonaws.com",
-                        "mountname": "abcdefgh",
-                    },
+        fsx = {
+            "csi": {
+                "driver": "fsx.csi.aws.com",
+                "volumeHandle": "fs-0123456789abcdef0",
+                "volumeAttributes": {
+                    "dnsname": "fs-0123456789abcdef0.fsx.us-west-2.amazonaws.com",
+                    "mountname": "abcdefgh",
                 },
-                "claimRef": {"namespace": namespace, "name": claim},
-            },
+            }
         }
-        pvc = {
-            "apiVersion": "v1",
-            "kind": "PersistentVolumeClaim",
-            "metadata": {"name": claim, "namespace": namespace},
-            "spec": {
-                "accessModes": ["ReadWriteMany"],
-                "storageClassName": "",
-                "volumeName": volume_name,
-                "resources": {"requests": {"storage": size}},
-            },
-        }
-        self.kubectl("apply", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "List", "items": [volume, pvc]}))
+        items = bound_claim(namespace, claim, size, fsx)
+        self.kubectl("apply", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "List", "items": items}))
         self.kubectl("wait", "-n", namespace, "--for=jsonpath={.status.phase}=Bound", "--timeout=120s", f"pvc/{claim}")
