@@ -222,12 +222,6 @@ def phases_until_it_ends(cluster: SimulatedCluster, run: str) -> list[str]:
     return seen
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="defect seen on the real node (2026-12-02, issues #29/#32): the job kept running in the terminating worker "
-    "(Ray's PID 1 ignores SIGTERM) and the run ended Failed/Unverified instead of resuming. The worker's preStop now "
-    "stops Ray after the save (presave --stop-ray); not yet seen passing here: an XPASS fails this mark, remove it then",
-)
 def test_a_worker_pod_deleted_mid_run_saves_and_the_run_resumes_after_that_save(
     real_cluster: SimulatedCluster, platform: dict[str, Any]
 ) -> None:
