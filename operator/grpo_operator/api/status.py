@@ -324,6 +324,18 @@ class RunPlan(ApiModel):
     fits: bool = Field(description="Whether the run fits in GPU and host memory.")
 
 
+class StopReason(StrEnum):
+    """What stopped a worker pod while its attempt ran: the reason of the `DisruptionTarget` condition Kubernetes
+    sets before it deletes the pod (docs/integrations/kubernetes.md), or Deleted when there is none."""
+
+    EVICTION = "EvictionByEvictionAPI"  # the Eviction API: `kubectl drain`, a node termination handler
+    PREEMPTION = "PreemptionByScheduler"
+    TAINT = "DeletionByTaintManager"
+    KUBELET = "TerminationByKubelet"  # node pressure, node shutdown
+    POD_GC = "DeletionByPodGC"
+    DELETED = "Deleted"  # no condition: `kubectl delete pod`, its owner's delete
+
+
 class SaveOutcome(StrEnum):
     SAVED = "Saved"  # the next attempt resumed after the last rollout observed of this one
     NOT_SAVED = "NotSaved"  # it resumed before: no checkpoint after that rollout was made before the pods went

@@ -9,7 +9,7 @@ from typing import Any
 
 from kubernetes import client
 
-from grpo_operator.api.status import Reason
+from grpo_operator.api.status import Reason, StopReason
 from grpo_operator.render import names, queueing
 from grpo_operator.status.observation import ClusterObservation, GpuObservation, RewardObservation
 
@@ -172,9 +172,6 @@ def _bound_at(pod: client.V1Pod) -> datetime | None:
     return None
 
 
-DELETED = "Deleted"  # a pod stopped without a DisruptionTarget condition: `kubectl delete pod`, its owner's delete
-
-
 def stopped(pod: client.V1Pod) -> tuple[str, datetime] | None:
     """Why and since when a pod is terminating, in Kubernetes's words: the reason of the DisruptionTarget condition
     the API server, scheduler, taint manager or kubelet set before deleting it (EvictionByEvictionAPI for a drain,
@@ -188,7 +185,7 @@ def stopped(pod: client.V1Pod) -> tuple[str, datetime] | None:
         if cond.type == "DisruptionTarget" and cond.status == "True" and cond.reason:
             return str(cond.reason), cond.last_transition_time or deleting
     grace = (pod.spec.termination_grace_period_seconds if pod.spec else None) or 0
-    return DELETED, deleting - timedelta(seconds=grace)
+    return StopReason.DELETED.value, deleting - timedelta(seconds=grace)
 
 
 def gpu_observation(pods: list[client.V1Pod]) -> GpuObservation:

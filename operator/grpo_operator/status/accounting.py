@@ -23,6 +23,7 @@ from grpo_operator.api.status import (
     Reason,
     RunAccounting,
     SaveOutcome,
+    StopReason,
 )
 from grpo_operator.status.decision import Event
 from grpo_operator.status.observation import JobState, Observation, parse_rfc3339, rfc3339
@@ -243,14 +244,14 @@ def _saves(ledger: _Ledger) -> list[Event]:
     return events
 
 
-# What stopped a worker pod (its DisruptionTarget reason, childstate.stopped), as the save event says it.
-STOPPED_BY = {
-    "EvictionByEvictionAPI": "eviction",
-    "PreemptionByScheduler": "preemption by the scheduler",
-    "DeletionByTaintManager": "a NoExecute taint",
-    "TerminationByKubelet": "termination by the kubelet",
-    "DeletionByPodGC": "garbage collection",
-    "Deleted": "deletion",
+# What stopped a worker pod (attempts[].stoppedBy), as the save event says it.
+STOPPED_BY: dict[str, str] = {
+    StopReason.EVICTION: "eviction",
+    StopReason.PREEMPTION: "preemption by the scheduler",
+    StopReason.TAINT: "a NoExecute taint",
+    StopReason.KUBELET: "termination by the kubelet",
+    StopReason.POD_GC: "garbage collection",
+    StopReason.DELETED: "deletion",
 }
 
 
