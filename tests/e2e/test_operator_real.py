@@ -226,12 +226,6 @@ def phases_until_it_ends(cluster: SimulatedCluster, run: str) -> list[str]:
     return seen
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="defect seen on the real node (2026-12-02, issues #29/#32): the job kept running in the terminating worker "
-    "(Ray's PID 1 ignores SIGTERM) and the run ended Failed/Unverified instead of resuming. The worker's preStop now "
-    "stops Ray after the save (presave --stop-ray); not yet seen passing here: an XPASS fails this mark, remove it then",
-)
 def test_a_worker_pod_deleted_mid_run_saves_and_the_run_resumes_after_that_save(
     real_cluster: SimulatedCluster, platform: dict[str, Any]
 ) -> None:
@@ -271,4 +265,76 @@ def test_a_suspended_run_stops_its_pods_and_resumes_from_its_save(
     assert done["phase"] == "Succeeded", done
     attempts = done["accounting"]["attempts"]
     assert len(attempts) == 2 and attempts[1]["firstRollout"] == saved + 1, attempts
+    delete_run(real_cluster, run)
+
+
+def _events(cluster: SimulatedCluster, run: str) -> list[dict[str, Any]]:
+    """The run's events (what `kubectl describe grporun` lists), oldest first."""
+    found: list[dict[str, Any]] = cluster.get_json(
+        "events", "-n", NAMESPACE, "--field-selector", f"involvedObject.kind=GRPORun,involvedObject.name={run}"
+    )["items"]
+    return sorted(found, key=lambda e: e.get("lastTimestamp") or e.get("eventTime") or "")
+
+
+def _prestop_report(platform: dict[str, Any], run: str) -> dict[str, Any]:
+    """The worker's preStop hook's own outcome (grpo_launcher.presave's report beside the checkpoints)."""
+    report = Path(platform["shared"]) / "grpo" / NAMESPACE / run / "checkpoints" / "preemption-save.json"
+    found: dict[str, Any] = json.loads(report.read_text())["preStopSave"] if report.is_file() else {}
+    return found
+
+
+def test_a_drain_of_the_workers_node_saves_through_the_sentinel_before_the_pod_goes_and_the_run_resumes_after_it(
+    real_cluster: SimulatedCluster, platform: dict[str, Any]
+) -> None:
+    """`kubectl drain` of the worker's node evicts the worker through the Eviction API; its preStop hook touches
+    miles's sentinel, the double saves after the step in flight (as miles's train.py:120-126), the hook sees the
+    tracker name that rollout and stops the pod's Ray; the run goes back to Provisioning, and once the node is
+    uncordoned the next attempt starts at that rollout + 1; the first attempt's save record and an event say so.
+
+    The drain selects the run's worker (`--pod-selector`): this machine has one real node, which also holds the
+    head, the reward service and the operator pod. A full drain would evict those too (the head holds Ray's job
+    record, the operator would be away while the run resumes) and test a topology no platform runs: there the head
+    and the reward service sit on CPU nodes and a GPU node's drain evicts only the workers. The selector drain does
+    what that drain does to the run: the node is cordoned, the worker is evicted (not deleted) and its replacement
+    stays Pending until `kubectl uncordon`, as it would until another GPU node takes it."""
+    manifest = run_manifest("real-drain", rollouts=10, spec={"recovery": {"maxRestarts": 1}})
+    run = start(real_cluster, platform, manifest, ["--fake-step-seconds", "3"])
+    seen = wait_for("rollout 2 scraped", _rollout(real_cluster, run, 2), lambda: status(real_cluster, run))
+    assert _saved(platform, run) == -1, "no save before the drain (saveInterval is the run's length)"
+    [worker] = pods(real_cluster, run, "ray-worker")
+    node = platform["node"]
+    assert worker["spec"]["nodeName"] == node
+    selector = f"{names.RUN_LABEL}={run},{names.COMPONENT_LABEL}=ray-worker"
+    try:
+        # Returns once the evicted pod is gone: its preStop hook (the save) has run by then.
+        drained = real_cluster.kubectl(
+            "drain",
+            node,
+            f"--pod-selector={selector}",
+            "--ignore-daemonsets",
+            "--delete-emptydir-data",
+            "--timeout=240s",
+        )
+    finally:
+        real_cluster.kubectl("uncordon", node)
+    assert f"evicting pod {NAMESPACE}/{worker['metadata']['name']}" in drained.stdout + drained.stderr, drained
+    saved = _saved(platform, run)
+    report = _prestop_report(platform, run)
+    # The hook asked through the sentinel and saw the save: the tracker names the rollout in flight or after.
+    assert report.get("saved") is True and report["iteration"] == saved, report
+    assert saved >= seen["metrics"]["rollout"], (saved, seen["metrics"])
+    phases = phases_until_it_ends(real_cluster, run)
+    done = status(real_cluster, run)
+    events = [(e["reason"], e["message"]) for e in _events(real_cluster, run)]
+    assert "Provisioning" in phases, phases
+    assert done["phase"] == "Succeeded", done
+    first, second = done["accounting"]["attempts"]
+    assert second["firstRollout"] == saved + 1, done["accounting"]
+    # The operator saw the eviction on the pod (its DisruptionTarget condition) and, once attempt 2 showed the
+    # checkpoint it loaded, recorded the save and said so.
+    assert first["stoppedBy"] == "EvictionByEvictionAPI", first
+    assert first["save"]["outcome"] == "Saved" and first["save"]["rollout"] == saved, first
+    assert first["save"]["seconds"] == first["podsGoneSeconds"] <= first["graceSeconds"], first
+    said = [m for r, m in events if r == "SavedBeforeStop"]
+    assert len(said) == 1 and f"saved rollout {saved} in " in said[0] and "before eviction" in said[0], events
     delete_run(real_cluster, run)

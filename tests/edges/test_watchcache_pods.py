@@ -45,3 +45,34 @@ def test_the_cached_pod_keeps_only_the_gpu_resources() -> None:
     [worker, sidecar] = slim_pod(POD).spec.containers
     assert worker.resources.requests == {"nvidia.com/gpu": "8"} and worker.image is None
     assert sidecar.resources.requests is None and sidecar.resources.limits == {"nvidia.com/gpu": "1"}
+
+
+def _stopping(condition: dict[str, str] | None = None) -> dict[str, object]:
+    """POD terminating: its deletionTimestamp set, and `condition`, the DisruptionTarget condition the Eviction API
+    (a drain), the scheduler or the kubelet sets before the delete."""
+    conditions = [*POD["status"]["conditions"], *([condition] if condition else [])]  # type: ignore[index]
+    meta = {**POD["metadata"], "deletionTimestamp": "2026-12-02T01:10:45Z"}  # type: ignore[dict-item]
+    return {**POD, "metadata": meta, "status": {**POD["status"], "conditions": conditions}}  # type: ignore[dict-item]
+
+
+EVICTED = {
+    "type": "DisruptionTarget",
+    "status": "True",
+    "reason": "EvictionByEvictionAPI",
+    "message": "Eviction API: evicting",
+    "lastTransitionTime": "2026-12-02T01:00:05Z",
+}
+
+
+def test_a_stopped_pod_says_why_and_since_when_from_the_cache_as_from_the_api_server() -> None:
+    evicted = _stopping(EVICTED)
+    cached, sent = gpu_observation([slim_pod(evicted)]), gpu_observation([as_model(evicted, "V1Pod")])
+    assert cached == sent
+    assert cached.stopped_by == "EvictionByEvictionAPI" and cached.stopped_at is not None
+    assert cached.stopped_at.isoformat() == "2026-12-02T01:00:05+00:00"
+    # Deleted without a condition (`kubectl delete pod`): since its deletionTimestamp less its grace (645 s).
+    deleted = gpu_observation([slim_pod(_stopping())])
+    assert deleted.stopped_by == "Deleted" and deleted.stopped_at is not None
+    assert deleted.stopped_at.isoformat() == "2026-12-02T01:00:00+00:00"  # 01:10:45 - 645 s
+    # A pod not terminating is not stopped.
+    assert gpu_observation([slim_pod(POD)]).stopped_by is None

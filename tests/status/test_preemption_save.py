@@ -40,24 +40,35 @@ def running(minute: float, n: int, rollout: int) -> Observation:
 
 
 def life(
-    last: int, first: int, gone_minutes: float, *, suspend: bool = False, plan_after: RunPlan = PLAN
+    last: int,
+    first: int,
+    gone_minutes: float,
+    *,
+    suspend: bool = False,
+    plan_after: RunPlan = PLAN,
+    deleting: str | None = None,
 ) -> list[Decision]:
     """Attempt 1 runs to rollout `last`, is preempted (or suspended) at 25, its pods go `gone_minutes` later;
     attempt 2 starts at 45 and its first rollout seen is `first`. From the pods' going on, the reconciles plan
-    with `plan_after` (as the operator does once attempt 1's step times are in)."""
+    with `plan_after` (as the operator does once attempt 1's step times are in). `deleting`: the worker pod is
+    seen terminating (KubeRay deletes it) by the stop's own reconcile ("with") or by one before it ("before",
+    the pod's update reaching the operator before the RayCluster's)."""
     stop = replace(running(25, 1, last), suspend=True) if suspend else at(25, 2, cluster=QUEUED, gpus=HELD)
+    terminating = replace(HELD, stopped_by="Deleted", stopped_at=T0 + timedelta(minutes=24, seconds=50))
     observations = [
         at(0, 1, cluster=NOT_READY, gpus=HELD),
         at(5, 1, cluster=READY, gpus=HELD),
         running(10, 1, 0),
         running(20, 1, last),
-        stop,
+        *([replace(running(24.9, 1, last), gpus=terminating)] if deleting == "before" else []),
+        replace(stop, gpus=terminating) if deleting else stop,
         at(25 + gone_minutes, 2, cluster=QUEUED, gpus=NONE, suspend=suspend),
         at(40, 2, cluster=NOT_READY, gpus=HELD),
         at(45, 2, cluster=READY, gpus=HELD),
         running(50, 2, first),
     ]
-    observations[5:] = [replace(obs, plan=plan_after) for obs in observations[5:]]
+    start = 6 if deleting == "before" else 5
+    observations[start:] = [replace(obs, plan=plan_after) for obs in observations[start:]]
     decisions, prev = [], None
     for obs in observations:
         decisions.append(decide(prev, obs, SPEC))
@@ -199,3 +210,117 @@ def test_the_save_names_the_grace_its_pods_had_not_the_one_planned() -> None:
     a1 = first_attempt(life(8, 6, 10, plan_after=later))
     assert a1.grace_seconds == GRACE
     assert a1.save is not None and a1.save.grace_seconds == GRACE
+
+
+RECOVERING = spec({"rollout": {"numRollout": 40}, "recovery": {"maxRestarts": 1}})
+# What Ray says once the worker's preStop hook stopped its Ray (presave --stop-ray): a retryable NodeLost.
+NODE_DIED = "The actor died because its node has died. Node Id: 5e1f"
+
+
+def stopped_life(
+    last: int, first: int, gone_seconds: int, stopped_by: str | None, *, lingering: bool = False
+) -> list[Decision]:
+    """Attempt 1 runs to rollout `last`; at 20:30 its worker pod is seen stopping (`stopped_by`, since 20:25; None:
+    it is not, the node just died), its job still running; `gone_seconds` after 20:25 the pod is gone and Ray says
+    the node died; the run restarts, attempt 2 is submitted at 40 and first shows rollout `first` at 45.
+    `lingering`: the stopped pod is still terminating through attempt 2's start (its replacement on another node)."""
+    since = T0 + timedelta(minutes=20, seconds=25)
+    stopping = GpuObservation(8, T0, GRACE, stopped_by, since if stopped_by else None)
+    gone = T0 + timedelta(minutes=20, seconds=25 + gone_seconds)
+    died = job(JobState.FAILED, NODE_DIED, submission_id="grpo-x-1")
+    later = replace(stopping, gpus=16) if lingering else HELD
+    observations = [
+        at(0, 1, cluster=NOT_READY, gpus=HELD),
+        at(5, 1, cluster=READY, gpus=HELD),
+        running(10, 1, 0),
+        running(20, 1, last),
+        replace(running(20.5, 1, last), gpus=stopping),
+        replace(at(0, 2, cluster=NOT_READY, gpus=stopping if lingering else NONE, job=died), now=gone),
+        at(40, 2, cluster=READY, gpus=later),
+        running(45, 2, first),
+    ]
+    observations[-1] = replace(observations[-1], gpus=later)
+    decisions, prev = [], None
+    for obs in observations:
+        decisions.append(decide(prev, obs, RECOVERING))
+        prev = decisions[-1].status
+    assert decisions[-1].status.attempt == 2, decisions[-1].status
+    return decisions
+
+
+@pytest.mark.parametrize(
+    ("stopped_by", "last", "first", "gone", "outcome", "message"),
+    [
+        # a drain: the hook's save after rollout 7 reached the tracker before the pod went, 38 s after the eviction
+        (
+            "EvictionByEvictionAPI",
+            7,
+            8,
+            38,
+            SaveOutcome.SAVED,
+            "attempt 1 saved rollout 7 in 38 s before eviction: attempt 2 resumed at rollout 8",
+        ),
+        (
+            "PreemptionByScheduler",
+            7,
+            9,
+            50,
+            SaveOutcome.SAVED,
+            "attempt 1 saved rollout 8 in 50 s before preemption by the scheduler: attempt 2 resumed at rollout 9",
+        ),
+        # `kubectl delete pod`, and the hook's wait ran out: resumed from the start
+        (
+            "Deleted",
+            7,
+            0,
+            GRACE,
+            SaveOutcome.NOT_SAVED,
+            f"attempt 1 made no checkpoint after rollout 7 before deletion (its pods went after {GRACE} s, grace "
+            f"{GRACE} s): attempt 2 resumed from rollout 0, 8 rollout(s) lost",
+        ),
+    ],
+)
+def test_an_attempt_whose_worker_pod_was_stopped_records_its_save_and_an_event_says_why_it_stopped(  # noqa: PLR0917
+    stopped_by: str, last: int, first: int, gone: int, outcome: SaveOutcome, message: str
+) -> None:
+    decisions = stopped_life(last, first, gone, stopped_by)
+    a1 = first_attempt(decisions)
+    assert (a1.stopped_by, a1.stopped_at, a1.pods_gone_seconds) == (stopped_by, "2026-11-30T12:20:25Z", gone)
+    assert a1.save is not None
+    assert (a1.save.outcome, a1.save.rollout, a1.save.seconds, a1.save.grace_seconds) == (
+        outcome,
+        first - 1,
+        gone,
+        GRACE,
+    )
+    [event] = save_events(decisions)
+    assert event.message == message
+
+
+def test_an_attempt_whose_node_died_under_it_records_no_save() -> None:
+    """No pod was stopped (the node went away): nothing asked miles for a save, and no save is claimed."""
+    a1 = first_attempt(stopped_life(7, 8, 30, None))
+    assert a1.stopped_by is None and a1.save is None
+
+
+@pytest.mark.parametrize("suspend", [False, True])
+@pytest.mark.parametrize("deleting", ["with", "before"])
+def test_the_pods_kuberay_deletes_for_a_preemption_or_a_suspend_keep_its_words(suspend: bool, deleting: str) -> None:
+    """A suspended or preempted attempt's pods go because it stopped: the event names the preemption or the
+    suspend, not the delete, even when the pod's termination reached the operator first."""
+    decisions = life(7, 8, 1, suspend=suspend, deleting=deleting)
+    a1 = first_attempt(decisions)
+    assert a1.end_phase is Phase.SUSPENDED
+    # Seen before the stop, the delete is the attempt's (its pod was deleted); seen with it, the attempt had ended.
+    assert a1.stopped_by == ("Deleted" if deleting == "before" else None)
+    [event] = save_events(decisions)
+    why = "suspending" if suspend else "preemption"
+    assert event.message.startswith("attempt 1 saved rollout 7 in ") and f"before {why}: " in event.message
+
+
+def test_a_pod_of_the_attempt_before_still_stopping_is_not_the_next_attempts_stop() -> None:
+    decisions = stopped_life(7, 8, 30, "EvictionByEvictionAPI", lingering=True)
+    accounting = decisions[-1].status.accounting
+    assert accounting is not None
+    a1, a2 = accounting.attempts
+    assert a1.stopped_by == "EvictionByEvictionAPI" and a2.stopped_by is None

@@ -324,21 +324,34 @@ class RunPlan(ApiModel):
     fits: bool = Field(description="Whether the run fits in GPU and host memory.")
 
 
+class StopReason(StrEnum):
+    """What stopped a worker pod while its attempt ran: the reason of the `DisruptionTarget` condition Kubernetes
+    sets before it deletes the pod (docs/integrations/kubernetes.md), or Deleted when there is none."""
+
+    EVICTION = "EvictionByEvictionAPI"  # the Eviction API: `kubectl drain`, a node termination handler
+    PREEMPTION = "PreemptionByScheduler"
+    TAINT = "DeletionByTaintManager"
+    KUBELET = "TerminationByKubelet"  # node pressure, node shutdown
+    POD_GC = "DeletionByPodGC"
+    DELETED = "Deleted"  # no condition: `kubectl delete pod`, its owner's delete
+
+
 class SaveOutcome(StrEnum):
     SAVED = "Saved"  # the next attempt resumed after the last rollout observed of this one
     NOT_SAVED = "NotSaved"  # it resumed before: no checkpoint after that rollout was made before the pods went
 
 
 class AttemptSave(ApiModel):
-    """Whether a suspended or preempted attempt saved before its worker pods went, as the next attempt showed."""
+    """Whether a suspended or preempted attempt, or one whose worker pod was stopped, saved before its worker pods
+    went, as the next attempt showed."""
 
     outcome: SaveOutcome = Field(description="Saved or NotSaved.")
     rollout: int = Field(description="Checkpoint the next attempt loaded (its first rollout - 1; -1: none).")
     seconds: int | None = Field(
         default=None,
         ge=0,
-        description="From the attempt's end to its worker pods gone, as observed: the save and the preStop hooks' "
-        "wait, bound by the grace period.",
+        description="From the attempt's end (or its worker pod's stop) to its worker pods gone, as observed: the save "
+        "and the preStop hooks' wait, bound by the grace period.",
     )
     grace_seconds: int | None = Field(
         default=None, ge=0, description="The worker pods' grace period when the attempt ended (its graceSeconds)."
@@ -388,15 +401,29 @@ class AttemptAccount(ApiModel):
         "Failed attempt's; unknown until then.",
     )
     pods_gone_seconds: int | None = Field(
-        default=None, ge=0, description="From its end to its worker pods' GPUs released, as observed."
+        default=None,
+        ge=0,
+        description="From its end, or from its worker pod's stop (stoppedAt), to its worker pods' GPUs released, as "
+        "observed.",
     )
     grace_seconds: int | None = Field(
         default=None,
         ge=0,
         description="Its worker pods' grace period (their terminationGracePeriodSeconds), as observed.",
     )
+    stopped_by: str | None = Field(
+        default=None,
+        description="Why a worker pod was stopped while the attempt ran, in Kubernetes's words: its DisruptionTarget "
+        "condition's reason (EvictionByEvictionAPI: a drain; PreemptionByScheduler; DeletionByTaintManager; "
+        "TerminationByKubelet), or Deleted (no such condition: a plain delete).",
+    )
+    stopped_at: str | None = Field(
+        default=None, description="When that worker pod began terminating (RFC 3339); podsGoneSeconds counts from here."
+    )
     save: AttemptSave | None = Field(
-        default=None, description="A suspended or preempted attempt's save before its pods went, once resumed."
+        default=None,
+        description="A suspended or preempted attempt's save before its pods went, or one whose worker pod was stopped "
+        "(stoppedBy), once resumed.",
     )
     lost_gpu_hours: float = Field(
         default=0.0,

@@ -4,12 +4,12 @@ it, pod problems as the scheduler and kubelet state them, the reward Deployment'
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from kubernetes import client
 
-from grpo_operator.api.status import Reason
+from grpo_operator.api.status import Reason, StopReason
 from grpo_operator.render import names, queueing
 from grpo_operator.status.observation import ClusterObservation, GpuObservation, RewardObservation
 
@@ -172,9 +172,27 @@ def _bound_at(pod: client.V1Pod) -> datetime | None:
     return None
 
 
+def stopped(pod: client.V1Pod) -> tuple[str, datetime] | None:
+    """Why and since when a pod is terminating, in Kubernetes's words: the reason of the DisruptionTarget condition
+    the API server, scheduler, taint manager or kubelet set before deleting it (EvictionByEvictionAPI for a drain,
+    PreemptionByScheduler, DeletionByTaintManager, TerminationByKubelet) and when it was set; `Deleted` and the
+    deletion's start (its deletionTimestamp less the grace period) for a pod deleted without one. None while it
+    is not terminating."""
+    deleting = pod.metadata.deletion_timestamp if pod.metadata else None
+    if deleting is None:
+        return None
+    for cond in (pod.status.conditions or []) if pod.status else []:
+        if cond.type == "DisruptionTarget" and cond.status == "True" and cond.reason:
+            return str(cond.reason), cond.last_transition_time or deleting
+    grace = (pod.spec.termination_grace_period_seconds if pod.spec else None) or 0
+    return StopReason.DELETED.value, deleting - timedelta(seconds=grace)
+
+
 def gpu_observation(pods: list[client.V1Pod]) -> GpuObservation:
-    """The GPUs the run's pods hold: those bound to a node and not finished (a finished pod's GPUs are free)."""
+    """The GPUs the run's pods hold: those bound to a node and not finished (a finished pod's GPUs are free); the
+    first of them that is terminating, and why."""
     gpus, earliest, grace = 0, None, None
+    stop: tuple[str, datetime] | None = None
     for pod in pods:
         bound = pod.spec is not None and bool(pod.spec.node_name)
         finished = pod.status is not None and pod.status.phase in ("Succeeded", "Failed")
@@ -185,4 +203,12 @@ def gpu_observation(pods: list[client.V1Pod]) -> GpuObservation:
             earliest = at if earliest is None or (at is not None and at < earliest) else earliest
             seconds = pod.spec.termination_grace_period_seconds if pod.spec else None
             grace = seconds if grace is None or (seconds is not None and seconds < grace) else grace
-    return GpuObservation(gpus=gpus, bound_at=earliest, grace_seconds=grace)
+            going = stopped(pod)
+            stop = going if going is not None and (stop is None or going[1] < stop[1]) else stop
+    return GpuObservation(
+        gpus=gpus,
+        bound_at=earliest,
+        grace_seconds=grace,
+        stopped_by=stop[0] if stop else None,
+        stopped_at=stop[1] if stop else None,
+    )

@@ -23,6 +23,7 @@ from grpo_operator.api.status import (
     Reason,
     RunAccounting,
     SaveOutcome,
+    StopReason,
 )
 from grpo_operator.status.decision import Event
 from grpo_operator.status.observation import JobState, Observation, parse_rfc3339, rfc3339
@@ -195,6 +196,23 @@ def _lost_rollouts(ledger: _Ledger) -> list[Event]:
     return events
 
 
+def _stops(ledger: _Ledger, obs: Observation, now: datetime) -> None:
+    """A worker pod of the open attempt stopped while it ran (a drain's eviction, a preemption by the scheduler, a
+    delete): why and when, and, once no stopped pod holds GPUs any more, the time its preStop save and exit took."""
+    current, seen = ledger.open, obs.gpus
+    if current is None or seen is None:
+        return
+    started = parse_rfc3339(current.started)
+    if current.stopped_by is None and seen.stopped_by is not None:
+        at = min(now, (seen.stopped_at or now).replace(microsecond=0))
+        if started is not None and at < started:
+            return  # a pod of the attempt before, still going
+        current.stopped_by, current.stopped_at = seen.stopped_by, rfc3339(at)
+    since = parse_rfc3339(current.stopped_at)
+    if since is not None and seen.stopped_by is None and current.pods_gone_seconds is None:
+        current.pods_gone_seconds = _seconds(now, since)
+
+
 def _pods_gone(ledger: _Ledger, now: datetime) -> None:
     """The time from the last attempt's end to its worker pods' GPUs released (their preStop hooks' wait)."""
     last = ledger.run.attempts[-1] if ledger.run.attempts else None
@@ -205,13 +223,14 @@ def _pods_gone(ledger: _Ledger, now: datetime) -> None:
 
 
 def _saves(ledger: _Ledger) -> list[Event]:
-    """A suspended or preempted attempt saved when the next one resumed after its last rollout observed; an event
-    when a later attempt first tells it."""
+    """A suspended or preempted attempt, or one whose worker pod was stopped, saved when the next one resumed after
+    its last rollout observed; an event when a later attempt first tells it."""
     events = []
     attempts = ledger.run.attempts
     for attempt, after in itertools.pairwise(attempts):
         last, first = attempt.last_rollout, after.first_rollout
-        if attempt.end_phase is not Phase.SUSPENDED or attempt.save is not None or last is None or first is None:
+        stopped = attempt.end_phase is Phase.SUSPENDED or attempt.stopped_by is not None
+        if not stopped or attempt.save is not None or last is None or first is None:
             continue
         saved = first - 1 >= last
         attempt.save = AttemptSave(
@@ -225,8 +244,22 @@ def _saves(ledger: _Ledger) -> list[Event]:
     return events
 
 
+# What stopped a worker pod (attempts[].stoppedBy), as the save event says it.
+STOPPED_BY: dict[str, str] = {
+    StopReason.EVICTION: "eviction",
+    StopReason.PREEMPTION: "preemption by the scheduler",
+    StopReason.TAINT: "a NoExecute taint",
+    StopReason.KUBELET: "termination by the kubelet",
+    StopReason.POD_GC: "garbage collection",
+    StopReason.DELETED: "deletion",
+}
+
+
 def _save_event(attempt: AttemptAccount, save: AttemptSave, after: AttemptAccount) -> Event:
-    why = "preemption" if attempt.end_reason == Reason.PREEMPTED else "suspending"
+    if attempt.end_phase is not Phase.SUSPENDED and attempt.stopped_by is not None:
+        why = STOPPED_BY.get(attempt.stopped_by, attempt.stopped_by)
+    else:
+        why = "preemption" if attempt.end_reason == Reason.PREEMPTED else "suspending"
     took = "" if save.seconds is None else f" in {save.seconds} s"
     if save.outcome is SaveOutcome.SAVED:
         return Event(
@@ -316,6 +349,7 @@ def account(
     _progress(ledger, obs, now)
     if status.phase is Phase.SUSPENDED or status.phase in TERMINAL_PHASES:
         _close(ledger, status, now)
+    _stops(ledger, obs, now)  # after the close: a suspended or ended attempt's pods go on purpose
     _pods_gone(ledger, now)
     events = _lost_rollouts(ledger)
     events += _saves(ledger)

@@ -54,12 +54,16 @@ class JobObservation:
 @dataclass(frozen=True)
 class GpuObservation:
     """The GPUs the run's pods hold: the GPU requests of its pods bound to a node and not finished, when the
-    earliest of them was bound (its PodScheduled condition), and the shortest grace period among them (what
-    bounds a save before they go), as the API server reports them."""
+    earliest of them was bound (its PodScheduled condition), the shortest grace period among them (what
+    bounds a save before they go), and the first of them to be stopped while bound, as the API server reports them."""
 
     gpus: int = 0
     bound_at: datetime | None = None
     grace_seconds: int | None = None
+    # The earliest of them that is terminating: why, in Kubernetes's words (its DisruptionTarget condition's
+    # reason, e.g. EvictionByEvictionAPI for a drain; Deleted without one), and since when.
+    stopped_by: str | None = None
+    stopped_at: datetime | None = None
 
 
 @dataclass(frozen=True)
