@@ -229,7 +229,7 @@ def phases_until_it_ends(cluster: SimulatedCluster, run: str) -> list[str]:
 def test_a_worker_pod_deleted_mid_run_saves_and_the_run_resumes_after_that_save(
     real_cluster: SimulatedCluster, platform: dict[str, Any]
 ) -> None:
-    manifest = run_manifest("real-kill", rollouts=10, spec={"recovery": {"maxRestarts": 1}})
+    manifest = run_manifest("real-kill", rollouts=10)  # recovery.maxRestarts 0: a planned stop costs none
     run = start(real_cluster, platform, manifest, ["--fake-step-seconds", "3"])
     wait_for("rollout 2 scraped", _rollout(real_cluster, run, 2), lambda: status(real_cluster, run))
     [worker] = pods(real_cluster, run, "ray-worker")
@@ -242,6 +242,7 @@ def test_a_worker_pod_deleted_mid_run_saves_and_the_run_resumes_after_that_save(
     assert done["phase"] == "Succeeded", done
     attempts = done["accounting"]["attempts"]
     assert len(attempts) == 2 and attempts[1]["firstRollout"] == saved + 1, attempts
+    assert attempts[0]["stoppedBy"] == "Deleted" and "restarts" not in done, done
     delete_run(real_cluster, run)
 
 
@@ -297,7 +298,7 @@ def test_a_drain_of_the_workers_node_saves_through_the_sentinel_before_the_pod_g
     and the reward service sit on CPU nodes and a GPU node's drain evicts only the workers. The selector drain does
     what that drain does to the run: the node is cordoned, the worker is evicted (not deleted) and its replacement
     stays Pending until `kubectl uncordon`, as it would until another GPU node takes it."""
-    manifest = run_manifest("real-drain", rollouts=10, spec={"recovery": {"maxRestarts": 1}})
+    manifest = run_manifest("real-drain", rollouts=10)  # recovery.maxRestarts 0: a drain costs no restart
     run = start(real_cluster, platform, manifest, ["--fake-step-seconds", "3"])
     seen = wait_for("rollout 2 scraped", _rollout(real_cluster, run, 2), lambda: status(real_cluster, run))
     assert _saved(platform, run) == -1, "no save before the drain (saveInterval is the run's length)"
@@ -330,6 +331,7 @@ def test_a_drain_of_the_workers_node_saves_through_the_sentinel_before_the_pod_g
     assert done["phase"] == "Succeeded", done
     first, second = done["accounting"]["attempts"]
     assert second["firstRollout"] == saved + 1, done["accounting"]
+    assert "restarts" not in done, done  # the drain's restart is not one of recovery.maxRestarts
     # The operator saw the eviction on the pod (its DisruptionTarget condition) and, once attempt 2 showed the
     # checkpoint it loaded, recorded the save and said so.
     assert first["stoppedBy"] == "EvictionByEvictionAPI", first

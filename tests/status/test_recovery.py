@@ -1,8 +1,10 @@
 """spec.recovery: a failure a fresh start can fix restarts the run from its checkpoint as a new attempt, at most
-`maxRestarts` times; anything else, or one failure too many, ends the run `Failed`."""
+`maxRestarts` times (a failure after a planned stop of a worker pod, such as a drain, does not count); anything
+else, or one failure too many, ends the run `Failed`."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import timedelta
 
 import pytest
@@ -10,7 +12,7 @@ from grpo_operator.api.status import GRPORunStatus, Phase, Reason
 from grpo_operator.render import names
 from grpo_operator.status.decision import Decision, DeleteRayCluster, KeepLogs, StopJob, Submit
 from grpo_operator.status.lifecycle import decide
-from grpo_operator.status.observation import Failure, JobState, RunSummary
+from grpo_operator.status.observation import Failure, GpuObservation, JobState, RunSummary
 
 from tests.status.runs import READY, T0, healthy, job, observe, spec
 from tests.status.test_completion import LOGS
@@ -139,3 +141,81 @@ def test_a_failure_whose_line_names_no_worker_restarts_in_the_same_ray_cluster()
     _, restarting = _running_then_failing(s, WATCHDOG, worker_nodes=(("10.0.9.9", "elsewhere"),))
     assert restarting.status.reason == R.RESTARTING and restarting.status.avoided_nodes is None
     assert not restarting.has(DeleteRayCluster)
+
+
+NODE_DIED = "The actor died because its node has died. Node Id: 5e1f"
+
+
+def _stopped_then_failing(s: object, stopped_by: str, line: str, **kw: object) -> Decision:
+    """Running at rollout 3; the worker pod is seen terminating (`stopped_by`, its DisruptionTarget reason); then
+    it is gone and the job failed with `line`."""
+    submitted = _step(None, s, 0)
+    sid = _sid(submitted.status)
+    held = GpuObservation(8, T0, 60)
+    running = _step(
+        submitted.status, s, 10, job=job(JobState.RUNNING, submission_id=sid), metrics=healthy(3), gpus=held
+    )
+    stopping = replace(held, stopped_by=stopped_by, stopped_at=T0 + timedelta(seconds=15))
+    seen = _step(running.status, s, 20, job=job(JobState.RUNNING, submission_id=sid), metrics=healthy(3), gpus=stopping)
+    gone = GpuObservation(0, None)
+    return _step(seen.status, s, 30, job=job(JobState.FAILED, FAILED_WITH + line, submission_id=sid), gpus=gone, **kw)
+
+
+@pytest.mark.parametrize("stopped_by", ["EvictionByEvictionAPI", "PreemptionByScheduler", "Deleted"])
+def test_a_failure_after_a_planned_stop_of_a_worker_restarts_without_counting_against_max_restarts(
+    stopped_by: str,
+) -> None:
+    # A drain (or a scheduler's preemption, or a delete) stops the worker after its preStop save; Ray then fails
+    # the job with a lost node. With the default maxRestarts 0 the run resumes from the save all the same.
+    s = spec()
+    restarting = _stopped_then_failing(s, stopped_by, NODE_DIED)
+    assert (restarting.status.phase, restarting.status.reason) == (Phase.PROVISIONING, R.RESTARTING)
+    assert restarting.status.restarts is None  # not one of spec.recovery.maxRestarts
+    assert restarting.status.message is not None
+    assert restarting.status.message.startswith(
+        f"restart from the last checkpoint after a worker pod was stopped ({stopped_by}), not counted against "
+        "recovery.maxRestarts: NodeLost: "
+    )
+    assert [e.reason for e in restarting.events if e.reason == R.RESTARTED] == [R.RESTARTED]
+    resubmit = _step(restarting.status, s, 40)
+    [submit] = [a for a in resubmit.actions if isinstance(a, Submit)]
+    assert submit.submission_id.endswith("-a2") and resubmit.status.attempt == 2
+    # The next failure with no stop before it counts as usual: none is allowed, so the run fails.
+    again = _step(resubmit.status, s, 50, job=job(JobState.RUNNING, submission_id=submit.submission_id))
+    failed = _step(
+        again.status, s, 60, job=job(JobState.FAILED, FAILED_WITH + NODE_DIED, submission_id=submit.submission_id)
+    )
+    assert (failed.status.phase, failed.status.reason) == (Phase.FAILED, R.NODE_LOST)
+
+
+@pytest.mark.parametrize("stopped_by", ["TerminationByKubelet", "DeletionByTaintManager"])
+def test_a_failure_after_the_kubelet_or_taint_manager_stopped_a_worker_counts_like_any_other(stopped_by: str) -> None:
+    # Node pressure or a node gone bad may come again: maxRestarts (0 here) bounds it.
+    failed = _stopped_then_failing(spec(), stopped_by, NODE_DIED)
+    assert (failed.status.phase, failed.status.reason) == (Phase.FAILED, R.NODE_LOST)
+
+
+def test_a_planned_stop_keeps_no_node_off_limits_even_when_the_failure_line_names_it() -> None:
+    workers = (("10.0.1.7", "ip-10-0-1-7.ec2.internal"),)
+    restarting = _stopped_then_failing(spec(), "EvictionByEvictionAPI", WATCHDOG, worker_nodes=workers)
+    assert restarting.status.reason == R.RESTARTING and restarting.status.avoided_nodes is None
+    assert not restarting.has(DeleteRayCluster)
+
+
+def test_a_non_retryable_failure_after_a_planned_stop_still_fails() -> None:
+    failed = _stopped_then_failing(spec(), "EvictionByEvictionAPI", CUDA_OOM)
+    assert failed.status.phase is Phase.FAILED and failed.status.reason == R.CUDA_OUT_OF_MEMORY
+
+
+def test_a_stop_first_seen_in_the_reconcile_that_sees_the_failure_counts_as_planned_too() -> None:
+    s = spec()
+    submitted = _step(None, s, 0)
+    sid = _sid(submitted.status)
+    held = GpuObservation(8, T0, 60)
+    running = _step(
+        submitted.status, s, 10, job=job(JobState.RUNNING, submission_id=sid), metrics=healthy(3), gpus=held
+    )
+    stopping = replace(held, stopped_by="EvictionByEvictionAPI", stopped_at=T0 + timedelta(seconds=15))
+    failing = job(JobState.FAILED, FAILED_WITH + NODE_DIED, submission_id=sid)
+    restarting = _step(running.status, s, 20, job=failing, gpus=stopping)
+    assert (restarting.status.phase, restarting.status.reason) == (Phase.PROVISIONING, R.RESTARTING)
