@@ -5,8 +5,9 @@ runs the launcher and the miles double in the worker pod (joined to the head thr
 with token auth), which scores through the reward Service's name and serves its gauges on the pod IP, where the
 operator scrapes them, to Succeeded with the summary, the log tail and the provenance. Then the same node through the
 operator: the plain image (no GPU played) fails its preflight and the run says which pod on which node; a worker pod
-deleted mid-run saves, the run goes back to Provisioning and resumes from that save; a suspended run resumes from its
-save; a deleted run leaves no pod.
+deleted mid-run saves, the run goes back to Provisioning and resumes from that save; a drain of the worker's node
+does the same through the Eviction API; a worker whose step never ends goes at its grace without a save, and the
+status says so; a suspended run resumes from its save; a deleted run leaves no pod.
 
 Nothing rendered is edited: the runtime sizes and places every pod. What is played: the GPU (the `ray-node-gpu`
 dev layer: stand-in libcuda, torch and nvidia-smi, devtools/images/gpu_standin/; the node advertises
@@ -339,4 +340,38 @@ def test_a_drain_of_the_workers_node_saves_through_the_sentinel_before_the_pod_g
     assert first["save"]["seconds"] == first["podsGoneSeconds"] <= first["graceSeconds"], first
     said = [m for r, m in events if r == "SavedBeforeStop"]
     assert len(said) == 1 and f"saved rollout {saved} in " in said[0] and "before eviction" in said[0], events
+    delete_run(real_cluster, run)
+
+
+def test_when_the_step_never_ends_the_hook_gives_up_at_the_grace_the_pod_goes_and_the_status_says_no_save(
+    real_cluster: SimulatedCluster, platform: dict[str, Any]
+) -> None:
+    """The double stalls in rollout 3's step, as a miles whose step hangs: it never reaches the sentinel check. The
+    deleted worker's preStop hook asks, waits until 15 s before the pod's grace ends, reports no save and stops the
+    pod's Ray; the pod goes within its grace. The next attempt (the double no longer stalling) starts from what
+    was there before, no checkpoint, and the status and an event say the save was not made and where it resumed."""
+    manifest = run_manifest("real-hang", rollouts=6)
+    run = start(real_cluster, platform, manifest, ["--fake-step-seconds", "3", "--fake-stall-after", "3"])
+    wait_for("rollout 2 scraped", _rollout(real_cluster, run, 2), lambda: status(real_cluster, run))
+    knobs = Path(platform["shared"]) / "fake-knobs" / f"{run}.json"
+    knobs.write_text(json.dumps([*realplatform.DOUBLE, "--fake-step-seconds", "3"]))  # read by the next attempt
+    [worker] = pods(real_cluster, run, "ray-worker")
+    grace = worker["spec"]["terminationGracePeriodSeconds"]
+    real_cluster.kubectl("delete", "pod", "-n", NAMESPACE, worker["metadata"]["name"], "--wait=true", "--timeout=300s")
+    report = _prestop_report(platform, run)
+    # It asked the running miles, waited its whole wait (the grace less its margin) and names what the next attempt
+    # will load: nothing.
+    assert report.get("saved") is False and report["miles_running"] and report["iteration"] is None, report
+    assert report["wait_seconds"] < grace and report["seconds"] >= report["wait_seconds"], (grace, report)
+    assert _saved(platform, run) == -1
+    assert phases_until_it_ends(real_cluster, run)[-1] == "Succeeded", status(real_cluster, run)
+    done = status(real_cluster, run)
+    first, second = done["accounting"]["attempts"]
+    assert first["stoppedBy"] == "Deleted" and second["firstRollout"] == 0, done["accounting"]
+    assert first["save"]["outcome"] == "NotSaved" and first["save"]["rollout"] == -1, first
+    said = [
+        m for r, m in ((e["reason"], e["message"]) for e in _events(real_cluster, run)) if r == "NotSavedBeforeStop"
+    ]
+    assert len(said) == 1 and "made no checkpoint after rollout 2 before deletion" in said[0], said
+    assert "attempt 2 resumed from rollout 0" in said[0], said
     delete_run(real_cluster, run)
