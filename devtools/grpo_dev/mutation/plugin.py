@@ -13,7 +13,10 @@ module again in its own namespace, then the modules that import it, and rebinds 
 tests imported from them. A process a test starts (a spawned or forkserver worker, a subprocess) imports the
 code from disk: the child puts a copy of the mutated package first on its path, and the tests that start
 processes run for every mutant, after the ones the map names. Hypothesis runs derandomized, without its database or deadline, so a mutant's
-verdict does not depend on the run.
+verdict does not depend on the run. Each mutant's child has its address space capped (RLIMIT_AS, inherited by
+the processes it starts): a mutant that allocates without bound (a loop whose counter no longer moves) fails
+its allocation with MemoryError and is recorded killed by the memory limit, instead of filling the machine's
+memory until the kernel's OOM killer picks some process, not necessarily this one.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ import ast
 import hashlib
 import json
 import os
+import resource
 import shutil
 import signal
 import sys
@@ -40,7 +44,8 @@ from hypothesis import HealthCheck, settings
 
 from grpo_dev.mutation.mutants import Mutant
 
-SURVIVED, KILLED, ERROR = 0, 1, 3
+SURVIVED, KILLED, ERROR, OUT_OF_MEMORY = 0, 1, 3, 4
+STATUSES = {SURVIVED: "survived", KILLED: "killed", OUT_OF_MEMORY: "memory limit"}
 CHILD = "<a child process>"  # the coverage map's mark for a test that starts a process (spawn, forkserver, exec)
 _LAUNCHERS = ("_launch", "_execute_child")  # multiprocessing's popen_spawn/popen_forkserver, subprocess.Popen
 _UNWRAP = ("fget", "fset", "fdel", "__func__", "__wrapped__", "func", "wrapped")
@@ -58,6 +63,7 @@ class Plan:
     coverage_cache: Path
     results: Path
     jobs: int
+    memory_limit: int = 0  # bytes of address space a mutant's child may have; 0: no cap
 
     @classmethod
     def load(cls, path: str) -> Plan:
@@ -69,6 +75,7 @@ class Plan:
             coverage_cache=Path(data["coverage_cache"]),
             results=Path(data["results"]),
             jobs=int(data["jobs"]),
+            memory_limit=int(data.get("memory_limit", 0)),
         )
 
 
@@ -85,10 +92,29 @@ def _quiet_hypothesis() -> None:
 
 
 def _run_items(items: list[pytest.Item]) -> Iterator[tuple[pytest.Item, bool]]:
+    for item, reports in _run_reports(items):
+        yield item, not any(r.failed for r in reports)
+
+
+def _run_reports(items: list[pytest.Item]) -> Iterator[tuple[pytest.Item, list[pytest.TestReport]]]:
     for i, item in enumerate(items):
         nextitem = items[i + 1] if i + 1 < len(items) else None
-        reports = runtestprotocol(item, nextitem=nextitem, log=False)
-        yield item, not any(r.failed for r in reports)
+        yield item, runtestprotocol(item, nextitem=nextitem, log=False)
+
+
+def _out_of_memory(reports: list[pytest.TestReport]) -> bool:
+    """Whether a test failed because an allocation hit the memory limit (the exception it ended with)."""
+    for report in reports:
+        crash = getattr(report.longrepr, "reprcrash", None)
+        if report.failed and str(getattr(crash, "message", "")).startswith("MemoryError"):
+            return True
+    return False
+
+
+def _cap_memory(limit: int) -> None:
+    """Cap this process's address space, and that of every process it starts, at `limit` bytes."""
+    if limit > 0:
+        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
 
 
 def _silence() -> None:
@@ -349,16 +375,17 @@ def _child(job: Job, plan: Plan, roots: tuple[str, ...]) -> None:
     try:
         _silence()
         signal.signal(signal.SIGINT, signal.SIG_DFL)
+        _cap_memory(plan.memory_limit)
         apply_in_child(mutant, file, plan.modules[file], roots, str(Path.cwd()), overlay=overlay)
         status = SURVIVED
-        for item, passed in _run_items(selected):
-            if not passed:
+        for item, reports in _run_reports(selected):
+            if any(r.failed for r in reports):
+                status = OUT_OF_MEMORY if _out_of_memory(reports) else KILLED
                 verdict.write_text(item.nodeid)
-                status = KILLED
                 break
     except BaseException as exc:  # an import-time failure of the mutated module also kills the mutant
+        status = OUT_OF_MEMORY if isinstance(exc, MemoryError) else KILLED
         verdict.write_text(f"(applying the mutant raised {type(exc).__name__}: {exc})")
-        status = KILLED
     finally:
         shutil.rmtree(overlay, ignore_errors=True)
         os._exit(status)
@@ -405,9 +432,7 @@ def run_mutants(session: pytest.Session, plan: Plan) -> None:
             running.remove(run)
             entry = next(r for r in results if r["key"] == plan.mutants[run.index].key)
             code = os.waitstatus_to_exitcode(status) if done else None
-            entry["status"] = (
-                "timeout" if timed_out else {SURVIVED: "survived", KILLED: "killed"}.get(code or 0, f"error {code}")
-            )
+            entry["status"] = "timeout" if timed_out else STATUSES.get(code or 0, f"error {code}")
             entry["by"] = run.verdict_file.read_text() if run.verdict_file.exists() else None
             finished = sum(r["status"] != "running" for r in results)
             plan.results.write_text(json.dumps({"results": results, "left_out": failing}, indent=1))

@@ -1,0 +1,91 @@
+"""`make mutation` caps each mutant's memory: a mutant that allocates without bound (a loop whose counter no
+longer moves) is recorded killed by the memory limit and the run goes on to the next mutant, instead of
+growing until the kernel's OOM killer ends some process of the machine (it took a kubelet once). The tool runs
+here on a one-file project of its own, whose loop stops itself at 1 GiB so that even a tool without the cap
+cannot take the machine's memory."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from dataclasses import asdict
+from pathlib import Path
+
+from grpo_dev.mutation.__main__ import report
+from grpo_dev.mutation.mutants import mutants_of
+
+DEVTOOLS = Path(__file__).resolve().parents[2] / "devtools"
+GROW = '''"""Chunks of memory."""
+
+
+def grow(n: int) -> int:
+    chunks = []
+    i = 0
+    while i < n and len(chunks) < 1024:  # 1 GiB at most: the test's own guard, not the tool's
+        chunks.append(b"x" * 2**20)
+        i += 1
+    return len(chunks)
+'''
+TEST = """from fakepkg.grow import grow
+
+
+def test_three_chunks():
+    assert grow(3) == 3
+"""
+
+
+def _run_tool(project: Path, memory_limit: int) -> dict[str, dict[str, object]]:
+    (project / "fakepkg").mkdir()
+    (project / "fakepkg" / "__init__.py").write_text("")
+    (project / "fakepkg" / "grow.py").write_text(GROW)
+    (project / "test_grow.py").write_text(TEST)
+    mutants = mutants_of("fakepkg/grow.py", GROW.encode())
+    plan = project / "plan.json"
+    results = project / "results.json"
+    plan.write_text(
+        json.dumps(
+            {
+                "mutants": [asdict(m) for m in mutants],
+                "modules": {str(project / "fakepkg" / "grow.py"): "fakepkg.grow"},
+                "source_dirs": [str(project / "fakepkg")],
+                "coverage_cache": str(project / "coverage.json"),
+                "results": str(results),
+                "jobs": 1,
+                "memory_limit": memory_limit,
+            }
+        )
+    )
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(project), str(DEVTOOLS)])}
+    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "grpo_dev.mutation.plugin"]
+    # The timeout only keeps a broken tool from hanging the suite; no verdict depends on how long it took.
+    subprocess.run(
+        [*command, f"--mutation-plan={plan}", "test_grow.py"], cwd=project, env=env, check=False, timeout=300
+    )
+    return {str(r["description"]): r for r in json.loads(results.read_text())["results"]}
+
+
+def test_a_mutant_that_allocates_without_bound_is_killed_by_the_memory_limit(tmp_path: Path) -> None:
+    results = _run_tool(tmp_path, memory_limit=512 * 2**20)
+
+    endless = results["fakepkg/grow.py:9: remove: 'i += 1' -> 'pass'"]
+    assert endless["status"] == "memory limit"
+    assert endless["by"] == "test_grow.py::test_three_chunks"
+    # The run went on after it: every mutant has a verdict, and the others are judged as usual.
+    assert all(r["status"] != "running" for r in results.values())
+    assert results["fakepkg/grow.py:8: remove: 'chunks.append(b\"x\" * 2**20)' -> 'pass'"]["status"] == "killed"
+    assert results["fakepkg/grow.py:7: constant: '1024' -> '1025'"]["status"] == "survived"
+
+
+def test_a_mutant_stopped_by_the_memory_limit_counts_as_killed_and_is_no_survivor(tmp_path: Path) -> None:
+    results: list[dict[str, object]] = [
+        {"key": "a", "path": "x.py", "line": 1, "description": "x.py:1: endless", "status": "memory limit"},
+        {"key": "b", "path": "x.py", "line": 2, "description": "x.py:2: slow", "status": "timeout"},
+        {"key": "c", "path": "x.py", "line": 3, "description": "x.py:3: caught", "status": "killed"},
+        {"key": "d", "path": "x.py", "line": 4, "description": "x.py:4: missed", "status": "survived"},
+    ]
+    survivors = tmp_path / "survivors.txt"
+
+    assert report(results, survivors) == 75.0
+    assert survivors.read_text() == "survived: x.py:4: missed\n"
