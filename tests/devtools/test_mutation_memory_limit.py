@@ -1,8 +1,9 @@
 """`make mutation` caps each mutant's memory: a mutant that allocates without bound (a loop whose counter no
 longer moves) is recorded killed by the memory limit and the run goes on to the next mutant, instead of
 growing until the kernel's OOM killer ends some process of the machine (it took a kubelet once). The tool runs
-here on a one-file project of its own, whose loop stops itself at 1 GiB so that even a tool without the cap
-cannot take the machine's memory."""
+here on a one-file project of its own, whose loop stops itself at about 1 GiB so that even a tool without the
+cap cannot take the machine's memory. The mutant fills memory with small objects, as the flags.py one did, and
+still holds them when its test fails: the child must give its verdict with almost no memory left."""
 
 from __future__ import annotations
 
@@ -23,8 +24,8 @@ GROW = '''"""Chunks of memory."""
 def grow(n: int) -> int:
     chunks = []
     i = 0
-    while i < n and len(chunks) < 1024:  # 1 GiB at most: the test's own guard, not the tool's
-        chunks.append(b"x" * 2**20)
+    while i < n and len(chunks) < 5_000_000:  # about 1 GiB at most: the test's own guard, not the tool's
+        chunks.append(bytearray(100))
         i += 1
     return len(chunks)
 '''
@@ -74,8 +75,8 @@ def test_a_mutant_that_allocates_without_bound_is_killed_by_the_memory_limit(tmp
     assert endless["by"] == "test_grow.py::test_three_chunks"
     # The run went on after it: every mutant has a verdict, and the others are judged as usual.
     assert all(r["status"] != "running" for r in results.values())
-    assert results["fakepkg/grow.py:8: remove: 'chunks.append(b\"x\" * 2**20)' -> 'pass'"]["status"] == "killed"
-    assert results["fakepkg/grow.py:7: constant: '1024' -> '1025'"]["status"] == "survived"
+    assert results["fakepkg/grow.py:8: remove: 'chunks.append(bytearray(100))' -> 'pass'"]["status"] == "killed"
+    assert results["fakepkg/grow.py:7: constant: '5_000_000' -> '5000001'"]["status"] == "survived"
 
 
 def test_a_mutant_stopped_by_the_memory_limit_counts_as_killed_and_is_no_survivor(tmp_path: Path) -> None:
