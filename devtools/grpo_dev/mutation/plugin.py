@@ -139,6 +139,17 @@ def _coverage_key(plan: Plan, items: list[pytest.Item]) -> str:
     return digest.hexdigest()
 
 
+def _clear_caches(source_dirs: tuple[str, ...]) -> None:
+    """Empty the `functools.cache` of every module-level function of the project's modules."""
+    for module in list(sys.modules.values()):
+        if not (getattr(module, "__file__", None) or "").startswith(source_dirs):
+            continue
+        for value in list(vars(module).values()):
+            clear = getattr(value, "cache_clear", None)
+            if callable(clear) and getattr(value, "__module__", None) == module.__name__:
+                clear()
+
+
 def _measure(items: list[pytest.Item], source_dirs: tuple[str, ...], out: Path) -> None:
     """In a child: run every test under a profiler; write {nodeid: [passed, seconds, [file, scope]...]}."""
     current: set[tuple[str, str]] = set()
@@ -154,6 +165,7 @@ def _measure(items: list[pytest.Item], source_dirs: tuple[str, ...], out: Path) 
                 current.add((CHILD, CHILD))
 
     result: dict[str, Any] = {}
+    _clear_caches(source_dirs)
     sys.setprofile(profile)
     threading.setprofile(profile)
     started = time.monotonic()
@@ -167,6 +179,9 @@ def _measure(items: list[pytest.Item], source_dirs: tuple[str, ...], out: Path) 
         # and no mutant runs it.
         sys.setprofile(profile)
         threading.setprofile(profile)
+        # A cached function's body runs only for the first test that calls it, so the map would give its
+        # mutants only that test (flags.py's miles_flags): every test starts with the caches empty.
+        _clear_caches(source_dirs)
     sys.setprofile(None)
     out.write_text(json.dumps(result))
 
@@ -372,6 +387,10 @@ def _child(job: Job, plan: Plan, roots: tuple[str, ...]) -> None:
     mutant, file, selected, verdict = job.mutant, job.file, job.selected, job.verdict
     status = ERROR
     overlay = Path(tempfile.mkdtemp(prefix="mutant-"))
+    # Given back when a test fails: a mutant that filled its memory limit still holds that memory (the failed
+    # test's traceback keeps its frames), and the verdict must still be written.
+    reserve = [bytearray(16 * 2**20)]
+    where = "(applying the mutant)"
     try:
         _silence()
         signal.signal(signal.SIGINT, signal.SIG_DFL)
@@ -379,13 +398,16 @@ def _child(job: Job, plan: Plan, roots: tuple[str, ...]) -> None:
         apply_in_child(mutant, file, plan.modules[file], roots, str(Path.cwd()), overlay=overlay)
         status = SURVIVED
         for item, reports in _run_reports(selected):
+            where = item.nodeid
             if any(r.failed for r in reports):
+                reserve.clear()
                 status = OUT_OF_MEMORY if _out_of_memory(reports) else KILLED
                 verdict.write_text(item.nodeid)
                 break
     except BaseException as exc:  # an import-time failure of the mutated module also kills the mutant
+        reserve.clear()
         status = OUT_OF_MEMORY if isinstance(exc, MemoryError) else KILLED
-        verdict.write_text(f"(applying the mutant raised {type(exc).__name__}: {exc})")
+        verdict.write_text(f"{where} raised {type(exc).__name__}: {exc}")
     finally:
         shutil.rmtree(overlay, ignore_errors=True)
         os._exit(status)

@@ -1,9 +1,15 @@
-"""`make mutation` caps each mutant's memory: a mutant that allocates without bound (a loop whose counter no
+"""`make mutation` run on a one-file project of its own: what it reports for a mutant a user of the tool would
+otherwise misread.
+
+It caps each mutant's memory: a mutant that allocates without bound (a loop whose counter no
 longer moves) is recorded killed by the memory limit and the run goes on to the next mutant, instead of
-growing until the kernel's OOM killer ends some process of the machine (it took a kubelet once). The tool runs
-here on a one-file project of its own, whose loop stops itself at about 1 GiB so that even a tool without the
+growing until the kernel's OOM killer ends some process of the machine (it took a kubelet once). The project's
+loop stops itself at about 1 GiB so that even a tool without the
 cap cannot take the machine's memory. The mutant fills memory with small objects, as the flags.py one did, and
-still holds them when its test fails: the child must give its verdict with almost no memory left."""
+still holds them when its test fails: the child must give its verdict with almost no memory left.
+
+A mutant of a `functools.cache`d function runs every test that calls the function, not only the first one
+(whose call filled the cache before the others ran)."""
 
 from __future__ import annotations
 
@@ -29,20 +35,39 @@ def grow(n: int) -> int:
         i += 1
     return len(chunks)
 '''
-TEST = """from fakepkg.grow import grow
+GROW_TEST = """from fakepkg.grow import grow
 
 
 def test_three_chunks():
     assert grow(3) == 3
 """
+CACHED = '''"""A table read once."""
+
+from functools import cache
 
 
-def _run_tool(project: Path, memory_limit: int) -> dict[str, dict[str, object]]:
+@cache
+def table() -> dict[str, int]:
+    return {"a": 1, "b": 2}
+'''
+CACHED_TEST = """from fakepkg.grow import table
+
+
+def test_b():
+    assert table()["b"] == 2
+
+
+def test_a():
+    assert table()["a"] == 1
+"""
+
+
+def _run_tool(project: Path, source: str, tests: str, memory_limit: int = 0) -> dict[str, dict[str, object]]:
     (project / "fakepkg").mkdir()
     (project / "fakepkg" / "__init__.py").write_text("")
-    (project / "fakepkg" / "grow.py").write_text(GROW)
-    (project / "test_grow.py").write_text(TEST)
-    mutants = mutants_of("fakepkg/grow.py", GROW.encode())
+    (project / "fakepkg" / "grow.py").write_text(source)
+    (project / "test_grow.py").write_text(tests)
+    mutants = mutants_of("fakepkg/grow.py", source.encode())
     plan = project / "plan.json"
     results = project / "results.json"
     plan.write_text(
@@ -68,7 +93,7 @@ def _run_tool(project: Path, memory_limit: int) -> dict[str, dict[str, object]]:
 
 
 def test_a_mutant_that_allocates_without_bound_is_killed_by_the_memory_limit(tmp_path: Path) -> None:
-    results = _run_tool(tmp_path, memory_limit=512 * 2**20)
+    results = _run_tool(tmp_path, GROW, GROW_TEST, memory_limit=512 * 2**20)
 
     endless = results["fakepkg/grow.py:9: remove: 'i += 1' -> 'pass'"]
     assert endless["status"] == "memory limit"
@@ -90,3 +115,10 @@ def test_a_mutant_stopped_by_the_memory_limit_counts_as_killed_and_is_no_survivo
 
     assert report(results, survivors) == 75.0
     assert survivors.read_text() == "survived: x.py:4: missed\n"
+
+
+def test_a_mutant_of_a_cached_function_is_killed_by_a_later_test_that_calls_it(tmp_path: Path) -> None:
+    results = _run_tool(tmp_path, CACHED, CACHED_TEST)
+
+    changed_a = results["fakepkg/grow.py:8: constant: '1' -> '2'"]
+    assert (changed_a["status"], changed_a["by"]) == ("killed", "test_grow.py::test_a")
