@@ -8,7 +8,8 @@ loop stops itself at about 1 GiB so that even a tool without the
 cap cannot take the machine's memory. The mutant fills memory with small objects, as the flags.py one did, and
 still holds them when its test fails: the child must give its verdict with almost no memory left.
 
-A mutant of a `functools.cache`d function runs every test that calls the function, not only the first one
+A mutant that loops without end is stopped in the first test that reaches it, by CPU time, and that test is
+named. A mutant of a `functools.cache`d function runs every test that calls the function, not only the first one
 (whose call filled the cache before the others ran)."""
 
 from __future__ import annotations
@@ -41,6 +42,21 @@ GROW_TEST = """from fakepkg.grow import grow
 def test_three_chunks():
     assert grow(3) == 3
 """
+COUNT = '''"""A counter."""
+
+
+def count(n: int) -> int:
+    i = 0
+    while i < n:
+        i += 1
+    return i
+'''
+COUNT_TEST = """from fakepkg.grow import count
+
+
+def test_count():
+    assert count(3) == 3
+"""
 CACHED = '''"""A table read once."""
 
 from functools import cache
@@ -62,7 +78,9 @@ def test_a():
 """
 
 
-def _run_tool(project: Path, source: str, tests: str, memory_limit: int = 0) -> dict[str, dict[str, object]]:
+def _run_tool(
+    project: Path, source: str, tests: str, memory_limit: int = 0, cpu_seconds: float = 30
+) -> dict[str, dict[str, object]]:
     (project / "fakepkg").mkdir()
     (project / "fakepkg" / "__init__.py").write_text("")
     (project / "fakepkg" / "grow.py").write_text(source)
@@ -80,6 +98,7 @@ def _run_tool(project: Path, source: str, tests: str, memory_limit: int = 0) -> 
                 "results": str(results),
                 "jobs": 1,
                 "memory_limit": memory_limit,
+                "cpu_seconds": cpu_seconds,
             }
         )
     )
@@ -122,3 +141,11 @@ def test_a_mutant_of_a_cached_function_is_killed_by_a_later_test_that_calls_it(t
 
     changed_a = results["fakepkg/grow.py:8: constant: '1' -> '2'"]
     assert (changed_a["status"], changed_a["by"]) == ("killed", "test_grow.py::test_a")
+
+
+def test_an_endless_loop_is_a_timeout_in_the_test_that_reached_it(tmp_path: Path) -> None:
+    results = _run_tool(tmp_path, COUNT, COUNT_TEST, cpu_seconds=2)
+
+    endless = results["fakepkg/grow.py:7: remove: 'i += 1' -> 'pass'"]
+    assert (endless["status"], endless["by"]) == ("timeout", "test_grow.py::test_count")
+    assert results["fakepkg/grow.py:8: return: 'i' -> 'None'"]["by"] == "test_grow.py::test_count"

@@ -64,6 +64,7 @@ class Plan:
     results: Path
     jobs: int
     memory_limit: int = 0  # bytes of address space a mutant's child may have; 0: no cap
+    cpu_seconds: float = 30  # CPU a test may use on top of ten times its time in the map
 
     @classmethod
     def load(cls, path: str) -> Plan:
@@ -76,6 +77,7 @@ class Plan:
             results=Path(data["results"]),
             jobs=int(data["jobs"]),
             memory_limit=int(data.get("memory_limit", 0)),
+            cpu_seconds=float(data.get("cpu_seconds", 30)),
         )
 
 
@@ -96,10 +98,22 @@ def _run_items(items: list[pytest.Item]) -> Iterator[tuple[pytest.Item, bool]]:
         yield item, not any(r.failed for r in reports)
 
 
-def _run_reports(items: list[pytest.Item]) -> Iterator[tuple[pytest.Item, list[pytest.TestReport]]]:
+def _run_reports(
+    items: list[pytest.Item], cpu_limits: list[float] | None = None, verdict: Path | None = None
+) -> Iterator[tuple[pytest.Item, list[pytest.TestReport]]]:
     for i, item in enumerate(items):
         nextitem = items[i + 1] if i + 1 < len(items) else None
-        yield item, runtestprotocol(item, nextitem=nextitem, log=False)
+        if verdict is not None:
+            verdict.write_text(item.nodeid)  # the test that was running, if a limit ends the process
+        if cpu_limits is not None:
+            # SIGVTALRM's default action ends the process, even inside a loop in C: the parent reads that
+            # as a timeout. CPU time, not wall time, so a loaded machine or a test waiting on a process does
+            # not trip it; SIGALRM stays free for the code under test (the reward worker's budget uses it).
+            signal.setitimer(signal.ITIMER_VIRTUAL, cpu_limits[i])
+        reports = runtestprotocol(item, nextitem=nextitem, log=False)
+        if cpu_limits is not None:
+            signal.setitimer(signal.ITIMER_VIRTUAL, 0)
+        yield item, reports
 
 
 def _out_of_memory(reports: list[pytest.TestReport]) -> bool:
@@ -381,6 +395,7 @@ class Job:
     file: str
     selected: list[pytest.Item]
     verdict: Path
+    cpu_limits: list[float]  # seconds of CPU each selected test may use before the mutant counts as timed out
 
 
 def _child(job: Job, plan: Plan, roots: tuple[str, ...]) -> None:
@@ -390,15 +405,14 @@ def _child(job: Job, plan: Plan, roots: tuple[str, ...]) -> None:
     # Given back when a test fails: a mutant that filled its memory limit still holds that memory (the failed
     # test's traceback keeps its frames), and the verdict must still be written.
     reserve = [bytearray(16 * 2**20)]
-    where = "(applying the mutant)"
     try:
         _silence()
         signal.signal(signal.SIGINT, signal.SIG_DFL)
+        signal.signal(signal.SIGVTALRM, signal.SIG_DFL)
         _cap_memory(plan.memory_limit)
         apply_in_child(mutant, file, plan.modules[file], roots, str(Path.cwd()), overlay=overlay)
         status = SURVIVED
-        for item, reports in _run_reports(selected):
-            where = item.nodeid
+        for item, reports in _run_reports(selected, job.cpu_limits, verdict):
             if any(r.failed for r in reports):
                 reserve.clear()
                 status = OUT_OF_MEMORY if _out_of_memory(reports) else KILLED
@@ -407,7 +421,11 @@ def _child(job: Job, plan: Plan, roots: tuple[str, ...]) -> None:
     except BaseException as exc:  # an import-time failure of the mutated module also kills the mutant
         reserve.clear()
         status = OUT_OF_MEMORY if isinstance(exc, MemoryError) else KILLED
-        verdict.write_text(f"{where} raised {type(exc).__name__}: {exc}")
+        # Raised in pytest's own code (a report made with no memory left) or while the mutant was applied.
+        test = verdict.read_text() if verdict.exists() else ""
+        verdict.write_text(
+            test if status == OUT_OF_MEMORY and test else f"{test or '(applying the mutant)'} raised {exc!r}"
+        )
     finally:
         shutil.rmtree(overlay, ignore_errors=True)
         os._exit(status)
@@ -439,7 +457,10 @@ def run_mutants(session: pytest.Session, plan: Plan) -> None:
             verdict = tmp / f"{index}.txt"
             pid = os.fork()
             if pid == 0:
-                _child(Job(mutant, file, selected, verdict), plan, roots)
+                # An endless loop shows in the first test that reaches it: each test gets 30 s of CPU and ten
+                # times what it took in the map, so such a mutant ends there, not at the limit of all its tests.
+                limits = [plan.cpu_seconds + 10 * tests[i.nodeid][1] for i in selected]
+                _child(Job(mutant, file, selected, verdict, limits), plan, roots)
             running.append(Running(index, pid, time.monotonic(), 30 + 10 * budget, verdict))
             results.append({**_record(mutant), "status": "running", "by": None, "tests": len(selected)})
         time.sleep(0.01)
@@ -454,8 +475,10 @@ def run_mutants(session: pytest.Session, plan: Plan) -> None:
             running.remove(run)
             entry = next(r for r in results if r["key"] == plan.mutants[run.index].key)
             code = os.waitstatus_to_exitcode(status) if done else None
+            timed_out = timed_out or code == -signal.SIGVTALRM
             entry["status"] = "timeout" if timed_out else STATUSES.get(code or 0, f"error {code}")
-            entry["by"] = run.verdict_file.read_text() if run.verdict_file.exists() else None
+            verdict_known = entry["status"] != "survived" and run.verdict_file.exists()
+            entry["by"] = run.verdict_file.read_text() if verdict_known else None
             finished = sum(r["status"] != "running" for r in results)
             plan.results.write_text(json.dumps({"results": results, "left_out": failing}, indent=1))
             if entry["status"] != "killed":
