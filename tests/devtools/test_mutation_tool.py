@@ -21,7 +21,7 @@ import sys
 from dataclasses import asdict
 from pathlib import Path
 
-from grpo_dev.mutation.__main__ import report
+from grpo_dev.mutation.__main__ import in_lines, report
 from grpo_dev.mutation.mutants import mutants_of
 
 DEVTOOLS = Path(__file__).resolve().parents[2] / "devtools"
@@ -149,3 +149,10 @@ def test_an_endless_loop_is_a_timeout_in_the_test_that_reached_it(tmp_path: Path
     endless = results["fakepkg/grow.py:7: remove: 'i += 1' -> 'pass'"]
     assert (endless["status"], endless["by"]) == ("timeout", "test_grow.py::test_count")
     assert results["fakepkg/grow.py:8: return: 'i' -> 'None'"]["by"] == "test_grow.py::test_count"
+
+
+def test_lines_pick_a_part_of_a_long_file() -> None:
+    assert [n for n in range(1, 8) if in_lines(n, "3-5")] == [3, 4, 5]
+    assert [n for n in range(1, 8) if in_lines(n, "5-")] == [5, 6, 7]
+    assert [n for n in range(1, 8) if in_lines(n, "-2")] == [1, 2]
+    assert [n for n in range(1, 8) if in_lines(n, "")] == [1, 2, 3, 4, 5, 6, 7]

@@ -1,7 +1,7 @@
 """`make mutation`: mutation testing of the pure core and the reward path, over the unit tier only.
 
     python -m grpo_dev.mutation [--modules planning,render] [--jobs 1] [--only FILE] [--survivors] [--out FILE]
-                                [--memory-gib 4]
+                                [--memory-gib 4] [--lines 474-]
 
 Each group names the files it mutates and the unit tests that may reach them (paths that do not exist
 are skipped; integration and slow tests are deselected). One pytest session per group runs its mutants
@@ -93,6 +93,14 @@ def files_of(group: Group) -> list[Path]:
     return out
 
 
+def in_lines(line: int, lines: str) -> bool:
+    """Whether `line` lies in `lines`, written FIRST-LAST, FIRST- or -LAST (both ends included); empty: all."""
+    if not lines:
+        return True
+    first, _, last = lines.partition("-")
+    return int(first or 1) <= line <= (int(last) if last else line)
+
+
 def _previous(results: Path) -> list[dict[str, object]]:
     if not results.exists():
         raise SystemExit(f"mutation: --survivors needs an earlier run's {results}")
@@ -110,9 +118,11 @@ def run_group(
     report_only: bool,
     survivors: bool = False,
     memory_limit: int = 0,
+    lines: str = "",
 ) -> list[dict[str, object]]:
     files = [f for f in files_of(group) if only in f.relative_to(REPO).as_posix()]
     mutants = [m for f in files for m in mutants_of(f.relative_to(REPO).as_posix(), f.read_bytes())]
+    mutants = [m for m in mutants if in_lines(m.line, lines)]
     plan = state / f"{name}.plan.json"
     results = state / f"{name}.json"
     earlier: list[dict[str, object]] = []
@@ -201,6 +211,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--modules", default=",".join(GROUPS), help=f"comma-separated, of {', '.join(GROUPS)}")
     parser.add_argument("--jobs", type=int, default=1, help="mutants run at once (one process each)")
     parser.add_argument("--only", default="", help="mutate only the files whose path contains this text")
+    parser.add_argument(
+        "--lines", default="", help="mutate only these lines of the files, e.g. 474- or 10-80 (a long file in parts)"
+    )
     parser.add_argument("--report", action="store_true", help="print the table of the last run, run nothing")
     parser.add_argument(
         "--survivors", action="store_true", help="run again only the last run's survivors (sources unchanged)"
@@ -230,6 +243,7 @@ def main(argv: list[str] | None = None) -> int:
             report_only=args.report,
             survivors=args.survivors,
             memory_limit=int(args.memory_gib * 2**30),
+            lines=args.lines,
         )
     report(results, args.out)
     return 0
