@@ -45,3 +45,8 @@ def test_a_value_written_with_equals_to_a_flag_of_several_values_is_refused_at_t
         "--rampup-batch-size=8: --rampup-batch-size takes 3 values, which miles reads only as the arguments after "
         "it; write --rampup-batch-size followed by the values, without '='"
     )
+
+
+def test_a_value_written_with_equals_to_a_flag_of_two_values_is_refused_too() -> None:
+    [(index, why)] = check_extra_args(["--multi-lora-adapter=/fsx/lora"])
+    assert index == 0 and "--multi-lora-adapter takes 2 values" in why, why
