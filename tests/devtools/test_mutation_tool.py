@@ -155,4 +155,5 @@ def test_lines_pick_a_part_of_a_long_file() -> None:
     assert [n for n in range(1, 8) if in_lines(n, "3-5")] == [3, 4, 5]
     assert [n for n in range(1, 8) if in_lines(n, "5-")] == [5, 6, 7]
     assert [n for n in range(1, 8) if in_lines(n, "-2")] == [1, 2]
+    assert [n for n in range(1, 8) if in_lines(n, "4")] == [4]
     assert [n for n in range(1, 8) if in_lines(n, "")] == [1, 2, 3, 4, 5, 6, 7]

@@ -94,10 +94,12 @@ def files_of(group: Group) -> list[Path]:
 
 
 def in_lines(line: int, lines: str) -> bool:
-    """Whether `line` lies in `lines`, written FIRST-LAST, FIRST- or -LAST (both ends included); empty: all."""
+    """Whether `line` lies in `lines`, written LINE, FIRST-LAST, FIRST- or -LAST (both ends included); empty: all."""
     if not lines:
         return True
-    first, _, last = lines.partition("-")
+    first, dash, last = lines.partition("-")
+    if not dash:
+        return line == int(first)
     return int(first or 1) <= line <= (int(last) if last else line)
 
 
@@ -212,7 +214,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--jobs", type=int, default=1, help="mutants run at once (one process each)")
     parser.add_argument("--only", default="", help="mutate only the files whose path contains this text")
     parser.add_argument(
-        "--lines", default="", help="mutate only these lines of the files, e.g. 474- or 10-80 (a long file in parts)"
+        "--lines",
+        default="",
+        help="mutate only these lines of the files, e.g. 474-, 10-80 or 12 (a long file in parts)",
     )
     parser.add_argument("--report", action="store_true", help="print the table of the last run, run nothing")
     parser.add_argument(
