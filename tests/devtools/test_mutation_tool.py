@@ -57,6 +57,16 @@ COUNT_TEST = """from fakepkg.grow import count
 def test_count():
     assert count(3) == 3
 """
+TABLE = '''"""A table."""
+
+TABLE = {"a": 1}
+'''
+TABLE_TEST = """from fakepkg.grow import TABLE
+
+
+def test_a():
+    assert TABLE["a"] == 1
+"""
 CACHED = '''"""A table read once."""
 
 from functools import cache
@@ -157,3 +167,10 @@ def test_lines_pick_a_part_of_a_long_file() -> None:
     assert [n for n in range(1, 8) if in_lines(n, "-2")] == [1, 2]
     assert [n for n in range(1, 8) if in_lines(n, "4")] == [4]
     assert [n for n in range(1, 8) if in_lines(n, "")] == [1, 2, 3, 4, 5, 6, 7]
+
+
+def test_a_mutant_of_a_table_is_killed_by_a_test_that_only_reads_it(tmp_path: Path) -> None:
+    results = _run_tool(tmp_path, TABLE, TABLE_TEST)
+
+    changed = results["fakepkg/grow.py:3: constant: '1' -> '2'"]
+    assert (changed["status"], changed["by"]) == ("killed", "test_grow.py::test_a")

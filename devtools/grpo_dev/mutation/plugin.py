@@ -370,8 +370,24 @@ class Running:
     verdict_file: Path
 
 
+def _holders(module_name: str, items: list[pytest.Item]) -> set[str]:
+    """The tests whose module holds an object of `module_name` (a table it imported): a test that reads a
+    module constant without calling the module's functions is not in the map, yet sees its mutant."""
+    module = sys.modules.get(module_name)
+    if module is None:
+        return set()
+    plain = (int, float, str, bytes, bool, type(None), types.ModuleType)  # shared by identity, not by import
+    owned = {id(v) for v in vars(module).values() if not isinstance(v, plain)}
+    out = set()
+    for item in items:
+        test_module = getattr(item, "module", None)
+        if test_module is not None and any(id(v) in owned for v in vars(test_module).values()):
+            out.add(item.nodeid)
+    return out
+
+
 def _select(
-    mutant: Mutant, file: str, tests: dict[str, Any], items: list[pytest.Item], related: str
+    mutant: Mutant, file: str, tests: dict[str, Any], items: list[pytest.Item], related: str, *, holders: set[str]
 ) -> list[pytest.Item]:
     by_id = {item.nodeid: item for item in items}
     usable = {nodeid: data for nodeid, data in tests.items() if data[0] and nodeid in by_id}
@@ -380,8 +396,14 @@ def _select(
         chosen = sorted(chosen, key=lambda n: usable[n][1])
     else:
         touching = [n for n, d in usable.items() if any(f == file for f, _ in d[2])]
-        others = [n for n, d in usable.items() if n not in touching and any(f.startswith(related) for f, _ in d[2])]
-        chosen = sorted(touching, key=lambda n: usable[n][1]) + sorted(others, key=lambda n: usable[n][1])
+        readers = [n for n in usable if n not in touching and n in holders]
+        others = [
+            n
+            for n, d in usable.items()
+            if n not in touching and n not in readers and any(f.startswith(related) for f, _ in d[2])
+        ]
+        chosen = [*sorted(touching, key=lambda n: usable[n][1]), *sorted(readers, key=lambda n: usable[n][1])]
+        chosen += sorted(others, key=lambda n: usable[n][1])
     # A test that starts a process may reach the change there, where the profiler cannot see: it runs last.
     children = sorted(
         (n for n, d in usable.items() if n not in chosen and [CHILD, CHILD] in d[2]), key=lambda n: usable[n][1]
@@ -442,6 +464,7 @@ def run_mutants(session: pytest.Session, plan: Plan) -> None:
     results: list[dict[str, Any]] = []
     pending = list(enumerate(plan.mutants))
     running: list[Running] = []
+    holders: dict[str, set[str]] = {}
     tmp = Path(tempfile.mkdtemp(prefix="mutation-"))
     total = len(plan.mutants)
     while pending or running:
@@ -449,7 +472,9 @@ def run_mutants(session: pytest.Session, plan: Plan) -> None:
             index, mutant = pending.pop(0)
             file = files_by_path[mutant.path]
             related = next(d for d in plan.source_dirs if file.startswith(d.rstrip("/") + "/"))
-            selected = _select(mutant, file, tests, items, related)
+            if file not in holders:
+                holders[file] = _holders(plan.modules[file], items)
+            selected = _select(mutant, file, tests, items, related, holders=holders[file])
             if not selected:
                 results.append({**_record(mutant), "status": "no tests", "by": None, "tests": 0})
                 continue
