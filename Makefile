@@ -101,7 +101,8 @@ run: install control-plane
 ## Mutation testing over the unit tier: the pure core, the launcher's summary and reward client, the reward
 ## service's scoring, cache and admission. Per group: MODULES=planning,render (of planning, render, api, cli,
 ## status, launcher, reward_client, reward); JOBS mutants at once; MUTATION_ARGS e.g. "--only render/job.py" or "--survivors"
-## (run only the last run's survivors again). Survivors: .mutation/survivors.txt.
+## (run only the last run's survivors again) or "--memory-gib 8" (each mutant's address space, 4 GiB unless told; one
+## that needs more is killed). Survivors: .mutation/survivors.txt.
 MODULES ?=
 JOBS ?= 1
 MUTATION_ARGS ?=

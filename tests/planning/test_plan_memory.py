@@ -107,3 +107,14 @@ def test_pinned_host_memory_is_checked_against_the_node() -> None:
     )
     assert plan.host_gib_per_node > plan.host_capacity_gib and not plan.fits
     assert any("GiB of pinned host memory" in p.message for p in problems)
+
+
+def test_qwen3_0_6b_has_exactly_the_parameters_of_its_checkpoint() -> None:
+    # HF Qwen/Qwen3-0.6B: 751,632,384 values in the safetensors, which store the tied embedding twice (as
+    # embed_tokens and lm_head, 151936 x 1024); the model card's 0.6B total and 0.44B without embeddings.
+    profile = PROFILES[ModelProfileName.QWEN3_0_6B]
+    assert profile.total_params == 751_632_384 - 151_936 * 1_024
+    assert (round(profile.total_params / 1e9, 1), round((profile.total_params - 151_936 * 1_024) / 1e9, 2)) == (
+        0.6,
+        0.44,
+    )

@@ -117,3 +117,28 @@ def test_grpo_plan_shows_the_rewards_range_and_the_floor_the_guard_will_apply(tm
         "dapo (scores -1..1); degenerate at or below guards.minReward.value default -1 "
         "(the lowest score of the reward's range -1..1)"
     )
+
+
+def _plan_reward_row(tmp_path: Path, patch: dict[str, Any]) -> str:
+    path = tmp_path / "run.yaml"
+    path.write_text(yaml.safe_dump(example("qwen3-4b-colocated", patch)))
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert main(["plan", "-f", str(path)]) == 0
+    (row,) = [line for line in out.getvalue().splitlines() if line.startswith("reward ")]
+    return row.split(None, 1)[1]
+
+
+def test_grpo_plan_and_the_guard_name_an_explicit_floor_as_the_users_value(tmp_path: Path) -> None:
+    patch = {"reward": {"type": "dapo"}, "guards": {"minReward": {"value": -0.5}}}
+    row = _plan_reward_row(tmp_path, patch)
+    assert row == "dapo (scores -1..1); degenerate at or below guards.minReward.value -0.5", row
+    message = _trips(_spec(patch["reward"], patch["guards"]), -0.6)
+    assert message is not None and "at or below guards.minReward.value -0.5 after" in message, message
+
+
+def test_grpo_plan_says_a_reward_model_has_no_floor(tmp_path: Path) -> None:
+    row = _plan_reward_row(
+        tmp_path, {"reward": {"type": "remote", "remote": {"replicas": 1, "backend": "reward_model"}}}
+    )
+    assert row.endswith("no guards.minReward.value (a reward model's scores have no known floor)"), row

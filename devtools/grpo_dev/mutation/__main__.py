@@ -1,12 +1,15 @@
 """`make mutation`: mutation testing of the pure core and the reward path, over the unit tier only.
 
     python -m grpo_dev.mutation [--modules planning,render] [--jobs 1] [--only FILE] [--survivors] [--out FILE]
+                                [--memory-gib 4] [--lines 474-]
 
 Each group names the files it mutates and the unit tests that may reach them (paths that do not exist
 are skipped; integration and slow tests are deselected). One pytest session per group runs its mutants
-(`grpo_dev.mutation.plugin`); this prints killed and survived per module, the kill rate (killed and timed
-out over all mutants; a mutant no test reaches counts as survived), and writes every survivor, one a line,
-to `--out`. Results per group stay in `.mutation/<group>.json`.
+(`grpo_dev.mutation.plugin`); this prints killed and survived per module, the kill rate (killed, timed out
+and out of memory over all mutants; a mutant no test reaches counts as survived), and writes every survivor,
+one a line, to `--out`. Each mutant's process may use `--memory-gib` of address space: one that allocates
+without bound fails there and counts as killed ("memory limit"), like one that runs past its time limit
+("timeout"). Results per group stay in `.mutation/<group>.json`.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ SOURCE_ROOTS = {
 OPERATOR = "operator/grpo_operator"
 LAUNCHER = "trainer_image/src/grpo_launcher"
 REWARD = "reward_service/src/reward_service"
+KILLS = ("killed", "timeout", "memory limit")  # the statuses of a mutant that some limit or test stopped
 
 
 @dataclass(frozen=True)
@@ -89,6 +93,16 @@ def files_of(group: Group) -> list[Path]:
     return out
 
 
+def in_lines(line: int, lines: str) -> bool:
+    """Whether `line` lies in `lines`, written LINE, FIRST-LAST, FIRST- or -LAST (both ends included); empty: all."""
+    if not lines:
+        return True
+    first, dash, last = lines.partition("-")
+    if not dash:
+        return line == int(first)
+    return int(first or 1) <= line <= (int(last) if last else line)
+
+
 def _previous(results: Path) -> list[dict[str, object]]:
     if not results.exists():
         raise SystemExit(f"mutation: --survivors needs an earlier run's {results}")
@@ -97,10 +111,20 @@ def _previous(results: Path) -> list[dict[str, object]]:
 
 
 def run_group(
-    name: str, group: Group, jobs: int, state: Path, *, only: str, report_only: bool, survivors: bool = False
+    name: str,
+    group: Group,
+    jobs: int,
+    state: Path,
+    *,
+    only: str,
+    report_only: bool,
+    survivors: bool = False,
+    memory_limit: int = 0,
+    lines: str = "",
 ) -> list[dict[str, object]]:
     files = [f for f in files_of(group) if only in f.relative_to(REPO).as_posix()]
     mutants = [m for f in files for m in mutants_of(f.relative_to(REPO).as_posix(), f.read_bytes())]
+    mutants = [m for m in mutants if in_lines(m.line, lines)]
     plan = state / f"{name}.plan.json"
     results = state / f"{name}.json"
     earlier: list[dict[str, object]] = []
@@ -108,7 +132,7 @@ def run_group(
         # Only the earlier run's survivors run again (a new test can only kill more); the sources must be
         # unchanged, or their mutants' keys would not match.
         earlier = _previous(results)
-        alive = {r["key"] for r in earlier if r["status"] not in ("killed", "timeout")}
+        alive = {r["key"] for r in earlier if r["status"] not in KILLS}
         mutants = [m for m in mutants if m.key in alive]
         results = state / f"{name}.survivors.json"
     if not report_only:
@@ -121,6 +145,7 @@ def run_group(
                     "coverage_cache": str(state / f"{name}.coverage.json"),
                     "results": str(results),
                     "jobs": jobs,
+                    "memory_limit": memory_limit,
                 }
             )
         )
@@ -162,7 +187,7 @@ def report(results: list[dict[str, object]], out: Path) -> float:
     rows = [("module", "mutants", "killed", "survived", "no tests", "kill rate")]
     total_killed = total = 0
     for path, counts in sorted(per_file.items()):
-        killed = counts["killed"] + counts["timeout"]
+        killed = sum(counts[status] for status in KILLS)
         n = sum(counts.values())
         total_killed += killed
         total += n
@@ -174,7 +199,7 @@ def report(results: list[dict[str, object]], out: Path) -> float:
     for row in rows:
         print("  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)))
     survivors = sorted(
-        (r for r in results if r["status"] not in ("killed", "timeout")),
+        (r for r in results if r["status"] not in KILLS),
         key=lambda r: (str(r["path"]), int(str(r["line"]))),
     )
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -188,11 +213,22 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--modules", default=",".join(GROUPS), help=f"comma-separated, of {', '.join(GROUPS)}")
     parser.add_argument("--jobs", type=int, default=1, help="mutants run at once (one process each)")
     parser.add_argument("--only", default="", help="mutate only the files whose path contains this text")
+    parser.add_argument(
+        "--lines",
+        default="",
+        help="mutate only these lines of the files, e.g. 474-, 10-80 or 12 (a long file in parts)",
+    )
     parser.add_argument("--report", action="store_true", help="print the table of the last run, run nothing")
     parser.add_argument(
         "--survivors", action="store_true", help="run again only the last run's survivors (sources unchanged)"
     )
     parser.add_argument("--out", type=Path, default=REPO / ".mutation" / "survivors.txt")
+    parser.add_argument(
+        "--memory-gib",
+        type=float,
+        default=4.0,
+        help="address space each mutant's process may use (a mutant that needs more is killed); 0: no cap",
+    )
     args = parser.parse_args(argv)
     names = [n.strip() for n in args.modules.split(",") if n.strip()]
     unknown = [n for n in names if n not in GROUPS]
@@ -203,7 +239,15 @@ def main(argv: list[str] | None = None) -> int:
     results: list[dict[str, object]] = []
     for name in names:
         results += run_group(
-            name, GROUPS[name], args.jobs, state, only=args.only, report_only=args.report, survivors=args.survivors
+            name,
+            GROUPS[name],
+            args.jobs,
+            state,
+            only=args.only,
+            report_only=args.report,
+            survivors=args.survivors,
+            memory_limit=int(args.memory_gib * 2**30),
+            lines=args.lines,
         )
     report(results, args.out)
     return 0

@@ -13,7 +13,10 @@ module again in its own namespace, then the modules that import it, and rebinds 
 tests imported from them. A process a test starts (a spawned or forkserver worker, a subprocess) imports the
 code from disk: the child puts a copy of the mutated package first on its path, and the tests that start
 processes run for every mutant, after the ones the map names. Hypothesis runs derandomized, without its database or deadline, so a mutant's
-verdict does not depend on the run.
+verdict does not depend on the run. Each mutant's child has its address space capped (RLIMIT_AS, inherited by
+the processes it starts): a mutant that allocates without bound (a loop whose counter no longer moves) fails
+its allocation with MemoryError and is recorded killed by the memory limit, instead of filling the machine's
+memory until the kernel's OOM killer picks some process, not necessarily this one.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ import ast
 import hashlib
 import json
 import os
+import resource
 import shutil
 import signal
 import sys
@@ -40,7 +44,8 @@ from hypothesis import HealthCheck, settings
 
 from grpo_dev.mutation.mutants import Mutant
 
-SURVIVED, KILLED, ERROR = 0, 1, 3
+SURVIVED, KILLED, ERROR, OUT_OF_MEMORY = 0, 1, 3, 4
+STATUSES = {SURVIVED: "survived", KILLED: "killed", OUT_OF_MEMORY: "memory limit"}
 CHILD = "<a child process>"  # the coverage map's mark for a test that starts a process (spawn, forkserver, exec)
 _LAUNCHERS = ("_launch", "_execute_child")  # multiprocessing's popen_spawn/popen_forkserver, subprocess.Popen
 _UNWRAP = ("fget", "fset", "fdel", "__func__", "__wrapped__", "func", "wrapped")
@@ -58,6 +63,8 @@ class Plan:
     coverage_cache: Path
     results: Path
     jobs: int
+    memory_limit: int = 0  # bytes of address space a mutant's child may have; 0: no cap
+    cpu_seconds: float = 30  # CPU a test may use on top of ten times its time in the map
 
     @classmethod
     def load(cls, path: str) -> Plan:
@@ -69,6 +76,8 @@ class Plan:
             coverage_cache=Path(data["coverage_cache"]),
             results=Path(data["results"]),
             jobs=int(data["jobs"]),
+            memory_limit=int(data.get("memory_limit", 0)),
+            cpu_seconds=float(data.get("cpu_seconds", 30)),
         )
 
 
@@ -85,10 +94,41 @@ def _quiet_hypothesis() -> None:
 
 
 def _run_items(items: list[pytest.Item]) -> Iterator[tuple[pytest.Item, bool]]:
+    for item, reports in _run_reports(items):
+        yield item, not any(r.failed for r in reports)
+
+
+def _run_reports(
+    items: list[pytest.Item], cpu_limits: list[float] | None = None, verdict: Path | None = None
+) -> Iterator[tuple[pytest.Item, list[pytest.TestReport]]]:
     for i, item in enumerate(items):
         nextitem = items[i + 1] if i + 1 < len(items) else None
+        if verdict is not None:
+            verdict.write_text(item.nodeid)  # the test that was running, if a limit ends the process
+        if cpu_limits is not None:
+            # SIGVTALRM's default action ends the process, even inside a loop in C: the parent reads that
+            # as a timeout. CPU time, not wall time, so a loaded machine or a test waiting on a process does
+            # not trip it; SIGALRM stays free for the code under test (the reward worker's budget uses it).
+            signal.setitimer(signal.ITIMER_VIRTUAL, cpu_limits[i])
         reports = runtestprotocol(item, nextitem=nextitem, log=False)
-        yield item, not any(r.failed for r in reports)
+        if cpu_limits is not None:
+            signal.setitimer(signal.ITIMER_VIRTUAL, 0)
+        yield item, reports
+
+
+def _out_of_memory(reports: list[pytest.TestReport]) -> bool:
+    """Whether a test failed because an allocation hit the memory limit (the exception it ended with)."""
+    for report in reports:
+        crash = getattr(report.longrepr, "reprcrash", None)
+        if report.failed and str(getattr(crash, "message", "")).startswith("MemoryError"):
+            return True
+    return False
+
+
+def _cap_memory(limit: int) -> None:
+    """Cap this process's address space, and that of every process it starts, at `limit` bytes."""
+    if limit > 0:
+        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
 
 
 def _silence() -> None:
@@ -113,6 +153,17 @@ def _coverage_key(plan: Plan, items: list[pytest.Item]) -> str:
     return digest.hexdigest()
 
 
+def _clear_caches(source_dirs: tuple[str, ...]) -> None:
+    """Empty the `functools.cache` of every module-level function of the project's modules."""
+    for module in list(sys.modules.values()):
+        if not (getattr(module, "__file__", None) or "").startswith(source_dirs):
+            continue
+        for value in list(vars(module).values()):
+            clear = getattr(value, "cache_clear", None)
+            if callable(clear) and getattr(value, "__module__", None) == module.__name__:
+                clear()
+
+
 def _measure(items: list[pytest.Item], source_dirs: tuple[str, ...], out: Path) -> None:
     """In a child: run every test under a profiler; write {nodeid: [passed, seconds, [file, scope]...]}."""
     current: set[tuple[str, str]] = set()
@@ -128,6 +179,7 @@ def _measure(items: list[pytest.Item], source_dirs: tuple[str, ...], out: Path) 
                 current.add((CHILD, CHILD))
 
     result: dict[str, Any] = {}
+    _clear_caches(source_dirs)
     sys.setprofile(profile)
     threading.setprofile(profile)
     started = time.monotonic()
@@ -141,6 +193,9 @@ def _measure(items: list[pytest.Item], source_dirs: tuple[str, ...], out: Path) 
         # and no mutant runs it.
         sys.setprofile(profile)
         threading.setprofile(profile)
+        # A cached function's body runs only for the first test that calls it, so the map would give its
+        # mutants only that test (flags.py's miles_flags): every test starts with the caches empty.
+        _clear_caches(source_dirs)
     sys.setprofile(None)
     out.write_text(json.dumps(result))
 
@@ -315,8 +370,24 @@ class Running:
     verdict_file: Path
 
 
+def _holders(module_name: str, items: list[pytest.Item]) -> set[str]:
+    """The tests whose module holds an object of `module_name` (a table it imported): a test that reads a
+    module constant without calling the module's functions is not in the map, yet sees its mutant."""
+    module = sys.modules.get(module_name)
+    if module is None:
+        return set()
+    plain = (int, float, str, bytes, bool, type(None), types.ModuleType)  # shared by identity, not by import
+    owned = {id(v) for v in vars(module).values() if not isinstance(v, plain)}
+    out = set()
+    for item in items:
+        test_module = getattr(item, "module", None)
+        if test_module is not None and any(id(v) in owned for v in vars(test_module).values()):
+            out.add(item.nodeid)
+    return out
+
+
 def _select(
-    mutant: Mutant, file: str, tests: dict[str, Any], items: list[pytest.Item], related: str
+    mutant: Mutant, file: str, tests: dict[str, Any], items: list[pytest.Item], related: str, *, holders: set[str]
 ) -> list[pytest.Item]:
     by_id = {item.nodeid: item for item in items}
     usable = {nodeid: data for nodeid, data in tests.items() if data[0] and nodeid in by_id}
@@ -325,8 +396,14 @@ def _select(
         chosen = sorted(chosen, key=lambda n: usable[n][1])
     else:
         touching = [n for n, d in usable.items() if any(f == file for f, _ in d[2])]
-        others = [n for n, d in usable.items() if n not in touching and any(f.startswith(related) for f, _ in d[2])]
-        chosen = sorted(touching, key=lambda n: usable[n][1]) + sorted(others, key=lambda n: usable[n][1])
+        readers = [n for n in usable if n not in touching and n in holders]
+        others = [
+            n
+            for n, d in usable.items()
+            if n not in touching and n not in readers and any(f.startswith(related) for f, _ in d[2])
+        ]
+        chosen = [*sorted(touching, key=lambda n: usable[n][1]), *sorted(readers, key=lambda n: usable[n][1])]
+        chosen += sorted(others, key=lambda n: usable[n][1])
     # A test that starts a process may reach the change there, where the profiler cannot see: it runs last.
     children = sorted(
         (n for n, d in usable.items() if n not in chosen and [CHILD, CHILD] in d[2]), key=lambda n: usable[n][1]
@@ -340,25 +417,37 @@ class Job:
     file: str
     selected: list[pytest.Item]
     verdict: Path
+    cpu_limits: list[float]  # seconds of CPU each selected test may use before the mutant counts as timed out
 
 
 def _child(job: Job, plan: Plan, roots: tuple[str, ...]) -> None:
     mutant, file, selected, verdict = job.mutant, job.file, job.selected, job.verdict
     status = ERROR
     overlay = Path(tempfile.mkdtemp(prefix="mutant-"))
+    # Given back when a test fails: a mutant that filled its memory limit still holds that memory (the failed
+    # test's traceback keeps its frames), and the verdict must still be written.
+    reserve = [bytearray(16 * 2**20)]
     try:
         _silence()
         signal.signal(signal.SIGINT, signal.SIG_DFL)
+        signal.signal(signal.SIGVTALRM, signal.SIG_DFL)
+        _cap_memory(plan.memory_limit)
         apply_in_child(mutant, file, plan.modules[file], roots, str(Path.cwd()), overlay=overlay)
         status = SURVIVED
-        for item, passed in _run_items(selected):
-            if not passed:
+        for item, reports in _run_reports(selected, job.cpu_limits, verdict):
+            if any(r.failed for r in reports):
+                reserve.clear()
+                status = OUT_OF_MEMORY if _out_of_memory(reports) else KILLED
                 verdict.write_text(item.nodeid)
-                status = KILLED
                 break
     except BaseException as exc:  # an import-time failure of the mutated module also kills the mutant
-        verdict.write_text(f"(applying the mutant raised {type(exc).__name__}: {exc})")
-        status = KILLED
+        reserve.clear()
+        status = OUT_OF_MEMORY if isinstance(exc, MemoryError) else KILLED
+        # Raised in pytest's own code (a report made with no memory left) or while the mutant was applied.
+        test = verdict.read_text() if verdict.exists() else ""
+        verdict.write_text(
+            test if status == OUT_OF_MEMORY and test else f"{test or '(applying the mutant)'} raised {exc!r}"
+        )
     finally:
         shutil.rmtree(overlay, ignore_errors=True)
         os._exit(status)
@@ -375,6 +464,7 @@ def run_mutants(session: pytest.Session, plan: Plan) -> None:
     results: list[dict[str, Any]] = []
     pending = list(enumerate(plan.mutants))
     running: list[Running] = []
+    holders: dict[str, set[str]] = {}
     tmp = Path(tempfile.mkdtemp(prefix="mutation-"))
     total = len(plan.mutants)
     while pending or running:
@@ -382,7 +472,9 @@ def run_mutants(session: pytest.Session, plan: Plan) -> None:
             index, mutant = pending.pop(0)
             file = files_by_path[mutant.path]
             related = next(d for d in plan.source_dirs if file.startswith(d.rstrip("/") + "/"))
-            selected = _select(mutant, file, tests, items, related)
+            if file not in holders:
+                holders[file] = _holders(plan.modules[file], items)
+            selected = _select(mutant, file, tests, items, related, holders=holders[file])
             if not selected:
                 results.append({**_record(mutant), "status": "no tests", "by": None, "tests": 0})
                 continue
@@ -390,7 +482,10 @@ def run_mutants(session: pytest.Session, plan: Plan) -> None:
             verdict = tmp / f"{index}.txt"
             pid = os.fork()
             if pid == 0:
-                _child(Job(mutant, file, selected, verdict), plan, roots)
+                # An endless loop shows in the first test that reaches it: each test gets 30 s of CPU and ten
+                # times what it took in the map, so such a mutant ends there, not at the limit of all its tests.
+                limits = [plan.cpu_seconds + 10 * tests[i.nodeid][1] for i in selected]
+                _child(Job(mutant, file, selected, verdict, limits), plan, roots)
             running.append(Running(index, pid, time.monotonic(), 30 + 10 * budget, verdict))
             results.append({**_record(mutant), "status": "running", "by": None, "tests": len(selected)})
         time.sleep(0.01)
@@ -405,10 +500,10 @@ def run_mutants(session: pytest.Session, plan: Plan) -> None:
             running.remove(run)
             entry = next(r for r in results if r["key"] == plan.mutants[run.index].key)
             code = os.waitstatus_to_exitcode(status) if done else None
-            entry["status"] = (
-                "timeout" if timed_out else {SURVIVED: "survived", KILLED: "killed"}.get(code or 0, f"error {code}")
-            )
-            entry["by"] = run.verdict_file.read_text() if run.verdict_file.exists() else None
+            timed_out = timed_out or code == -signal.SIGVTALRM
+            entry["status"] = "timeout" if timed_out else STATUSES.get(code or 0, f"error {code}")
+            verdict_known = entry["status"] != "survived" and run.verdict_file.exists()
+            entry["by"] = run.verdict_file.read_text() if verdict_known else None
             finished = sum(r["status"] != "running" for r in results)
             plan.results.write_text(json.dumps({"results": results, "left_out": failing}, indent=1))
             if entry["status"] != "killed":

@@ -224,17 +224,25 @@ def check_extra_args(args: list[str]) -> list[tuple[int, str]]:
                 i += 1
             continue
         if has_inline:
-            given = 1
-        else:
-            given = 0
-            while i < len(args) and args[i].strip() and _looks_like_value(args[i]):
-                if flag.max_values is not None and given >= flag.max_values:
-                    break
-                given += 1
-                i += 1
-        if has_inline and flag.max_values == 0:
-            problems.append((i - 1, f"{echo(arg)}: {echo(name)} takes no value; write {echo(name)} alone"))
-        elif given < flag.min_values:
+            # argparse reads a value after '=' as the flag's only one: a flag of several values refuses it.
+            if flag.max_values == 0:
+                problems.append((i - 1, f"{echo(arg)}: {echo(name)} takes no value; write {echo(name)} alone"))
+            elif flag.min_values > 1:
+                problems.append(
+                    (
+                        i - 1,
+                        f"{echo(arg)}: {echo(name)} takes {flag.min_values} values, which miles reads only as the "
+                        f"arguments after it; write {echo(name)} followed by the values, without '='",
+                    )
+                )
+            continue
+        given = 0
+        while i < len(args) and args[i].strip() and _looks_like_value(args[i]):
+            if flag.max_values is not None and given >= flag.max_values:
+                break
+            given += 1
+            i += 1
+        if given < flag.min_values:
             problems.append(
                 (i - 1 - given, f"{echo(arg)} needs {flag.min_values} value(s) after it, got {given}; add the value")
             )
