@@ -55,7 +55,9 @@ def restart(draft: Draft, reason: str, message: str) -> Decision | None:
         text = f"restart from the last checkpoint after a worker pod was stopped ({stop}), not counted against "
         text += f"recovery.maxRestarts: {reason}: {message}"
     else:
-        text = f"restart {done + 1} of recovery.maxRestarts {limit}, from the last checkpoint, after {reason}: {message}"
+        text = (
+            f"restart {done + 1} of recovery.maxRestarts {limit}, from the last checkpoint, after {reason}: {message}"
+        )
         done += 1
     avoided = list(draft.prev.avoided_nodes or []) if draft.prev is not None else []
     node = _failed_node(draft, reason) if stop is None else None  # a planned stop says nothing against its node
