@@ -7,8 +7,10 @@ import base64
 import gzip
 import json
 import os
+from pathlib import Path
 
-from grpo_operator.render.evidence import PIECE_BYTES, evidence_config_map
+from grpo_operator.render import names
+from grpo_operator.render.evidence import PIECE_BYTES, TOTAL_BYTES, evidence_config_map
 
 TOKEN = "grpo-canary-0123456789abcdef"
 HF = "hf_" + "A1b2C3d4" * 5
@@ -53,3 +55,22 @@ def test_no_token_reaches_a_bundle() -> None:
 def test_the_bundle_belongs_to_the_run() -> None:
     meta = _bundle({})["metadata"]
     assert meta["ownerReferences"][0]["name"] == "run" and meta["ownerReferences"][0]["uid"] == "uid-1"  # type: ignore[index]
+
+
+def test_as_many_pieces_are_kept_as_fit_the_bundle_in_order() -> None:
+    # Incompressible pieces of about 170 KiB as base64: five fit the 900 KiB budget, the sixth would not.
+    pieces = {f"stacks-{i}.txt": os.urandom(PIECE_BYTES // 2).hex()[: 250 * 1024] for i in range(7)}
+    sizes = [len(base64.b64encode(gzip.compress(t.encode(), compresslevel=6, mtime=0))) for t in pieces.values()]
+    fit = next(k for k in range(len(sizes) + 1) if k == len(sizes) or sum(sizes[: k + 1]) > TOTAL_BYTES)
+    assert 0 < fit < len(sizes)
+    bundle = _bundle(pieces)
+    assert sorted(_kept(bundle)) == sorted(f"stacks-{i}.txt.gz" for i in range(fit))
+    index = bundle["data"]["index.txt"]  # type: ignore[index]
+    assert index.count("left out, the bundle is full") == len(sizes) - fit
+
+
+def test_the_first_bundle_has_the_name_the_readme_tells_users_to_get() -> None:
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    assert "kubectl get cm <run>-forensics-1 " in readme
+    assert names.forensics("my-run", 1) == "my-run-forensics-1"
+    assert names.forensics("my-run", 2) == "my-run-forensics-2"
