@@ -8,13 +8,13 @@ from dataclasses import replace
 from datetime import timedelta
 
 import pytest
-from grpo_operator.api.status import GRPORunStatus, Phase, Reason
+from grpo_operator.api.status import ConditionType, GRPORunStatus, Phase, Reason
 from grpo_operator.render import names
 from grpo_operator.status.decision import Decision, DeleteRayCluster, KeepLogs, StopJob, Submit
 from grpo_operator.status.lifecycle import decide
 from grpo_operator.status.observation import Failure, GpuObservation, JobState, RunSummary
 
-from tests.status.runs import READY, T0, healthy, job, observe, spec
+from tests.status.runs import READY, T0, cond, healthy, job, observe, spec
 from tests.status.test_completion import LOGS
 from tests.status.test_failures import CUDA_OOM, WATCHDOG
 
@@ -219,3 +219,18 @@ def test_a_stop_first_seen_in_the_reconcile_that_sees_the_failure_counts_as_plan
     failing = job(JobState.FAILED, FAILED_WITH + NODE_DIED, submission_id=sid)
     restarting = _step(running.status, s, 20, job=failing, gpus=stopping)
     assert (restarting.status.phase, restarting.status.reason) == (Phase.PROVISIONING, R.RESTARTING)
+
+
+def test_a_second_restart_keeps_the_first_avoided_node_off_limits_too_and_the_run_is_not_complete() -> None:
+    s = spec({"recovery": {"maxRestarts": 2}})
+    workers = (("10.0.1.7", "node-a"), ("10.0.1.8", "node-b"))
+    _, first = _running_then_failing(s, WATCHDOG, worker_nodes=workers)  # the line says ip=10.0.1.7
+    assert first.status.avoided_nodes == ["node-a"]
+    assert cond(first, ConditionType.COMPLETE) == ("False", R.IN_PROGRESS)
+    resubmit = _step(first.status, s, 30)
+    [submit] = [a for a in resubmit.actions if isinstance(a, Submit)]
+    again = _step(resubmit.status, s, 40, job=job(JobState.RUNNING, submission_id=submit.submission_id))
+    line = WATCHDOG.replace("ip=10.0.1.7", "ip=10.0.1.8")
+    failed = job(JobState.FAILED, FAILED_WITH + line, submission_id=submit.submission_id)
+    second = _step(again.status, s, 50, job=failed, worker_nodes=workers)
+    assert second.status.reason == R.RESTARTING and second.status.avoided_nodes == ["node-a", "node-b"]
