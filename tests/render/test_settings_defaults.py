@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from grpo_operator.planning.grace import pod_grace_seconds
 from grpo_operator.planning.plan import make_plan
 from grpo_operator.render import RenderSettings, render
 
@@ -21,11 +20,11 @@ def test_network_policies_are_rendered_unless_turned_off() -> None:
 
 
 def test_the_grace_cap_without_settings_is_the_documented_default() -> None:
+    # The run asks for more than an hour (a 5000 s step, its own cap at 7200): its workers get the operator's cap.
     assert "GRPO_MAX_GRACE_SECONDS (default 3600)" in README
-    plan = make_plan(run_of(example("qwen3-4b-disaggregated", {"preemption": {"maxGraceSeconds": 7200}})))
-    assert (
-        pod_grace_seconds(
-            plan.preemption_grace.model_copy(update={"seconds": 5000}), RenderSettings().max_grace_seconds
-        )
-        == 3600
-    )
+    run = run_of(example("qwen3-4b-disaggregated", {"preemption": {"stepSeconds": 5000, "maxGraceSeconds": 7200}}))
+    plan = make_plan(run)
+    assert plan.preemption_grace.seconds > 3600
+    [cluster] = [c for c in render(run, plan, RenderSettings()).children if c["kind"] == "RayCluster"]
+    graces = {g["template"]["spec"]["terminationGracePeriodSeconds"] for g in cluster["spec"]["workerGroupSpecs"]}
+    assert graces == {3600}
