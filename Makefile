@@ -77,17 +77,26 @@ images: install
 ## Test tiers: `unit` is the pure tiers (no control plane, images or network: seconds to
 ## minutes), `integration` what needs the control plane, a Ray head, uvicorn servers, helm or images, `test`
 ## (CI) lint and every tier, printing its 40 slowest steps (what to shorten first). Hypothesis runs
-## derandomized without its database (the `ci` profile, tests/conftest.py).
+## derandomized without its database (the `ci` profile, tests/conftest.py). `test` and `integration` run
+## PYTEST_WORKERS pytest processes (pytest-xdist), a test module at a time each: most of an integration test's
+## time is spent waiting on the components it started, so two workers halve the wall time on two cores. The
+## tests that share the machine's one real node or `make run`'s .grpo/ run in order on one worker.
+## PYTEST_WORKERS=0 runs everything in one process.
 UNIT_ARGS := tests --ignore=tests/integration --ignore=tests/e2e
+PYTEST_WORKERS ?= 2
+XDIST = $(if $(filter 0,$(PYTEST_WORKERS)),,-n $(PYTEST_WORKERS) --dist loadgroup --no-loadscope-reorder)
 
 unit: install
 	$(PY) -m pytest $(UNIT_ARGS)
 
 integration: install control-plane images
-	$(PY) -m pytest tests/integration tests/e2e
+	$(PY) -m pytest $(XDIST) tests/integration tests/e2e
 
-test: install control-plane lint images
-	$(PY) -m pytest --durations=40
+## The control plane (Go builds) and the images (debootstrap, pip, podman) are built side by side: the one waits
+## on the CPU, the other mostly on the network and the disk.
+test: install lint
+	$(MAKE) --no-print-directory -j2 --output-sync=line control-plane images
+	$(PY) -m pytest $(XDIST) --durations=40
 
 ## The hypothesis tests of the unit tier at random, ten times the examples, with the example database on
 ## (.hypothesis/): a failure found is replayed on the next `make fuzz` until fixed.

@@ -7,6 +7,10 @@ random, keeps the database under .hypothesis/ and tries ten times the examples (
 Nothing here imports a test helper: a hypothesis `settings` object made at import takes its defaults from the
 profile loaded then, so helpers must be imported after the profile is chosen (at collection).
 
+Under `pytest -n N` (`make test` runs two workers) each test module is one unit of work, so a module's fixtures
+are made once, on one worker; the tests that share something the machine has only one of (the real kubelet node,
+`make run`'s `.grpo/` folder) are one unit, sent first because it is the longest.
+
 The fixtures that start real components (control plane, Ray head, uvicorn servers, podman images) live in the
 conftest files under tests/integration/.
 """
@@ -31,6 +35,24 @@ settings.register_profile(
     print_blob=True,
 )
 settings.load_profile("ci")
+
+
+# What the machine has one of: the real kubelet node (tests/e2e's package fixtures; the host-rules check runs after
+# their teardown) and make run's .grpo/ (test_make_run*.py).
+ONE_PER_MACHINE = ("tests/e2e/", "tests/integration/realnode/", "tests/integration/devtools/test_make_run.py")
+MACHINE_GROUP = "one-per-machine"
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the groups
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Under xdist, group the tests by module, the machine-wide ones together and first (`--dist loadgroup
+    --no-loadscope-reorder` keeps this order); a plain run keeps pytest's order."""
+    if getattr(config.option, "dist", "no") == "no":
+        return
+    for item in items:
+        group = MACHINE_GROUP if item.nodeid.startswith(ONE_PER_MACHINE) else item.nodeid.split("::")[0]
+        item.add_marker(pytest.mark.xdist_group(group))
+    items.sort(key=lambda item: not item.nodeid.startswith(ONE_PER_MACHINE))  # stable: each side keeps its order
 
 
 def pytest_configure(config: pytest.Config) -> None:
