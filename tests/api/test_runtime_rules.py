@@ -94,3 +94,15 @@ def test_a_default_instance_type_the_runtime_does_not_offer_is_refused_with_the_
     parsed, problems = _parse(default)
     assert parsed is None
     assert any("defaults.instanceType 'h200-ib' is not one of instanceTypes (h100-ib)" in p for p in problems), problems
+
+
+def test_a_runtime_name_of_253_characters_is_accepted_and_one_of_254_is_refused_naming_the_field() -> None:
+    # An object's name is a DNS subdomain of at most 253 characters: the API server never stores a longer one,
+    # so a runtime named so could never be found by a run's runtimeRef.
+    for length, valid in ((253, True), (254, False)):
+        doc = copy.deepcopy(IB)
+        doc["metadata"]["name"] = "r" * length
+        parsed, problems = parse_runtime(doc)
+        assert (parsed is not None) is valid, (length, [str(p) for p in problems])
+        if not valid:
+            assert any(p.path == "metadata.name" and "253" in p.message for p in problems), [str(p) for p in problems]

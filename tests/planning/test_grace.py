@@ -91,20 +91,23 @@ def _attempt(n: int, ended: bool, samples: list[int]) -> AttemptAccount:
     )
 
 
+# The attempts as (number, ended, samples), made into AttemptAccounts inside the test: objects made while the
+# module is collected would be of the classes as they were then (`make mutation` executes a mutated api module
+# again, and a strict model refuses an instance of the class it replaced).
 @pytest.mark.parametrize(
     ("attempts", "expected"),
     [
         ([], ()),
-        ([_attempt(1, False, [50, 60])], ()),  # the running attempt's own samples do not move its pods' grace
-        ([_attempt(1, True, [50, 60]), _attempt(2, False, [90])], (50, 60)),
-        ([_attempt(1, True, [50]), _attempt(2, True, []), _attempt(3, False, [])], (50,)),
-        ([_attempt(1, True, [50]), _attempt(2, True, [70, 80])], (70, 80)),
+        ([(1, False, [50, 60])], ()),  # the running attempt's own samples do not move its pods' grace
+        ([(1, True, [50, 60]), (2, False, [90])], (50, 60)),
+        ([(1, True, [50]), (2, True, []), (3, False, [])], (50,)),
+        ([(1, True, [50]), (2, True, [70, 80])], (70, 80)),
     ],
 )
 def test_the_observed_step_time_is_the_last_ended_attempts(
-    attempts: list[AttemptAccount], expected: tuple[int, ...]
+    attempts: list[tuple[int, bool, list[int]]], expected: tuple[int, ...]
 ) -> None:
-    accounting = RunAccounting(updated_at="2026-01-01T01:00:00Z", attempts=attempts)
+    accounting = RunAccounting(updated_at="2026-01-01T01:00:00Z", attempts=[_attempt(*a) for a in attempts])
     assert observed_rollout_seconds(accounting) == expected
 
 

@@ -607,7 +607,7 @@ class Toleration(ApiModel):
             raise PydanticCustomError(
                 "toleration",
                 "value {value} must be empty when `operator` is 'Exists'; remove value, or use operator Equal",
-                {"value": repr(self.value[:63])},
+                {"value": repr(self.value)},
             )
         if not self.key and self.operator != "Exists":
             raise PydanticCustomError(
