@@ -55,3 +55,15 @@ def test_the_last_well_formed_summary_line_wins_over_a_later_broken_or_foreign_o
     summary = parse(log)
     assert summary is not None and (summary.exit_code, summary.last_rollout) == (1, 4)
     assert parse("GRPO_RUN_SUMMARY [1, 2]") is None
+
+
+def test_a_later_json_line_of_the_users_code_without_the_mark_is_not_taken_for_the_summary() -> None:
+    users = "my own summary: " + json.dumps({"version": 1, "exit_code": 3, "last_rollout": 99})
+    summary = parse("\n".join([line(exit_code=0, first_rollout=0, last_rollout=19), users]))
+    assert summary is not None and (summary.exit_code, summary.last_rollout) == (0, 19)
+
+
+def test_a_boolean_or_a_string_is_not_taken_for_an_exit_code_or_a_rollout() -> None:
+    summary = parse(line(exit_code=True, first_rollout="0", last_rollout=19.0))
+    assert summary is not None
+    assert (summary.exit_code, summary.first_rollout, summary.last_rollout) == (None, None, None)

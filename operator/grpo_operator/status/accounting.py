@@ -289,7 +289,8 @@ def _split(attempt: AttemptAccount) -> tuple[int, int]:
     warmup = held if attempt.gpu_seconds_to_first_rollout is None else attempt.gpu_seconds_to_first_rollout
     rollout_time = held - warmup
     lost, completed = attempt.rollouts_lost or 0, attempt.rollouts_completed
-    share = round(rollout_time * lost / completed) if completed else 0
+    # A resume can redo rollouts that went by before the attempt's first scrape: more than were observed.
+    share = round(rollout_time * min(lost, completed) / completed) if completed else 0
     return share + (warmup if attempt.attempt > 1 else 0), rollout_time - share
 
 

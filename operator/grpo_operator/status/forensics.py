@@ -38,11 +38,10 @@ def capture(
 
 def after_failure(draft: Draft, reason: str) -> tuple[tuple[CaptureEvidence, ...], list[EvidenceBundle] | None]:
     """The capture of a job that failed with `reason`, before its RayCluster goes; an NCCL or fabric failure adds
-    the log's NCCL lines with their context. Once per job and reason."""
+    the log's NCCL lines with their context. Once per job: the decision that captures ends the run (and a terminal
+    run only winds down) or restarts it, which tracks the next attempt's job id from then on."""
     job, bundles = draft.obs.job, kept(draft.prev)
     assert job is not None
-    if any(b.submission_id == job.submission_id and b.trigger == reason for b in bundles):
-        return (), bundles or None
     lines = failures.fabric_lines(draft.obs.log_text or job.message, reason)
     pieces = (("nccl.log", lines),) if lines else ()
     actions, listed, events = capture(bundles, draft.obs, reason, "after it failed", pieces)

@@ -33,10 +33,9 @@ class Trip:
     message: str
 
 
-def advance(state: GuardState, guards: GuardsSpec, metrics: TrainerMetrics | None, now: datetime) -> GuardState:
-    """Fold a newly observed rollout into the state; the same rollout seen twice counts once."""
-    if metrics is None or metrics.rollout is None:
-        return state
+def advance(state: GuardState, guards: GuardsSpec, metrics: TrainerMetrics, now: datetime) -> GuardState:
+    """Fold an observed rollout (metrics with a rollout id) into the state; the same rollout seen twice counts
+    once."""
     if state.last_rollout is not None and metrics.rollout == state.last_rollout:
         return state
     repetitive = metrics.repetition_frac is not None and metrics.repetition_frac > guards.max_repetition_frac
