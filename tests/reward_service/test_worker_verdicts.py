@@ -13,6 +13,7 @@ import signal
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
+from concurrent.futures import ProcessPoolExecutor
 from typing import Any, ClassVar
 
 import math_verify.grader
@@ -95,8 +96,11 @@ def test_a_gold_label_math_verify_cannot_read_is_a_bad_label_naming_it(scoring_w
 
 
 def test_a_worker_does_not_log_math_verifys_warning_for_every_item(
-    scoring_worker: Callable[..., None], caplog: pytest.LogCaptureFixture
+    scoring_worker: Callable[..., None], caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    # As in a fresh worker: math_verify warns once per process, and an earlier test here may have had it warn.
+    for module in (math_verify.parser, math_verify.grader):
+        monkeypatch.setattr(module, "TIMEOUT_WARNING_SHOWN", False)
     scoring_worker()
     with caplog.at_level(logging.WARNING):
         worker.score("\\frac{1}{2}", "so $\\boxed{0.5}$")
@@ -150,15 +154,17 @@ def test_a_budget_under_a_second_is_kept_too() -> None:
     assert slow == worker.ItemResult(worker.TIMEOUT, 0.0, "gave up after the 0.25 s worker budget")
 
 
-def test_an_alarm_while_the_worker_is_idle_is_ignored(scoring_worker: Callable[..., None]) -> None:
+def test_an_alarm_while_the_worker_is_idle_is_ignored() -> None:
     # Only an item's own alarm may stop it: a SIGALRM before the worker's first item, or after an item (the
-    # item's timer can expire just as the item ends), must not raise where nothing catches it, in the worker's
-    # idle loop, which would end the worker.
-    scoring_worker(budget_s=60.0)
-    signal.raise_signal(signal.SIGALRM)
-    first = worker.score("\\frac{1}{2}", "so $\\boxed{0.5}$")
-    signal.raise_signal(signal.SIGALRM)
-    second = worker.score("\\frac{1}{3}", "so $\\boxed{0.5}$")
+    # item's timer can expire just as the item ends), must not end the worker. In a spawned worker, so that a
+    # worker that would die of the signal fails this test instead of ending pytest.
+    config = worker.WorkerConfig(Backend.MATH_VERIFY, BOTH, 60.0, 8 << 20, *NO_MODEL)
+    context = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(1, context, initializer=worker.initialize, initargs=(config,)) as one_worker:
+        one_worker.submit(signal.raise_signal, signal.SIGALRM).result(timeout=GUARD_S)
+        first = one_worker.submit(worker.score, "\\frac{1}{2}", "so $\\boxed{0.5}$").result(timeout=GUARD_S)
+        one_worker.submit(signal.raise_signal, signal.SIGALRM).result(timeout=GUARD_S)
+        second = one_worker.submit(worker.score, "\\frac{1}{3}", "so $\\boxed{0.5}$").result(timeout=GUARD_S)
     assert (first, second) == (worker.ItemResult(worker.SCORED, 1.0), worker.ItemResult(worker.SCORED, 0.0))
 
 
