@@ -64,6 +64,7 @@ def scoring_worker(monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[..., No
         ("\\frac{1}{2}", "so $\\boxed{0.5}$", 1.0),
         ("\\frac{1}{3}", "so $\\boxed{0.5}$", 0.0),
         ("15", "so $\\boxed{15.0}$", 1.0),  # not a canonical integer: math_verify decides
+        ("42", "Answer: 42$", 1.0),  # a closing $ without its opening one is no math delimiter pair: 42$ reads as 42
         ("2\\sqrt{2}", "so $\\boxed{\\sqrt{8}}$", 1.0),
         ("\\frac{1}{2}", "so $\\boxed{\\\\}$", 0.0),  # an answer math_verify cannot read earns nothing
     ],
