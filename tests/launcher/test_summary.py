@@ -7,7 +7,7 @@ import json
 import sys
 from pathlib import Path
 
-from grpo_launcher.summary import RolloutLog, parse_metrics_line, parse_metrics_line_keys, summary_line
+from grpo_launcher.summary import RolloutLog, parse_metrics_line, parse_metrics_line_keys, read_failure, summary_line
 from grpo_operator.status import summary as operator_summary
 
 from tests.support.launcher import base_config, launcher, write_config
@@ -116,3 +116,26 @@ def test_numpy_and_torch_values_in_a_miles_line_are_read_and_an_unreadable_one_c
 def test_a_line_with_a_key_that_cannot_be_read_keeps_the_readable_keys() -> None:
     parsed = parse_metrics_line_keys("perf 2: {'rollout/repetition_frac': 0.25, <Key 1>: 3, 'perf/step_time': 1.5}")
     assert parsed == (2, {"repetition_frac": 0.25, "step_time_seconds": 1.5}, ["<unreadable key>"])
+
+
+def test_a_failure_line_printed_by_the_driver_itself_reaches_the_summary() -> None:
+    # Printed in the driver's own process, the line has no Ray actor prefix: the mark opens it.
+    log = RolloutLog()
+    log.feed('GRPO_FAILURE {"reason": "RewardServiceFailed", "message": "from the driver"}')
+    parsed = operator_summary.parse(summary_line(1, log, {}, log.failure))
+    assert parsed is not None and parsed.failure is not None
+    assert (parsed.failure.reason, parsed.failure.message) == ("RewardServiceFailed", "from the driver")
+
+
+def test_a_malformed_failure_is_no_failure_and_a_later_good_line_still_counts(tmp_path: Path) -> None:
+    # A component that wrote the wrong shape must not cost the run its summary line: the launcher prints it after
+    # reading the failure file, and a reason that is not one string is no Failed reason.
+    log = RolloutLog()
+    for bad in ('["RewardServiceFailed"]', '{"message": "no reason"}', '{"reason": 5}', "{not json"):
+        log.feed(f"(RolloutManager pid=41) GRPO_FAILURE {bad}")
+    assert log.failure is None
+    log.feed('(RolloutManager pid=41) GRPO_FAILURE {"reason": "RewardServiceFailed", "message": "down"}')
+    assert log.failure == {"reason": "RewardServiceFailed", "message": "down"}
+    failure_file = tmp_path / "failure.json"
+    failure_file.write_text('{"message": "no reason"}')
+    assert read_failure(failure_file) is None

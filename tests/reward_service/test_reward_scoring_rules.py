@@ -17,7 +17,7 @@ from reward_service import worker
 
 
 def test_a_cached_verdict_for_one_gold_label_is_not_reused_for_another() -> None:
-    config = worker.WorkerConfig(Backend.MATH_VERIFY, Extraction.BOXED, budget_s=30, cache_bytes=64 * 1024 * 1024)
+    config = worker.WorkerConfig(Backend.MATH_VERIFY, Extraction.BOXED, 30, 64 << 20, "", 2048, 1)  # no reward model
     context = multiprocessing.get_context("spawn")  # the worker's alarm and SIGTERM setup stay out of pytest
     with ProcessPoolExecutor(1, context, initializer=worker.initialize, initargs=(config,)) as one_worker:
         answer = "so $\\boxed{0.5}$"

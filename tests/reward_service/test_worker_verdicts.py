@@ -10,7 +10,10 @@ import itertools
 import logging
 import multiprocessing
 import signal
+import subprocess
+import sys
 from collections.abc import Callable, Iterator
+from concurrent.futures import ProcessPoolExecutor
 from typing import Any, ClassVar
 
 import math_verify.grader
@@ -26,6 +29,7 @@ BOTH = Extraction.BOXED_OR_ANSWER_LINE
 QUIETED = ("math_verify", "latex2sympy2_extended")
 GUARD_S = 60  # a hang guard: a spawned worker starts in seconds and gives up after 2 s
 HANGS = "Simplifying, the result is $\\boxed{9^{9^{9^{9}}}}$."  # runs for minutes without a budget
+NO_MODEL = ("", 2048, 1)  # a WorkerConfig's reward-model fields (name, max length, threads), unused by math_verify
 
 
 @pytest.fixture
@@ -37,10 +41,13 @@ def scoring_worker(monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[..., No
     monkeypatch.setattr(worker, "_state", worker._WorkerState())
 
     def start(
-        extraction: Extraction = BOTH, budget_s: float = 60.0, cache_bytes: int = 8 << 20, **more: object
+        extraction: Extraction = BOTH,
+        budget_s: float = 60.0,
+        cache_bytes: int = 8 << 20,
+        backend: Backend = Backend.MATH_VERIFY,
+        model: tuple[str, int, int] = NO_MODEL,
     ) -> None:
-        backend = more.pop("backend", Backend.MATH_VERIFY)
-        worker.initialize(worker.WorkerConfig(backend, extraction, budget_s, cache_bytes, **more))  # type: ignore[arg-type]
+        worker.initialize(worker.WorkerConfig(backend, extraction, budget_s, cache_bytes, *model))
 
     yield start
     signal.setitimer(signal.ITIMER_REAL, 0)
@@ -57,6 +64,7 @@ def scoring_worker(monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[..., No
         ("\\frac{1}{2}", "so $\\boxed{0.5}$", 1.0),
         ("\\frac{1}{3}", "so $\\boxed{0.5}$", 0.0),
         ("15", "so $\\boxed{15.0}$", 1.0),  # not a canonical integer: math_verify decides
+        ("42", "Answer: 42$", 1.0),  # a closing $ without its opening one is no math delimiter pair: 42$ reads as 42
         ("2\\sqrt{2}", "so $\\boxed{\\sqrt{8}}$", 1.0),
         ("\\frac{1}{2}", "so $\\boxed{\\\\}$", 0.0),  # an answer math_verify cannot read earns nothing
     ],
@@ -89,8 +97,11 @@ def test_a_gold_label_math_verify_cannot_read_is_a_bad_label_naming_it(scoring_w
 
 
 def test_a_worker_does_not_log_math_verifys_warning_for_every_item(
-    scoring_worker: Callable[..., None], caplog: pytest.LogCaptureFixture
+    scoring_worker: Callable[..., None], caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    # As in a fresh worker: math_verify warns once per process, and an earlier test here may have had it warn.
+    for module in (math_verify.parser, math_verify.grader):
+        monkeypatch.setattr(module, "TIMEOUT_WARNING_SHOWN", False)
     scoring_worker()
     with caplog.at_level(logging.WARNING):
         worker.score("\\frac{1}{2}", "so $\\boxed{0.5}$")
@@ -123,7 +134,7 @@ def test_the_server_scores_integer_answers_itself_and_leaves_the_rest_to_a_worke
 
 
 def test_an_item_past_the_worker_budget_times_out_and_the_worker_scores_the_next() -> None:
-    config = worker.WorkerConfig(Backend.MATH_VERIFY, BOTH, budget_s=2.0, cache_bytes=8 << 20)
+    config = worker.WorkerConfig(Backend.MATH_VERIFY, BOTH, 2.0, 8 << 20, *NO_MODEL)
     context = multiprocessing.get_context("spawn")  # the alarm and SIGTERM setup stay out of pytest
     # A worker that ignores its budget would run for minutes: the wait is bounded and leaving the block kills it.
     with context.Pool(1, initializer=worker.initialize, initargs=(config,)) as one_worker:
@@ -138,10 +149,24 @@ def test_an_item_past_the_worker_budget_times_out_and_the_worker_scores_the_next
 
 def test_a_budget_under_a_second_is_kept_too() -> None:
     # The default budget is half the hard deadline: 1 s for math_verify's default of 2 s, less when it is lowered.
-    config = worker.WorkerConfig(Backend.MATH_VERIFY, BOTH, budget_s=0.25, cache_bytes=8 << 20)
+    config = worker.WorkerConfig(Backend.MATH_VERIFY, BOTH, 0.25, 8 << 20, *NO_MODEL)
     with multiprocessing.get_context("spawn").Pool(1, initializer=worker.initialize, initargs=(config,)) as one_worker:
         slow = one_worker.apply_async(worker.score, ("15", HANGS)).get(timeout=GUARD_S)
     assert slow == worker.ItemResult(worker.TIMEOUT, 0.0, "gave up after the 0.25 s worker budget")
+
+
+def test_an_alarm_while_the_worker_is_idle_is_ignored() -> None:
+    # Only an item's own alarm may stop it: a SIGALRM before the worker's first item, or after an item (the
+    # item's timer can expire just as the item ends), must not end the worker. In a spawned worker, so that a
+    # worker that would die of the signal fails this test instead of ending pytest.
+    config = worker.WorkerConfig(Backend.MATH_VERIFY, BOTH, 60.0, 8 << 20, *NO_MODEL)
+    context = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(1, context, initializer=worker.initialize, initargs=(config,)) as one_worker:
+        one_worker.submit(signal.raise_signal, signal.SIGALRM).result(timeout=GUARD_S)
+        first = one_worker.submit(worker.score, "\\frac{1}{2}", "so $\\boxed{0.5}$").result(timeout=GUARD_S)
+        one_worker.submit(signal.raise_signal, signal.SIGALRM).result(timeout=GUARD_S)
+        second = one_worker.submit(worker.score, "\\frac{1}{3}", "so $\\boxed{0.5}$").result(timeout=GUARD_S)
+    assert (first, second) == (worker.ItemResult(worker.SCORED, 1.0), worker.ItemResult(worker.SCORED, 0.0))
 
 
 def test_a_workers_caches_stay_within_its_cache_budget_however_many_items_it_scores(
@@ -175,6 +200,33 @@ def test_the_warm_up_at_start_logs_no_math_verify_warning(
     assert [r.getMessage() for r in caplog.records if r.name.startswith(QUIETED)] == []
 
 
+# In a fresh interpreter (this one has long imported what math_verify loads lazily): warm up as the pool's
+# forkserver and each worker do, start the worker, then score answer forms like the warm-up's own.
+_FIRST_ITEMS_AFTER_WARM_UP = """
+import sys
+from reward_service import worker
+from reward_service.settings import Backend, Extraction
+worker.warm_up()
+worker.initialize(worker.WorkerConfig(Backend.MATH_VERIFY, Extraction.BOXED, 0, 8 << 20, "", 2048, 1))
+before = set(sys.modules)
+items = [("\\\\frac{1}{4}", "0.25"), ("\\\\sqrt{12}", "2\\\\sqrt{3}"), ("5", "x=5"), ("(a+b)^2", "a^2+2ab+b^2"),
+         ("\\\\{3,4\\\\}", "(3, 4)"), ("6", "\\\\binom{4}{2}"), ("90", "90^\\\\circ")]
+print([worker.score(gold, "so \\\\boxed{" + answer + "}").reward for gold, answer in items])
+print(sorted(set(sys.modules) - before))
+"""
+
+
+def test_a_warmed_up_worker_imports_nothing_while_it_scores_its_first_items() -> None:
+    # The warm-up is there so that a new worker's (or a replacement's) first requests do not pay for the
+    # parser's and sympy's lazy imports, about 1 s; an import while scoring is that cost, paid inside the budget.
+    run = subprocess.run(
+        [sys.executable, "-c", _FIRST_ITEMS_AFTER_WARM_UP], capture_output=True, text=True, timeout=GUARD_S, check=True
+    )
+    rewards, imported = run.stdout.splitlines()
+    assert rewards == str([1.0] * 7)
+    assert imported == "[]"
+
+
 class FakeRewardModel:
     """Stands in for reward_model.RewardModel, a Hugging Face classifier that needs torch (not in the unit tier):
     the same constructor and `score(prompt, response)`; it scores the response's length plus 0.5 for the prompt
@@ -194,7 +246,7 @@ def test_the_reward_model_backend_gives_the_models_score_without_a_label(
 ) -> None:
     monkeypatch.setattr(worker, "RewardModel", FakeRewardModel)
     monkeypatch.setattr(FakeRewardModel, "loaded", [])
-    scoring_worker(backend=Backend.REWARD_MODEL, model_name="org/rm", max_length=512, torch_threads=2)
+    scoring_worker(backend=Backend.REWARD_MODEL, model=("org/rm", 512, 2))
     assert worker.score(None, "four", "p") == worker.ItemResult(worker.SCORED, 4.5)
     assert worker.score(None, "sixsix", None) == worker.ItemResult(worker.SCORED, 6.0)
     assert FakeRewardModel.loaded == [("org/rm", 512, 2)]  # loaded once, as configured
@@ -212,7 +264,7 @@ def _a_worker_stuck_in_c_code(config: worker.WorkerConfig, started: Any) -> None
 def test_a_worker_stuck_in_c_code_dies_at_once_when_the_pool_terminates_it() -> None:
     # The pool's kill at the hard deadline is a SIGTERM; a Python handler would run only once the C call returned
     # (pebble then waits 3 s and sends SIGKILL). Killed by the signal itself, the worker is replaced at once.
-    config = worker.WorkerConfig(Backend.MATH_VERIFY, BOTH, budget_s=0.5, cache_bytes=8 << 20)
+    config = worker.WorkerConfig(Backend.MATH_VERIFY, BOTH, 0.5, 8 << 20, *NO_MODEL)
     context = multiprocessing.get_context("spawn")
     started = context.Event()
     stuck = context.Process(target=_a_worker_stuck_in_c_code, args=(config, started))

@@ -55,9 +55,9 @@ class WorkerConfig:
     extraction: Extraction
     budget_s: float
     cache_bytes: int
-    model_name: str = ""
-    max_length: int = 2048
-    torch_threads: int = 1
+    model_name: str
+    max_length: int
+    torch_threads: int
 
 
 class _BudgetExceeded(BaseException):
@@ -185,7 +185,6 @@ def score(label: str | None, response: str, prompt: Any = None) -> ItemResult:
                 if label is None:
                     raise RuntimeError("math_verify item without a label reached a worker")
                 result = _score_math(label, response, config.extraction)
-            _state.armed = False
         finally:
             _state.armed = False
             signal.setitimer(signal.ITIMER_REAL, 0)

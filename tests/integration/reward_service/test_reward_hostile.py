@@ -164,6 +164,9 @@ def _fill_the_cache(budget: int) -> None:
             extraction=Extraction.BOXED,
             budget_s=0,
             cache_bytes=budget,
+            model_name="",
+            max_length=2048,
+            torch_threads=1,
         )
     )
     cache = worker._state.parse_cached
