@@ -93,9 +93,9 @@ integration: install control-plane images
 	$(PY) -m pytest $(XDIST) tests/integration tests/e2e
 
 ## The control plane (Go builds) and the images (debootstrap, pip, podman) are built side by side: the one waits
-## on the CPU, the other mostly on the network and the disk.
+## on the CPU, the other mostly on the network and the disk. Their progress lines interleave as they come.
 test: install lint
-	$(MAKE) --no-print-directory -j2 --output-sync=line control-plane images
+	$(MAKE) --no-print-directory -j2 control-plane images
 	$(PY) -m pytest $(XDIST) --durations=40
 
 ## The hypothesis tests of the unit tier at random, ten times the examples, with the example database on
