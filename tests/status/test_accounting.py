@@ -9,6 +9,7 @@ import json
 from dataclasses import replace
 from datetime import timedelta
 
+from grpo_operator.api.spec import GRPORunSpec
 from grpo_operator.api.status import GRPORunStatus, Phase, Reason
 from grpo_operator.cli.loading import parse_run
 from grpo_operator.planning.validation import check
@@ -114,10 +115,12 @@ A1_LOST, A1_GOOD = 3200, 19200 - 3200
 A2_LOST, A2_GOOD = 3840 + 6720, 9600 - 3840
 
 
-def through(observations: list[Observation], prev: GRPORunStatus | None = None) -> list[Decision]:
+def through(
+    observations: list[Observation], prev: GRPORunStatus | None = None, run_spec: GRPORunSpec = SPEC
+) -> list[Decision]:
     decisions = []
     for obs in observations:
-        decisions.append(decide(prev, obs, SPEC))
+        decisions.append(decide(prev, obs, run_spec))
         prev = decisions[-1].status
     return decisions
 

@@ -8,10 +8,8 @@ from __future__ import annotations
 from dataclasses import replace
 from datetime import timedelta
 
-from grpo_operator.api.spec import GRPORunSpec
-from grpo_operator.api.status import GRPORunStatus, Phase, Reason
+from grpo_operator.api.status import Phase, Reason
 from grpo_operator.status.decision import Decision
-from grpo_operator.status.lifecycle import decide
 from grpo_operator.status.observation import GpuObservation, JobState, Observation, RunSummary
 
 from tests.status.runs import READY, T0, healthy, job, observe, spec
@@ -30,15 +28,6 @@ from tests.status.test_accounting import (
 )
 from tests.status.test_failures import WATCHDOG
 from tests.status.test_recovery import FAILED_WITH
-
-
-def run_all(s: GRPORunSpec, observations: list[Observation]) -> list[Decision]:
-    prev: GRPORunStatus | None = None
-    decisions = []
-    for obs in observations:
-        decisions.append(decide(prev, obs, s))
-        prev = decisions[-1].status
-    return decisions
 
 
 def test_the_first_reconcile_counts_the_time_since_the_run_was_created() -> None:
@@ -64,8 +53,8 @@ def test_a_one_gpu_pod_bound_since_the_last_update_counts_from_its_binding() -> 
     assert acc is not None and acc.gpu_seconds == 20 and acc.gpus == 1
 
 
-def test_a_job_that_ran_and_succeeded_between_two_reconciles_counts_every_rollout_of_its_summary() -> None:
-    ended = at(
+def _succeeded_through_rollout_19_at_minute_30() -> Observation:
+    return at(
         30,
         submission_id=sid(1),
         cluster=READY,
@@ -73,6 +62,10 @@ def test_a_job_that_ran_and_succeeded_between_two_reconciles_counts_every_rollou
         job=job(JobState.SUCCEEDED, submission_id=sid(1)),
         summary=RunSummary(exit_code=0, first_rollout=0, last_rollout=19, rollouts=(healthy(19),)),
     )
+
+
+def test_a_job_that_ran_and_succeeded_between_two_reconciles_counts_every_rollout_of_its_summary() -> None:
+    ended = _succeeded_through_rollout_19_at_minute_30()
     last = through([at(0, submission_id=sid(1), cluster=READY, gpus=held(0)), ended])[-1].status
     assert last.phase is Phase.SUCCEEDED and last.accounting is not None
     [attempt] = last.accounting.attempts
@@ -81,14 +74,7 @@ def test_a_job_that_ran_and_succeeded_between_two_reconciles_counts_every_rollou
 
 def test_the_summarys_last_rollout_gives_a_rollout_time_sample_after_the_last_scrape() -> None:
     # rollout 10 scraped at minute 20; the summary read at 30 says the job went on to 19: 600 s over 9 rollouts.
-    ended = at(
-        30,
-        submission_id=sid(1),
-        cluster=READY,
-        gpus=held(0),
-        job=job(JobState.SUCCEEDED, submission_id=sid(1)),
-        summary=RunSummary(exit_code=0, first_rollout=0, last_rollout=19, rollouts=(healthy(19),)),
-    )
+    ended = _succeeded_through_rollout_19_at_minute_30()
     last = through([running(10, 1, 9), running(20, 1, 10), ended])[-1].status
     assert last.accounting is not None
     assert last.accounting.attempts[0].rollout_seconds == [600, 67]
@@ -142,7 +128,7 @@ def _restarted(resumed_at: int) -> list[Decision]:
         job=job(JobState.FAILED, FAILED_WITH + WATCHDOG, submission_id=sid(1)),
     )
     submitted = at(35, submission_id=sid(2), cluster=READY, gpus=held(0))
-    return run_all(s, [running(20, 1, 3), fails, submitted, running(40, 2, resumed_at)])
+    return through([running(20, 1, 3), fails, submitted, running(40, 2, resumed_at)], run_spec=s)
 
 
 def test_a_restarted_attempt_ends_when_the_next_attempt_is_submitted() -> None:
