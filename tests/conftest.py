@@ -47,7 +47,7 @@ MACHINE_GROUP = "one-per-machine"
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Under xdist, group the tests by module, the machine-wide ones together and first (`--dist loadgroup
     --no-loadscope-reorder` keeps this order); a plain run keeps pytest's order."""
-    if getattr(config.option, "dist", "no") == "no":
+    if not getattr(config.option, "loadgroup", False):  # what xdist sets in its workers for --dist loadgroup
         return
     for item in items:
         group = MACHINE_GROUP if item.nodeid.startswith(ONE_PER_MACHINE) else item.nodeid.split("::")[0]
