@@ -10,6 +10,7 @@ own verdicts are in test_worker_verdicts.py. The app's lifespan runs with a pool
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import logging
 import re
@@ -22,6 +23,7 @@ from reward_service.app import create_app
 from reward_service.pool import PoolError
 from reward_service.settings import Backend, Extraction, RewardSettings, TimeoutPolicy
 
+from reward_service import app as app_module
 from reward_service import worker
 from tests.support.reward_harness import eventually
 
@@ -280,6 +282,27 @@ def test_a_pool_that_lost_its_workers_is_healed_without_traffic(
         assert any(r.getMessage().startswith("reward service ready: {") for r in caplog.records)
         assert eventually(lambda: service.get("/ready").status_code == 200, within_s=60)  # it looks every 0.5 s
     assert pool.events == ["start", "close"]
+
+
+def test_the_watchdog_looks_at_the_pool_every_half_second_however_long_it_runs(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A pool that lost its workers is healed at most half a second later: the watchdog's waits, taken from a fake
+    sleep (no clock), are each 0.5 s, with one look at the pool after each."""
+    waits: list[float] = []
+    looks: list[int] = []
+
+    async def sleep(seconds: float) -> None:
+        waits.append(seconds)
+
+    class CountingPool:
+        def ensure_running(self) -> None:
+            looks.append(len(waits))
+            if len(looks) == 3:
+                raise asyncio.CancelledError  # the lifespan's cancel, after three looks
+
+    monkeypatch.setattr(app_module.asyncio, "sleep", sleep)
+    with pytest.raises(asyncio.CancelledError):
+        asyncio.run(app_module._watch_pool(CountingPool()))  # type: ignore[arg-type]
+    assert (waits, looks) == ([0.5, 0.5, 0.5], [1, 2, 3])
 
 
 def test_answers_up_to_the_queues_size_are_all_kept_for_retries() -> None:

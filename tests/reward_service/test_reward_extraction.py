@@ -21,6 +21,7 @@ BOTH = Extraction.BOXED_OR_ANSWER_LINE
         (COT + "$\\boxed{41}$ no wait $\\boxed{42}$", BOTH, "42"),
         (COT + "\\fbox{7}", BOTH, "7"),
         (COT + "\\boxed 5 is it", BOTH, "5"),
+        (COT + "so $\\boxed5$.", BOTH, "5"),  # TeX's one-token argument, as math_verify reads it
         (COT + "Answer: 12", BOTH, "12"),
         (COT + "**Answer:** $\\frac{3}{4}$.", BOTH, "\\frac{3}{4}"),
         (COT + "answer: \\boxed{9}", Extraction.ANSWER_LINE, "9"),
@@ -47,6 +48,8 @@ def test_the_final_answer_is_the_last_box_or_answer_line(
         COT + "Therefore $\\boxed{15",  # truncated: the final box never closes
         COT + "no final answer at all, although 15 appears above",
         COT + "Answer:   ",
+        COT + "\\fboxsep=2pt",  # another macro, whose name starts with a box marker's
+        COT + "so the answer is \\boxed",  # the marker is the response's last word
         "",
     ],
 )

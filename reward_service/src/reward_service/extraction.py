@@ -55,7 +55,9 @@ def last_boxed(response: str) -> tuple[int, str | None] | None:
     stripped = len(response) - len(response[rest:].lstrip())
     if stripped < len(response) and response[stripped] == "{":
         return position, _brace_content(response, stripped)
-    if stripped > rest:  # "\boxed 5": the argument is the next token
+    # "\boxed 5", and "\boxed5" as math_verify reads it: the argument is the next token. A letter glued on names
+    # another macro ("\fboxsep"), as in TeX.
+    if stripped > rest or (rest < len(response) and response[rest].isdigit()):
         token = response[stripped:].split(maxsplit=1)
         return position, (token[0].rstrip("$.") if token else None)
     return position, None
