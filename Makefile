@@ -84,7 +84,7 @@ images: install
 ## PYTEST_WORKERS=0 runs everything in one process.
 UNIT_ARGS := tests --ignore=tests/integration --ignore=tests/e2e
 PYTEST_WORKERS ?= 2
-XDIST = $(if $(filter 0,$(PYTEST_WORKERS)),,-n $(PYTEST_WORKERS) --dist loadgroup --no-loadscope-reorder)
+XDIST = $(if $(filter 0,$(PYTEST_WORKERS)),,-n $(PYTEST_WORKERS) --dist loadscope --no-loadscope-reorder)
 
 unit: install
 	$(PY) -m pytest $(UNIT_ARGS)

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import signal
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import settings
@@ -43,16 +44,27 @@ ONE_PER_MACHINE = ("tests/e2e/", "tests/integration/realnode/", "tests/integrati
 MACHINE_GROUP = "one-per-machine"
 
 
-@pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the groups
+def _unit_of_work(nodeid: str) -> str:
+    return MACHINE_GROUP if nodeid.startswith(ONE_PER_MACHINE) else nodeid.split("::", maxsplit=1)[0]
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """xdist's scope scheduler with our units of work: a module, or the one-per-machine tests together. (Its
+    `loadgroup` marks cannot serve: xdist 3.8 renames `item._nodeid`, which pytest 9 no longer reads.)"""
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ByUnitOfWork(LoadScopeScheduling):  # type: ignore[misc]  # xdist ships no types
+        def _split_scope(self, nodeid: str) -> str:
+            return _unit_of_work(nodeid)
+
+    return ByUnitOfWork(config, log)
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Under xdist, group the tests by module, the machine-wide ones together and first (`--dist loadgroup
-    --no-loadscope-reorder` keeps this order); a plain run keeps pytest's order."""
-    if not getattr(config.option, "loadgroup", False):  # what xdist sets in its workers for --dist loadgroup
-        return
-    for item in items:
-        group = MACHINE_GROUP if item.nodeid.startswith(ONE_PER_MACHINE) else item.nodeid.split("::")[0]
-        item.add_marker(pytest.mark.xdist_group(group))
-    items.sort(key=lambda item: not item.nodeid.startswith(ONE_PER_MACHINE))  # stable: each side keeps its order
+    """In an xdist worker, the one-per-machine tests first (the scheduler keeps the collection's order under
+    `--no-loadscope-reorder`); a plain run keeps pytest's order."""
+    if hasattr(config, "workerinput"):
+        items.sort(key=lambda item: _unit_of_work(item.nodeid) != MACHINE_GROUP)  # stable: each side keeps its order
 
 
 def pytest_configure(config: pytest.Config) -> None:
