@@ -4,11 +4,13 @@ through the API server (KubeRay's controller and kubelets cannot run here)."""
 
 from __future__ import annotations
 
+import atexit
 import base64
 import gzip
 import json
 import os
 import secrets
+import shutil
 import signal
 import socket
 import subprocess
@@ -31,6 +33,7 @@ REPO = Path(__file__).resolve().parents[2]
 FAKE_MILES = Path(fake_miles.__file__)
 # Per-run knobs of the miles double, by run name (fake_miles --fake-knobs-dir); one directory per test process.
 KNOBS_DIR = Path(tempfile.mkdtemp(prefix="grpo-fake-knobs-"))
+atexit.register(shutil.rmtree, KNOBS_DIR, ignore_errors=True)
 T = TypeVar("T")
 REWARD_IMAGE = "registry.example/grpo-reward@sha256:" + "1" * 64
 # The session's local Ray head runs with token auth on and this token (tests/operator/conftest.py). `manifest`
