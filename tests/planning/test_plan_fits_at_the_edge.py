@@ -7,8 +7,10 @@ from __future__ import annotations
 
 import copy
 import math
+import re
 from typing import Any
 
+import pytest
 from grpo_operator.planning.documents import parse_run, parse_runtime
 from grpo_operator.planning.instances import DEFAULT_RUNTIME_DOCUMENT
 from grpo_operator.planning.plan import plan_run
@@ -54,3 +56,24 @@ def test_an_sglang_reservation_that_leaves_exactly_the_workspace_free_fits_and_a
     over = check(disaggregated(gpu_gib=80.0, mem_fraction=0.86))
     assert over.plan is not None and not over.plan.fits
     assert errors(over.problems)
+
+
+@pytest.mark.parametrize("short_by", [0.04, 0.001, "one ulp"])
+def test_a_gpu_a_little_short_of_the_training_peak_is_refused_with_numbers_that_show_the_shortfall(
+    short_by: float | str,
+) -> None:
+    peak = plan_run(disaggregated()).actor.total_gib
+    gpu = math.nextafter(peak, 0) if short_by == "one ulp" else peak - float(short_by)
+    [message] = [p.message for p in errors(check(disaggregated(gpu_gib=gpu)).problems) if "training needs" in p.message]
+    needed = re.search(r"training needs about ([\d.]+) GiB per GPU", message)
+    given = re.search(r"\) gives ([\d.]+) GiB:", message)
+    assert needed and given, message
+    assert float(needed[1]) > float(given[1]), message
+    if short_by == 0.04:  # a tenth of a GiB or more apart keeps the usual one decimal
+        assert len(needed[1].split(".")[1]) <= 2, message
+
+
+def test_an_sglang_reservation_a_little_too_large_is_refused_with_numbers_that_show_the_shortfall() -> None:
+    # 0.15 x 79.99 GiB leaves 11.9985 GiB outside SGLang's reservation, 0.0015 short of the 12 GiB workspace
+    [message] = [str(p) for p in errors(check(disaggregated(gpu_gib=79.99, mem_fraction=0.85)).problems)]
+    assert "0.85 leaves 11.999 GiB per GPU outside SGLang's static reservation but 12.000 GiB is needed" in message

@@ -326,6 +326,15 @@ def _fabric_rules(spec: GRPORunSpec, instance: InstanceType) -> list[Problem]:
     return out
 
 
+def apart(more: float, less: float, decimals: int) -> tuple[str, str]:
+    """`more` and `less` with the fewest decimals, from `decimals` on, that tell them apart: a shortfall of 0.04 GiB
+    must not read "needs 50.3 GiB but gives 50.3 GiB"."""
+    places = decimals
+    while places < 17 and f"{more:.{places}f}" == f"{less:.{places}f}":
+        places += 1
+    return f"{more:.{places}f}", f"{less:.{places}f}"
+
+
 def _memory_rules(spec: GRPORunSpec, planned: Planned) -> list[Problem]:
     actor, rollout = planned.actor, planned.rollout
     instance = instance_of(spec)
@@ -338,23 +347,25 @@ def _memory_rules(spec: GRPORunSpec, planned: Planned) -> list[Problem]:
             f"lower training.maxTokensPerGpu (now {spec.training.max_tokens_per_gpu})",
         ]
         acts = actor.activations
+        needed, given = apart(actor.total_gib, budget, 1)
         out.append(
             Problem(
                 "spec.topology",
-                f"training needs about {actor.total_gib:.1f} GiB per GPU (weights {actor.weights_gib:.1f}, fp32 grads "
+                f"training needs about {needed} GiB per GPU (weights {actor.weights_gib:.1f}, fp32 grads "
                 f"{actor.grads_gib:.1f}, optimizer {actor.optimizer_gib:.1f}, activations {actor.activations_gib:.1f} "
                 f"[logits {acts.logits / GIB:.1f}, checkpoints {acts.checkpoints / GIB:.1f}], context "
                 f"{actor.context_gib:.1f}, allocator margin {actor.allocator_margin_gib:.1f}) but a {instance.gpu_model} "
-                f"of {instance.name} ({instance.gpu_gib:g} GiB) gives {budget:.1f} GiB: " + "; or ".join(fixes),
+                f"of {instance.name} ({instance.gpu_gib:g} GiB) gives {given} GiB: " + "; or ".join(fixes),
             )
         )
     if rollout.free_gib < rollout.needed_free_gib:
         highest = max(0.1, (instance.gpu_gib - rollout.needed_free_gib) / instance.gpu_gib)
+        needed, free = apart(rollout.needed_free_gib, rollout.free_gib, 1)
         out.append(
             Problem(
                 "spec.topology.rollout.memFraction",
-                f"{spec.topology.rollout.mem_fraction} leaves {rollout.free_gib:.1f} GiB per GPU outside SGLang's "
-                f"static reservation but {rollout.needed_free_gib:.1f} GiB is needed (SGLang workspace"
+                f"{spec.topology.rollout.mem_fraction} leaves {free} GiB per GPU outside SGLang's "
+                f"static reservation but {needed} GiB is needed (SGLang workspace"
                 + (" and the offloaded actor's residue" if spec.topology.placement is Placement.COLOCATED else "")
                 + f"); set it to at most {int(highest * 100) / 100}",
             )
@@ -362,12 +373,13 @@ def _memory_rules(spec: GRPORunSpec, planned: Planned) -> list[Problem]:
     colocated = spec.topology.placement is Placement.COLOCATED
     host, host_capacity = planned.host_gib_per_node, planned.host_capacity_gib
     if host > host_capacity:
+        needed, given = apart(host, host_capacity, 0)
         out.append(
             Problem(
                 "spec.topology",
-                f"each node needs about {host:.0f} GiB of pinned host memory (reference weights"
+                f"each node needs about {needed} GiB of pinned host memory (reference weights"
                 + (", offloaded training state and engine weights" if colocated else "")
-                + f") but a {instance.name} pod gets {host_capacity:.0f} GiB ({HOST_MEMORY_USABLE:.0%} of its "
+                + f") but a {instance.name} pod gets {given} GiB ({HOST_MEMORY_USABLE:.0%} of its "
                 f"{instance.memory_gib} GiB): raise parallelism or actor.nodes",
             )
         )
