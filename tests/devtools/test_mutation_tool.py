@@ -10,7 +10,8 @@ still holds them when its test fails: the child must give its verdict with almos
 
 A mutant that loops without end is stopped in the first test that reaches it, by CPU time, and that test is
 named. A mutant of a `functools.cache`d function runs every test that calls the function, not only the first one
-(whose call filled the cache before the others ran)."""
+(whose call filled the cache before the others ran). A mutant under which a test's process dies of a signal is
+"crashed", a kill that names the test and the signal."""
 
 from __future__ import annotations
 
@@ -66,6 +67,23 @@ TABLE_TEST = """from fakepkg.grow import TABLE
 
 def test_a():
     assert TABLE["a"] == 1
+"""
+CRASH = '''"""A check that crashes its process below a floor."""
+
+import os
+import signal
+
+
+def check(n: int) -> int:
+    if n < 1:
+        os.kill(os.getpid(), signal.SIGSEGV)
+    return n
+'''
+CRASH_TEST = """from fakepkg.grow import check
+
+
+def test_one():
+    assert check(1) == 1
 """
 CACHED = '''"""A table read once."""
 
@@ -159,6 +177,20 @@ def test_an_endless_loop_is_a_timeout_in_the_test_that_reached_it(tmp_path: Path
     endless = results["fakepkg/grow.py:7: remove: 'i += 1' -> 'pass'"]
     assert (endless["status"], endless["by"]) == ("timeout", "test_grow.py::test_count")
     assert results["fakepkg/grow.py:8: return: 'i' -> 'None'"]["by"] == "test_grow.py::test_count"
+
+
+def test_a_mutant_whose_test_process_dies_of_a_signal_is_crashed_counts_as_killed_and_names_the_test(
+    tmp_path: Path,
+) -> None:
+    results = _run_tool(tmp_path, CRASH, CRASH_TEST)
+
+    crashed = [r for r in results.values() if r["status"] == "crashed"]
+    assert crashed, results
+    assert {r["by"] for r in crashed} == {"test_grow.py::test_one: died of SIGSEGV"}, crashed
+    assert report(list(results.values()), tmp_path / "survivors.txt") == 100.0 * sum(
+        r["status"] != "survived" for r in results.values()
+    ) / len(results)
+    assert "crashed" not in (tmp_path / "survivors.txt").read_text()
 
 
 def test_lines_pick_a_part_of_a_long_file() -> None:

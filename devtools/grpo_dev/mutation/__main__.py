@@ -9,7 +9,7 @@ are skipped; integration and slow tests are deselected). One pytest session per 
 and out of memory over all mutants; a mutant no test reaches counts as survived), and writes every survivor,
 one a line, to `--out`. Each mutant's process may use `--memory-gib` of address space: one that allocates
 without bound fails there and counts as killed ("memory limit"), like one that runs past its time limit
-("timeout"). Results per group stay in `.mutation/<group>.json`.
+("timeout") or whose test process dies of a signal ("crashed"). Results per group stay in `.mutation/<group>.json`.
 """
 
 from __future__ import annotations
@@ -33,7 +33,12 @@ SOURCE_ROOTS = {
 OPERATOR = "operator/grpo_operator"
 LAUNCHER = "trainer_image/src/grpo_launcher"
 REWARD = "reward_service/src/reward_service"
-KILLS = ("killed", "timeout", "memory limit")  # the statuses of a mutant that some limit or test stopped
+KILLS = (
+    "killed",
+    "timeout",
+    "memory limit",
+    "crashed",
+)  # the statuses of a mutant that a test, a limit or a crash stopped
 
 
 @dataclass(frozen=True)

@@ -501,9 +501,16 @@ def run_mutants(session: pytest.Session, plan: Plan) -> None:
             entry = next(r for r in results if r["key"] == plan.mutants[run.index].key)
             code = os.waitstatus_to_exitcode(status) if done else None
             timed_out = timed_out or code == -signal.SIGVTALRM
-            entry["status"] = "timeout" if timed_out else STATUSES.get(code or 0, f"error {code}")
+            # Any other signal killed the test process under the mutant (the unmutated tests pass): a crash a
+            # real run shows too, so the mutant is caught.
+            crashed = not timed_out and code is not None and code < 0
+            entry["status"] = (
+                "timeout" if timed_out else "crashed" if crashed else STATUSES.get(code or 0, f"error {code}")
+            )
             verdict_known = entry["status"] != "survived" and run.verdict_file.exists()
             entry["by"] = run.verdict_file.read_text() if verdict_known else None
+            if crashed and code is not None:
+                entry["by"] = f"{entry['by'] or '(applying the mutant)'}: died of {signal.Signals(-code).name}"
             finished = sum(r["status"] != "running" for r in results)
             plan.results.write_text(json.dumps({"results": results, "left_out": failing}, indent=1))
             if entry["status"] != "killed":
