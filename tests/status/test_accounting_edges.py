@@ -131,15 +131,30 @@ def _restarted(resumed_at: int) -> list[Decision]:
     return through([running(20, 1, 3), fails, submitted, running(40, 2, resumed_at)], run_spec=s)
 
 
-def test_a_restarted_attempt_ends_when_the_next_attempt_is_submitted() -> None:
+def test_a_restarted_attempt_ends_when_its_failure_is_seen_and_the_wait_for_the_next_belongs_to_the_next() -> None:
     decisions = _restarted(4)
     assert decisions[1].status.reason == Reason.RESTARTING
     acc = decisions[-1].status.accounting
     assert acc is not None
     a1, a2 = acc.attempts
-    assert (a1.ended, a2.started, a2.ended) == ("2026-11-30T12:35:00Z", "2026-11-30T12:35:00Z", None)
-    ended = [e.message for d in decisions for e in d.events if e.reason == Reason.ATTEMPT_ENDED]
-    assert len(ended) == 1 and ended[0].startswith("attempt 1 ended")
+    assert (a1.ended, a1.end_phase, a1.end_reason) == ("2026-11-30T12:30:00Z", Phase.PROVISIONING, Reason.RESTARTING)
+    assert (a2.started, a2.ended) == ("2026-11-30T12:35:00Z", None)
+    # 8 GPUs from 0: attempt 1 holds them until its failure at 30, attempt 2 from then (its resubmission at 35)
+    assert (a1.gpu_seconds, a2.gpu_seconds) == (GPUS * 30 * 60, GPUS * 10 * 60)
+    ended = [(i, e.message) for i, d in enumerate(decisions) for e in d.events if e.reason == Reason.ATTEMPT_ENDED]
+    assert len(ended) == 1 and ended[0][0] == 1, ended
+    assert ended[0][1].startswith("attempt 1 ended (Provisioning/Restarting): 4 GPU-hours on 8 GPUs"), ended
+
+
+def test_a_job_the_status_had_not_seen_ends_the_attempt_it_tracked_when_it_is_first_seen() -> None:
+    # attempt 1's job (rollout 2 at 20) gives way to a job the status never recorded (a lost status write): at 30
+    decisions = through([running(10, 1, 0), running(20, 1, 2), running(30, 2, 3)])
+    acc = decisions[-1].status.accounting
+    assert acc is not None
+    a1, a2 = acc.attempts
+    assert (a1.ended, a2.started, a2.ended) == ("2026-11-30T12:30:00Z", "2026-11-30T12:30:00Z", None)
+    ended = [e.message for e in decisions[-1].events if e.reason == Reason.ATTEMPT_ENDED]
+    assert len(ended) == 1 and ended[0].startswith("attempt 1 ended"), ended
 
 
 def test_a_first_attempt_that_fails_loses_all_its_gpu_time_and_its_cost_is_in_cents() -> None:
@@ -181,10 +196,11 @@ def test_an_attempt_keeps_its_last_20_rollout_time_samples_as_the_crd_allows() -
 def test_a_resume_that_redoes_more_rollouts_than_were_seen_loses_at_most_the_attempts_rollout_time() -> None:
     """Attempt 1's first scrape caught rollout 3 (the rollouts before went by between two scrapes); attempt 2
     resumed at 2, so 2 rollouts were lost of the 1 observed. The accounting (and so the reconcile) still holds:
-    attempt 1 loses its 15 minutes of rollouts (8 x 900 s), never more, and the run's goodput is 0, not negative."""
+    attempt 1 loses its 10 minutes of rollouts (8 x 600 s, 20 to its failure at 30), never more, and the run's
+    goodput is 0, not negative."""
     decisions = _restarted(2)
     acc = decisions[-1].status.accounting
     assert acc is not None
     a1 = acc.attempts[0]
-    assert (a1.rollouts_completed, a1.rollouts_lost, a1.lost_gpu_hours) == (1, 2, 2.0)
+    assert (a1.rollouts_completed, a1.rollouts_lost, a1.lost_gpu_hours) == (1, 2, round(8 * 600 / 3600, 4))
     assert acc.goodput == 0.0

@@ -1,6 +1,6 @@
 """Whether a preempted or suspended attempt saved before its worker pods went, as the operator can observe it: the
 next attempt's first rollout is the checkpoint it loaded + 1, so it saved when that checkpoint is at or after the
-last rollout seen of the attempt; the time is from the attempt's end to its pods' GPUs released (the preStop
+last rollout seen of the attempt before it was asked to stop; the time is from the attempt's end to its pods' GPUs released (the preStop
 hooks' wait). Decided observation by observation through `lifecycle.decide`."""
 
 from __future__ import annotations
@@ -9,12 +9,13 @@ from dataclasses import replace
 from datetime import timedelta
 
 import pytest
+from grpo_operator.api.spec import GRPORunSpec
 from grpo_operator.api.status import AttemptAccount, Phase, Reason, RunPlan, SaveOutcome
 from grpo_operator.cli.loading import parse_run
 from grpo_operator.planning.plan import make_plan
 from grpo_operator.status.decision import Decision, Event
 from grpo_operator.status.lifecycle import decide
-from grpo_operator.status.observation import ClusterObservation, GpuObservation, JobState, Observation
+from grpo_operator.status.observation import ClusterObservation, GpuObservation, JobObservation, JobState, Observation
 
 from tests.status.runs import READY, T0, healthy, job, observe, spec
 from tests.support.builders import base, merge
@@ -69,10 +70,15 @@ def life(
     ]
     start = 6 if deleting == "before" else 5
     observations[start:] = [replace(obs, plan=plan_after) for obs in observations[start:]]
-    decisions, prev = [], None
+    decisions = through(observations, SPEC)
+    return decisions
+
+
+def through(observations: list[Observation], run_spec: GRPORunSpec) -> list[Decision]:
+    """Each observation decided in turn, each decision's status the next one's previous."""
+    decisions: list[Decision] = []
     for obs in observations:
-        decisions.append(decide(prev, obs, SPEC))
-        prev = decisions[-1].status
+        decisions.append(decide(decisions[-1].status if decisions else None, obs, run_spec))
     return decisions
 
 
@@ -240,10 +246,7 @@ def stopped_life(
         running(45, 2, first),
     ]
     observations[-1] = replace(observations[-1], gpus=later)
-    decisions, prev = [], None
-    for obs in observations:
-        decisions.append(decide(prev, obs, RECOVERING))
-        prev = decisions[-1].status
+    decisions = through(observations, RECOVERING)
     assert decisions[-1].status.attempt == 2, decisions[-1].status
     return decisions
 
@@ -324,3 +327,96 @@ def test_a_pod_of_the_attempt_before_still_stopping_is_not_the_next_attempts_sto
     assert accounting is not None
     a1, a2 = accounting.attempts
     assert a1.stopped_by == "EvictionByEvictionAPI" and a2.stopped_by is None
+
+
+def until_stopped(last: int, stopped_by: str) -> tuple[list[Observation], GpuObservation, JobObservation]:
+    """Attempt 1 from its start to rollout `last` at 20; its worker pod as seen stopping (`stopped_by`, since
+    20:25); its job as Ray says once that pod's Ray stopped."""
+    stopping = GpuObservation(8, T0, GRACE, stopped_by, T0 + timedelta(minutes=20, seconds=25))
+    before = [
+        at(0, 1, cluster=NOT_READY, gpus=HELD),
+        at(5, 1, cluster=READY, gpus=HELD),
+        running(10, 1, 0),
+        running(20, 1, last),
+    ]
+    return before, stopping, job(JobState.FAILED, NODE_DIED, submission_id="grpo-x-1")
+
+
+def test_a_stopped_pod_still_going_when_its_failure_restarts_the_run_is_timed_until_it_is_gone() -> None:
+    """The deleted worker's Ray stops and the job fails at 21:00 while the pod is still terminating (its preStop
+    saved rollout 7); the run restarts and the pod is gone at 22:00, 95 s after its stop at 20:25: the attempt that
+    ended at the failure still gets its pod's going and the save's time."""
+    before, stopping, died = until_stopped(7, "Deleted")
+    observations = [
+        *before,
+        replace(running(20.5, 1, 7), gpus=stopping),
+        at(21, 2, cluster=READY, gpus=stopping, job=died),
+        at(22, 2, cluster=NOT_READY, gpus=NONE),
+        at(40, 2, cluster=READY, gpus=HELD),
+        running(45, 2, 8),
+    ]
+    decisions = through(observations, RECOVERING)
+    assert decisions[5].status.reason == Reason.RESTARTING
+    a1 = first_attempt(decisions)
+    assert (a1.ended, a1.stopped_by, a1.pods_gone_seconds) == ("2026-11-30T12:21:00Z", "Deleted", 95)
+    [event] = save_events(decisions)
+    assert event.message == "attempt 1 saved rollout 7 in 95 s before deletion: attempt 2 resumed at rollout 8"
+
+
+def test_rollouts_miles_finishes_after_the_save_it_was_asked_for_are_lost_and_the_save_is_still_saved() -> None:
+    """miles trains on after the sentinel's save (train.py:120-126) until its pod goes: rollout 7 was first seen
+    with the stop (so after it, maybe), the hook's save took rollout 7, and rollout 8 finished before Ray stopped.
+    The save reached what was seen before the stop: Saved; rollout 8 is lost, and said so."""
+    before, stopping, died = until_stopped(6, "EvictionByEvictionAPI")
+    observations = [
+        *before,
+        replace(running(20.5, 1, 7), gpus=stopping),
+        replace(running(20.7, 1, 8), gpus=stopping),
+        at(21, 2, cluster=READY, gpus=NONE, job=died),
+        at(40, 2, cluster=READY, gpus=HELD),
+        running(45, 2, 8),
+    ]
+    decisions = through(observations, RECOVERING)
+    a1 = first_attempt(decisions)
+    assert (a1.stop_rollout, a1.last_rollout, a1.rollouts_lost) == (6, 8, 1)
+    assert a1.save is not None and (a1.save.outcome, a1.save.rollout) == (SaveOutcome.SAVED, 7)
+    [event] = save_events(decisions)
+    assert event.message == "attempt 1 saved rollout 7 in 35 s before eviction: attempt 2 resumed at rollout 8"
+    lost = [e.message for d in decisions for e in d.events if e.reason == Reason.ROLLOUTS_LOST]
+    assert lost == ["attempt 1 lost 1 rollout(s): attempt 2 resumed at rollout 8, after the checkpoint it loaded"]
+    # A checkpoint from before what was seen at the stop is no save: the hook's wait ran out.
+    observations[-1] = running(45, 2, 6)
+    decisions = through(observations, RECOVERING)
+    a1 = first_attempt(decisions)
+    assert a1.save is not None and (a1.save.outcome, a1.save.rollout) == (SaveOutcome.NOT_SAVED, 5)
+    [event] = save_events(decisions)
+    assert event.message.startswith("attempt 1 made no checkpoint after rollout 6 before eviction"), event.message
+    assert event.message.endswith("attempt 2 resumed from rollout 6, 3 rollout(s) lost"), event.message
+
+
+def test_a_suspend_that_asked_for_a_checkpoint_is_saved_though_it_stopped_a_rollout_after_it() -> None:
+    """checkpointOnSuspend: asked with rollout 5 seen, miles saves after rollout 6 and the job is stopped once
+    rollout 7 reports (then the save is surely written); attempt 2 resumes at 7. The save asked for was made;
+    rollout 7 is lost."""
+    asking = spec({"rollout": {"numRollout": 40}, "storage": {"checkpointOnSuspend": True}})
+    observations = [
+        at(0, 1, cluster=NOT_READY, gpus=HELD),
+        at(5, 1, cluster=READY, gpus=HELD),
+        running(10, 1, 0),
+        running(20, 1, 5),
+        replace(running(21, 1, 5), suspend=True),
+        replace(running(21.5, 1, 5), suspend=True, checkpoint_job=JobState.SUCCEEDED),
+        replace(running(22, 1, 6), suspend=True),
+        replace(running(23, 1, 7), suspend=True),
+        at(24, 2, cluster=QUEUED, gpus=NONE, suspend=True),
+        at(40, 2, cluster=NOT_READY, gpus=HELD),
+        at(45, 2, cluster=READY, gpus=HELD),
+        running(50, 2, 7),
+    ]
+    decisions = through(observations, asking)
+    assert decisions[7].status.phase is Phase.SUSPENDED, decisions[7].status
+    a1 = first_attempt(decisions)
+    assert (a1.stop_rollout, a1.last_rollout, a1.rollouts_lost) == (5, 7, 1)
+    assert a1.save is not None and (a1.save.outcome, a1.save.rollout) == (SaveOutcome.SAVED, 6)
+    [event] = save_events(decisions)
+    assert event.message == "attempt 1 saved rollout 6 in 60 s before suspending: attempt 2 resumed at rollout 7"

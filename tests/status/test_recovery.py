@@ -58,7 +58,7 @@ def test_a_fabric_class_failure_restarts_once_from_the_checkpoint_as_attempt_2_a
         "restart 1 of recovery.maxRestarts 1, from the last checkpoint, after NCCLTimeout: rank 3"
     )
     assert restarting.has(KeepLogs) and not restarting.has(StopJob)  # the failed job's log tail is kept
-    assert [e.reason for e in restarting.events] == [R.LOGS_KEPT, R.RESTARTED]
+    assert [e.reason for e in restarting.events] == [R.LOGS_KEPT, R.RESTARTED, R.ATTEMPT_ENDED]
 
     # the next reconcile submits the next attempt into the same RayCluster: a new id, attempt 2
     resubmit = _step(restarting.status, s, 30)

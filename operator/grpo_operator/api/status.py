@@ -337,7 +337,7 @@ class StopReason(StrEnum):
 
 
 class SaveOutcome(StrEnum):
-    SAVED = "Saved"  # the next attempt resumed after the last rollout observed of this one
+    SAVED = "Saved"  # the next attempt resumed after the last rollout observed when this one was asked to stop
     NOT_SAVED = "NotSaved"  # it resumed before: no checkpoint after that rollout was made before the pods went
 
 
@@ -419,6 +419,12 @@ class AttemptAccount(ApiModel):
     )
     stopped_at: str | None = Field(
         default=None, description="When that worker pod began terminating (RFC 3339); podsGoneSeconds counts from here."
+    )
+    stop_rollout: int | None = Field(
+        default=None,
+        description="Highest rollout observed before the attempt was asked to stop (its worker pod's stop, or a "
+        "suspend's checkpoint request); its save is judged against it (none: against lastRollout). Rollouts "
+        "observed after it and not saved count in rolloutsLost.",
     )
     save: AttemptSave | None = Field(
         default=None,

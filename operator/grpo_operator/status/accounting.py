@@ -196,21 +196,25 @@ def _lost_rollouts(ledger: _Ledger) -> list[Event]:
     return events
 
 
-def _stops(ledger: _Ledger, obs: Observation, now: datetime) -> None:
+def _stops(ledger: _Ledger, obs: Observation, now: datetime, seen_before: int | None) -> None:
     """A worker pod of the open attempt stopped while it ran (a drain's eviction, a preemption by the scheduler, a
-    delete): why and when, and, once no stopped pod holds GPUs any more, the time its preStop save and exit took."""
-    current, seen = ledger.open, obs.gpus
-    if current is None or seen is None:
+    delete): why and when, the rollout observed before it (`seen_before`: what this reconcile scraped may have come
+    after), and, once no stopped pod holds GPUs any more, the time its preStop save and exit took (measured after
+    the attempt ended too: the failure a stop causes can be seen before the pod is gone)."""
+    last, seen = (ledger.run.attempts[-1] if ledger.run.attempts else None), obs.gpus
+    if last is None or seen is None:
         return
-    started = parse_rfc3339(current.started)
-    if current.stopped_by is None and seen.stopped_by is not None:
+    started = parse_rfc3339(last.started)
+    if last.ended is None and last.stopped_by is None and seen.stopped_by is not None:
         at = min(now, (seen.stopped_at or now).replace(microsecond=0))
         if started is not None and at < started:
             return  # a pod of the attempt before, still going
-        current.stopped_by, current.stopped_at = seen.stopped_by, rfc3339(at)
-    since = parse_rfc3339(current.stopped_at)
-    if since is not None and seen.stopped_by is None and current.pods_gone_seconds is None:
-        current.pods_gone_seconds = _seconds(now, since)
+        last.stopped_by, last.stopped_at = seen.stopped_by, rfc3339(at)
+        if last.stop_rollout is None:
+            last.stop_rollout = seen_before
+    since = parse_rfc3339(last.stopped_at)
+    if since is not None and seen.stopped_by is None and last.pods_gone_seconds is None:
+        last.pods_gone_seconds = _seconds(now, since)
 
 
 def _pods_gone(ledger: _Ledger, now: datetime) -> None:
@@ -222,17 +226,32 @@ def _pods_gone(ledger: _Ledger, now: datetime) -> None:
     last.pods_gone_seconds = _seconds(now, ended)
 
 
+def _asked(attempt: AttemptAccount) -> int | None:
+    """The rollout an attempt's save must reach: the last observed before it was asked to stop, else its last."""
+    return attempt.stop_rollout if attempt.stop_rollout is not None else attempt.last_rollout
+
+
+def _suspend_asked(ledger: _Ledger, status: GRPORunStatus, seen_before: int | None) -> None:
+    """A suspend that asks miles for a checkpoint: the rollout observed before it asked."""
+    current = ledger.open
+    if current is not None and status.suspend_requested_time is not None and current.stop_rollout is None:
+        current.stop_rollout = seen_before
+
+
 def _saves(ledger: _Ledger) -> list[Event]:
     """A suspended or preempted attempt, or one whose worker pod was stopped, saved when the next one resumed after
-    its last rollout observed; an event when a later attempt first tells it."""
+    the last rollout observed before it was asked to stop (else its last); an event when a later attempt first tells
+    it."""
     events = []
     attempts = ledger.run.attempts
     for attempt, after in itertools.pairwise(attempts):
-        last, first = attempt.last_rollout, after.first_rollout
+        asked, first = _asked(attempt), after.first_rollout
         stopped = attempt.end_phase is Phase.SUSPENDED or attempt.stopped_by is not None
-        if not stopped or attempt.save is not None or last is None or first is None:
+        if not stopped or attempt.save is not None or asked is None or first is None:
             continue
-        saved = first - 1 >= last
+        # miles trains on after the save it was asked for (train.py:120-126) until its pod goes: the rollouts it
+        # finishes meanwhile are lost (rolloutsLost), the save is still the one asked for.
+        saved = first - 1 >= asked
         attempt.save = AttemptSave(
             outcome=SaveOutcome.SAVED if saved else SaveOutcome.NOT_SAVED,
             rollout=first - 1,
@@ -274,7 +293,7 @@ def _save_event(attempt: AttemptAccount, save: AttemptSave, after: AttemptAccoun
     return Event(  # Normal, as the other accounting notes: the reconciler posts those under their own reason
         "Normal",
         Reason.NOT_SAVED_BEFORE_STOP,
-        f"attempt {attempt.attempt} made no checkpoint after rollout {attempt.last_rollout} before {why}"
+        f"attempt {attempt.attempt} made no checkpoint after rollout {_asked(attempt)} before {why}"
         + (f" ({detail})" if detail else "")
         + f": attempt {after.attempt} resumed from rollout {save.rollout + 1}, {attempt.rollouts_lost} rollout(s) lost",
     )
@@ -347,10 +366,15 @@ def account(
     _accrue(ledger, prev, obs, now)
     _open(ledger, status, now)
     _pod_grace(ledger, obs)
+    seen_before = ledger.open.last_rollout if ledger.open is not None else None
+    _suspend_asked(ledger, status, seen_before)
     _progress(ledger, obs, now)
     if status.phase is Phase.SUSPENDED or status.phase in TERMINAL_PHASES:
         _close(ledger, status, now)
-    _stops(ledger, obs, now)  # after the close: a suspended or ended attempt's pods go on purpose
+    _stops(ledger, obs, now, seen_before)  # after the close: a suspended or ended attempt's pods go on purpose
+    current = ledger.open
+    if current is not None and status.job_submission_id != current.submission_id:
+        _close(ledger, status, now)  # a restart forgot its job; after its stops, since one may be why it failed
     _pods_gone(ledger, now)
     events = _lost_rollouts(ledger)
     events += _saves(ledger)

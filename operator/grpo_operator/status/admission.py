@@ -131,13 +131,16 @@ def before_submit(draft: Draft, ready: bool) -> Decision:
         phase = Phase.PENDING if cluster is None else Phase.PROVISIONING
         return draft.decide(phase, R.PROVISIONING, message)
     submission = obs.submission_id
+    fresh = attempts.submitted(draft, submission)
+    if fresh:  # the verdict on the attempt before (a stall that restarted it) says nothing of this one
+        conds.set(C.HEALTHY, None, R.NO_METRICS, f"no metrics yet from attempt {fresh['attempt']}")
     return draft.decide(
         Phase.PROVISIONING,
         R.SUBMITTING,
         f"submitting Ray job {submission}",
         (Submit(submission),),
         ray_cluster_name=obs.ray_cluster_name,
-        **attempts.submitted(draft, submission),
+        **fresh,
     )
 
 
