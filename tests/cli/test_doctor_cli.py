@@ -8,6 +8,7 @@ import socket
 import subprocess
 from pathlib import Path
 
+from tests.support.builders import EXAMPLES
 from tests.support.cli import GRPO
 
 
@@ -48,12 +49,22 @@ def test_an_unreachable_api_server_is_one_line_naming_its_address(tmp_path: Path
     assert line.endswith("check that the cluster is up and the kubeconfig's server address")
 
 
-def test_a_run_file_with_problems_is_refused_before_the_cluster_is_read(tmp_path: Path) -> None:
+def test_a_run_file_with_problems_is_refused_with_its_problems_whatever_the_cluster(tmp_path: Path) -> None:
     bad = tmp_path / "run.yaml"
     bad.write_text("apiVersion: grpo.dev/v1alpha1\nkind: GRPORun\nmetadata: {name: x}\nspec: {}\n")
     result = _doctor("-f", str(bad), home=tmp_path)
     assert result.returncode == 1 and "Traceback" not in result.stderr
     assert "spec.model" in result.stdout and "kubeconfig" not in result.stderr
+
+
+def test_a_run_on_a_platform_runtime_takes_the_runtime_from_the_cluster_or_from_runtime(tmp_path: Path) -> None:
+    run, runtime = str(EXAMPLES / "runtimes" / "quickstart.yaml"), str(EXAMPLES / "runtimes" / "h100-infiniband.yaml")
+    # The run is valid with its runtime: what stops doctor is the missing cluster, not the run or the flag.
+    for args in (("-f", run), ("-f", run, "--runtime", runtime)):
+        line = _one_line(_doctor(*args, home=tmp_path))
+        assert line.startswith("grpo doctor: no usable kubeconfig"), (args, line)
+    line = _one_line(_doctor("-f", run, "--runtime", str(tmp_path / "missing.yaml"), home=tmp_path))
+    assert line.startswith(f"{tmp_path / 'missing.yaml'}: cannot read"), line
 
 
 def test_a_chart_values_file_that_cannot_be_read_is_one_line_before_the_cluster_is_read(tmp_path: Path) -> None:

@@ -18,7 +18,8 @@ from typing import Any, TextIO
 from grpo_operator.api import GRPORun
 from grpo_operator.api.runtime import GRPORuntime
 from grpo_operator.api.status import ActorMemory, PreemptionGrace, RunPlan, StepTimeSource
-from grpo_operator.cli.doctor import run_doctor
+from grpo_operator.cli.clusterread import ReadError
+from grpo_operator.cli.doctor import cluster_runtime, run_doctor
 from grpo_operator.cli.doctorchecks import Target
 from grpo_operator.cli.loading import Document, load_documents, load_runtime
 from grpo_operator.cli.yamldecode import MAX_BYTES
@@ -268,6 +269,10 @@ def _parser() -> argparse.ArgumentParser:
     doctor.add_argument(
         "--values", help="the grpo-operator chart's values file (as given to helm install): check what it enables"
     )
+    doctor.add_argument(
+        "--runtime",
+        help="YAML file with the GRPORuntime the run of -f uses (default: the cluster's, as the operator reads it)",
+    )
     for name, text in (
         ("validate", "check every GRPORun in FILE; one line per problem"),
         ("plan", "print what each GRPORun needs and whether it fits"),
@@ -295,7 +300,23 @@ COMMANDS: dict[str, Callable[[list[Checked], str, TextIO], int]] = {"validate": 
 def _doctor(args: argparse.Namespace) -> int:
     target = None
     if args.filename is not None:
-        checked = _load(args.filename)
+        ok, runtime = _load_runtime(args.runtime)
+        text = _text_of(args.filename) if ok else None
+        if text is None:
+            return 1
+        if args.runtime is None:
+            try:
+                runtime = cluster_runtime(text, args.kubeconfig, args.context, args.as_user)
+            except ReadError as exc:
+                # The file's own problems come first: a broken run needs no cluster to be refused.
+                checked = _checked(args.filename, text, None)
+                own = [p for c in checked or [] for p in errors(c.problems) if p.path != "spec.runtimeRef.name"]
+                if own:
+                    _emit_problems(checked or [], sys.stdout)
+                elif checked is not None:
+                    print(f"grpo doctor: {exc}", file=sys.stderr)
+                return 1
+        checked = _checked(args.filename, text, runtime)
         if checked is None:
             return 1
         if len(checked) != 1 or not checked[0].valid:
@@ -337,28 +358,35 @@ def _load_runtime(filename: str | None) -> tuple[bool, GRPORuntime | None]:
     return runtime is not None, runtime
 
 
-def _load(filename: str, runtime_file: str | None = None) -> list[Checked] | None:
-    """The file's documents, checked; or None after one line saying why not."""
-    ok, runtime = _load_runtime(runtime_file)
-    if not ok:
-        return None
+def _text_of(filename: str) -> str | None:
+    """The file's text; or None after one line saying why not."""
     try:
-        text = _read(filename)
+        return _read(filename)
     except OSError as exc:
         print(f"{filename}: cannot read: {exc.strerror}", file=sys.stderr)
-        return None
     except UnicodeDecodeError as exc:
         print(
             f"{filename}: not a text file: byte {exc.start + 1} is not UTF-8; save the file as UTF-8",
             file=sys.stderr,
         )
-        return None
+    return None
+
+
+def _checked(filename: str, text: str, runtime: GRPORuntime | None) -> list[Checked] | None:
+    """The file's documents, checked; or None after saying what is wrong with the file as a whole."""
     checked, file_problems = check_text(text, runtime)
     if file_problems:
         for problem in file_problems:
             print(f"{filename}: {problem.message}", file=sys.stdout)
         return None
     return checked
+
+
+def _load(filename: str, runtime_file: str | None = None) -> list[Checked] | None:
+    """The file's documents, checked; or None after one line saying why not."""
+    ok, runtime = _load_runtime(runtime_file)
+    text = _text_of(filename) if ok else None
+    return None if text is None else _checked(filename, text, runtime)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -15,8 +15,10 @@ from kubernetes.client.exceptions import ApiException
 from kubernetes.config.config_exception import ConfigException
 
 from grpo_operator.api import GROUP, PLURAL, VERSION
+from grpo_operator.api.runtime import RUNTIME_PLURAL
 from grpo_operator.cli.doctorchecks import (
     GRPORUN_CRD,
+    GRPORUNTIME_CRD,
     LOCALQUEUE_CRD,
     PROMETHEUSRULE_CRD,
     RAYCLUSTER_CRD,
@@ -145,12 +147,26 @@ def _served(crd: dict[str, Any]) -> str:
     return str(next((v["name"] for v in versions if v.get("storage")), versions[0]["name"] if versions else "v1"))
 
 
+def read_runtime(api: client.ApiClient, name: str, *, named: bool) -> dict[str, Any] | None:
+    """The cluster's GRPORuntime `name` (what the operator resolves a run against), or None when it has none;
+    `ReadError` when the run names it (`named`) and it may not be read. The default one, unreadable, is None: the
+    checks then judge the run on the built-in types, as for a user who may read nothing."""
+    reader = Reader(api)
+    found = reader.get(f"/apis/{GROUP}/{VERSION}/{RUNTIME_PLURAL}/{name}", RUNTIME_PLURAL)
+    if named and RUNTIME_PLURAL in reader.cluster.unreadable:
+        raise ReadError(
+            f"GRPORuntime {name}, which the run resolves against, may not be read (forbidden); pass its file with "
+            f"--runtime (kubectl get grporuntime {name} -o yaml), or get read access to grporuntimes"
+        )
+    return found
+
+
 def read(api: client.ApiClient, namespace: str, target: Target | None) -> Cluster:
     """Everything the checks read, in one pass."""
     reader = Reader(api)
     cluster = reader.cluster
     cluster.user = api.default_headers.get("Impersonate-User")
-    for name in (GRPORUN_CRD, RAYCLUSTER_CRD, LOCALQUEUE_CRD, SERVICEMONITOR_CRD, PROMETHEUSRULE_CRD):
+    for name in (GRPORUN_CRD, GRPORUNTIME_CRD, RAYCLUSTER_CRD, LOCALQUEUE_CRD, SERVICEMONITOR_CRD, PROMETHEUSRULE_CRD):
         crd = reader.get(f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{name}", "customresourcedefinitions")
         if crd is not None:
             cluster.crds[name] = crd
@@ -168,6 +184,8 @@ def read(api: client.ApiClient, namespace: str, target: Target | None) -> Cluste
     cluster.role_bindings = reader.items(f"{rbac}/rolebindings", "rolebindings")
     if GRPORUN_CRD in cluster.crds:
         cluster.runs = reader.items(f"/apis/{GROUP}/{VERSION}/{PLURAL}", "grporuns")
+    if GRPORUNTIME_CRD in cluster.crds:
+        cluster.runtimes = reader.items(f"/apis/{GROUP}/{VERSION}/{RUNTIME_PLURAL}", RUNTIME_PLURAL)
     if target is not None:
         namespace = target.namespace
         claim = target.run.spec.storage.claim_name

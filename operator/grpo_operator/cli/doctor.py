@@ -8,9 +8,12 @@ import json
 import textwrap
 from typing import Any, TextIO
 
-from grpo_operator.cli.clusterread import ReadError, connect, read
+from grpo_operator.api.runtime import DEFAULT_RUNTIME_NAME, GRPORuntime
+from grpo_operator.cli.clusterread import ReadError, connect, read, read_runtime
 from grpo_operator.cli.doctorchecks import Check, Target, Verdict, checks
 from grpo_operator.cli.yamldecode import MAX_BYTES, YamlError, decode_all
+from grpo_operator.planning.documents import parse_runtime
+from grpo_operator.planning.runtime import runtime_name
 
 WIDTH = 110
 
@@ -38,6 +41,33 @@ def chart_values(path: str) -> dict[str, Any]:
     if not isinstance(values, dict):
         raise ReadError(f"--values {path}: not a mapping of chart values; pass the values file given to helm install")
     return values
+
+
+def cluster_runtime(text: str, kubeconfig: str | None, context: str | None, as_user: str | None) -> GRPORuntime | None:
+    """The cluster's GRPORuntime the run in `text` resolves against, as the operator finds it: the one its
+    spec.runtimeRef names, else the one named default; None for the built-in AWS types (no default runtime on the
+    cluster). `ReadError` with the one line to show when the named one is missing, invalid or unreadable."""
+    try:
+        documents = [d for d in decode_all(text) if d is not None]
+    except YamlError:
+        return None  # the run's own check says what is wrong with the file
+    if len(documents) != 1:
+        return None
+    name = runtime_name(documents[0])
+    api, _ = connect(kubeconfig, context, as_user)
+    with api:
+        found = read_runtime(api, name, named=name != DEFAULT_RUNTIME_NAME)
+    if found is None:
+        if name == DEFAULT_RUNTIME_NAME:
+            return None
+        raise ReadError(
+            f"spec.runtimeRef.name: GRPORuntime {name} is not on the cluster; the operator holds the run Pending "
+            f"(RuntimeNotFound) until it exists: create it (kubectl apply -f <its file>) or fix spec.runtimeRef.name"
+        )
+    runtime, problems = parse_runtime(found)
+    if runtime is None:
+        raise ReadError(f"GRPORuntime {name} on the cluster is not valid: {problems[0]}; fix it (kubectl edit)")
+    return runtime
 
 
 def run_doctor(

@@ -20,7 +20,8 @@ import yaml
 from grpo_dev.localcluster import SimulatedCluster
 from grpo_dev.localcluster.kueue import start_kueue
 from grpo_dev.localcluster.simcluster import gpu_node
-from grpo_operator.planning.instances import INSTANCES
+from grpo_operator.planning.documents import parse_runtime
+from grpo_operator.planning.instances import INSTANCES, InstanceType
 
 from tests.support.builders import EXAMPLES
 from tests.support.cli import GRPO
@@ -191,6 +192,30 @@ def test_a_node_without_efa_allocatable_fails_and_passes_once_it_is_gone(cluster
     finally:
         cluster.kubectl("delete", "node", "p5en-no-efa")
     assert check(cluster, "GPU nodes")[0] == "ok"
+
+
+def test_a_run_on_a_platform_runtime_is_judged_against_the_clusters_runtime_and_its_nodes(
+    cluster: SimulatedCluster,
+) -> None:
+    run, runtime_file = EXAMPLES / "runtimes" / "quickstart.yaml", EXAMPLES / "runtimes" / "h100-infiniband.yaml"
+    missing = doctor(cluster, "-f", str(run))
+    assert missing.returncode == 1 and "Traceback" not in missing.stderr, missing
+    assert "GRPORuntime h100-ib is not on the cluster" in missing.stderr and "RuntimeNotFound" in missing.stderr
+    runtime, problems = parse_runtime(yaml.safe_load(runtime_file.read_text()))
+    assert runtime is not None, problems
+    h100 = InstanceType.of(runtime.spec.instance_types[0])
+    cluster.kubectl("apply", "-f", str(runtime_file))
+    try:
+        verdict, said = check(cluster, "GPU nodes", "-f", str(run))
+        assert verdict == "fail" and said.startswith("no node of h100-ib (nvidia.com/gpu.product=NVIDIA-H100"), said
+        cluster.add_nodes([gpu_node("h100-ib-0", h100), gpu_node("h100-ib-1", h100, devices=0)])
+        verdict, said = check(cluster, "GPU nodes", "-f", str(run))
+        assert verdict == "fail" and "allocatable short: h100-ib-1: rdma/ib 0 of h100-ib's 8" in said, said
+        verdict, said = check(cluster, "GPU nodes")  # no run: every type of the cluster's runtimes, and AWS's
+        assert "2 x h100-ib" in said and "p5en.48xlarge" in said, said
+    finally:
+        cluster.kubectl("delete", "node", "h100-ib-0", "h100-ib-1", "--ignore-not-found")
+        cluster.kubectl("delete", "-f", str(runtime_file))
 
 
 def test_a_device_plugin_missing_from_the_gpu_nodes_fails_and_passes_once_it_runs_there(

@@ -16,6 +16,7 @@ from grpo_operator.cli.doctorchecks.controlplane import (
 )
 from grpo_operator.cli.doctorchecks.model import (
     GRPORUN_CRD,
+    GRPORUNTIME_CRD,
     LOCALQUEUE_CRD,
     PROMETHEUSRULE_CRD,
     RAYCLUSTER_CRD,
@@ -55,6 +56,7 @@ def checks(cluster: Cluster, target: Target | None = None) -> list[Check]:
 
 __all__ = [
     "CLUSTER_RULES",
+    "GRPORUNTIME_CRD",
     "GRPORUN_CRD",
     "LOCALQUEUE_CRD",
     "OPERATOR_RULES",

@@ -10,13 +10,16 @@ from enum import StrEnum
 from typing import Any
 
 from grpo_operator.api import GROUP, PLURAL, GRPORun
+from grpo_operator.api.runtime import DEFAULT_RUNTIME_NAME, RUNTIME_PLURAL
 from grpo_operator.api.status import RunPlan
-from grpo_operator.planning.instances import EFA_RESOURCE, INSTANCE_TYPE_LABEL, INSTANCES
+from grpo_operator.planning.documents import parse_runtime
+from grpo_operator.planning.instances import DEFAULT_RUNTIME, EFA_RESOURCE, InstanceType, instance_of
 from grpo_operator.render import RenderSettings, render
 
 GPU = "nvidia.com/gpu"
 EFA = EFA_RESOURCE
 GRPORUN_CRD = f"{PLURAL}.{GROUP}"
+GRPORUNTIME_CRD = f"{RUNTIME_PLURAL}.{GROUP}"
 RAYCLUSTER_CRD = "rayclusters.ray.io"
 LOCALQUEUE_CRD = "localqueues.kueue.x-k8s.io"
 CLUSTERQUEUE_CRD = "clusterqueues.kueue.x-k8s.io"
@@ -53,9 +56,10 @@ class Check:
 @dataclass
 class Cluster:
     """What doctor read: objects as the API server returned them (camelCase dicts). `crds` by name (absent ones
-    missing); `pods` bound and not finished; `allowed` the user's access reviews, e.g. "create grporuns in ns";
-    `unreadable` what could not be read (a kind's plural) and the API server's words; `chart_values` the grpo
-    chart's values of `--values`, when given; `user` the one `--as` impersonates."""
+    missing); `pods` bound and not finished; `runtimes` the cluster's GRPORuntimes; `allowed` the user's access
+    reviews, e.g. "create grporuns in ns"; `unreadable` what could not be read (a kind's plural) and the API
+    server's words; `chart_values` the grpo chart's values of `--values`, when given; `user` the one `--as`
+    impersonates."""
 
     crds: dict[str, dict[str, Any]] = field(default_factory=dict)
     deployments: list[dict[str, Any]] = field(default_factory=list)
@@ -63,6 +67,7 @@ class Cluster:
     nodes: list[dict[str, Any]] = field(default_factory=list)
     pods: list[dict[str, Any]] = field(default_factory=list)
     runs: list[dict[str, Any]] = field(default_factory=list)
+    runtimes: list[dict[str, Any]] = field(default_factory=list)
     claim: dict[str, Any] | None = None
     local_queue: dict[str, Any] | None = None
     cluster_queue: dict[str, Any] | None = None
@@ -144,13 +149,50 @@ def env_of(container: dict[str, Any], name: str) -> str | None:
     return next((e.get("value") for e in container.get("env") or [] if e.get("name") == name), None)
 
 
+def instance_types(cluster: Cluster, target: Target | None) -> list[InstanceType]:
+    """The GPU node types the checks look for: the run's (from the runtime it resolved against); without a run,
+    every type of the cluster's GRPORuntimes, and the built-in AWS types unless a runtime named default replaces
+    them (as for a run that names no runtime)."""
+    if target is not None:
+        return [instance_of(target.run.spec)]
+    runtimes = [found for doc in cluster.runtimes if (found := parse_runtime(doc)[0]) is not None]
+    if not any(r.metadata.name == DEFAULT_RUNTIME_NAME for r in runtimes):
+        runtimes.append(DEFAULT_RUNTIME)
+    types: dict[str, InstanceType] = {}
+    for runtime in runtimes:
+        for spec in runtime.spec.instance_types:
+            types.setdefault(spec.name, InstanceType.of(spec))
+    return list(types.values())
+
+
+def selects(instance: InstanceType, node: dict[str, Any]) -> bool:
+    """Whether `node` is of the type: its labels hold the type's nodeSelector (the scheduler's rule); a type with
+    no selector takes any node that has GPUs allocatable."""
+    labels = node["metadata"].get("labels") or {}
+    if instance.node_selector:
+        return all(labels.get(key) == value for key, value in instance.node_selector)
+    return quantity((node.get("status") or {}).get("allocatable", {}).get(GPU, 0)) > 0
+
+
+def type_of(node: dict[str, Any], types: list[InstanceType]) -> InstanceType | None:
+    return next((t for t in types if selects(t, node)), None)
+
+
+def typed_gpu_nodes(cluster: Cluster, target: Target | None) -> list[tuple[dict[str, Any], InstanceType]]:
+    """Each GPU node with its type."""
+    types = instance_types(cluster, target)
+    return [(n, t) for n in cluster.nodes if (t := type_of(n, types)) is not None]
+
+
 def gpu_nodes_of(cluster: Cluster, target: Target | None) -> list[dict[str, Any]]:
-    wanted = {str(target.plan.instance_type)} if target else {str(name) for name in INSTANCES}
-    return [n for n in cluster.nodes if (n["metadata"].get("labels") or {}).get(INSTANCE_TYPE_LABEL) in wanted]
+    return [node for node, _ in typed_gpu_nodes(cluster, target)]
 
 
-def type_of(node: dict[str, Any]) -> Any:
-    return INSTANCES[node["metadata"]["labels"][INSTANCE_TYPE_LABEL]]
+def selector_text(instance: InstanceType) -> str:
+    """How a node of the type is found, as a user would select it."""
+    if not instance.node_selector:
+        return f"{GPU} allocatable"
+    return ",".join(f"{key}={value}" for key, value in instance.node_selector)
 
 
 def is_ready(obj: dict[str, Any]) -> bool:

@@ -16,56 +16,63 @@ from grpo_operator.cli.doctorchecks.model import (
     Target,
     Verdict,
     containers,
-    gpu_nodes_of,
+    instance_types,
     is_ready,
     name_of,
     quantity,
-    type_of,
+    selector_text,
+    typed_gpu_nodes,
     unread,
 )
-from grpo_operator.planning.instances import GPU_TOLERATION, INSTANCE_TYPE_LABEL, INSTANCES
+
+
+def _wanted(cluster: Cluster, target: Target | None) -> str:
+    """The node types looked for, each with how its nodes are selected."""
+    types = instance_types(cluster, target)
+    return "; ".join(f"{t.name} ({selector_text(t)})" for t in sorted(types, key=lambda t: t.name))
 
 
 def gpu_nodes(cluster: Cluster, target: Target | None) -> Check:
     if cannot := unread(cluster, "GPU nodes", "nodes"):
         return cannot
-    nodes = gpu_nodes_of(cluster, target)
-    types = str(target.plan.instance_type) if target else ", ".join(sorted(map(str, INSTANCES)))
-    if not nodes:
+    typed = typed_gpu_nodes(cluster, target)
+    if not typed:
         return Check(
             "GPU nodes",
             Verdict.FAIL,
-            f"no node labelled {INSTANCE_TYPE_LABEL} {types}",
+            f"no node of {_wanted(cluster, target)}",
             "add a node group of that instance type (or pick a type the cluster has in spec.topology.instanceType)",
         )
     short: list[str] = []
-    for node in nodes:
-        instance = type_of(node)
+    for node, instance in typed:
         allocatable = node.get("status", {}).get("allocatable") or {}
-        for resource, count in ((GPU, instance.gpus), (EFA, instance.efa)):
+        needs = [(GPU, instance.gpus)] + (
+            [(str(instance.fabric.resource_name), instance.devices)] if instance.devices else []
+        )
+        for resource, count in needs:
             have = int(quantity(allocatable.get(resource, 0)))
             if have < count:
                 short.append(f"{node['metadata']['name']}: {resource} {have} of {instance.name}'s {count}")
     counts: dict[str, int] = {}
-    for node in nodes:
-        counts[str(type_of(node).name)] = counts.get(str(type_of(node).name), 0) + 1
+    for _, instance in typed:
+        counts[instance.name] = counts.get(instance.name, 0) + 1
     summary = ", ".join(f"{n} x {t}" for t, n in sorted(counts.items()))
     if short:
         return Check(
             "GPU nodes",
             Verdict.FAIL,
-            f"{summary}; allocatable short: {'; '.join(short)} (without EFA, NCCL falls back to TCP sockets)",
+            f"{summary}; allocatable short: {'; '.join(short)} (without the fabric, NCCL falls back to TCP sockets)",
             "check the device plugin pod on each node named (kubectl get pods -A -o wide --field-selector "
             "spec.nodeName=<node>) and the devices the instance has",
         )
-    if target is not None and len(nodes) < target.plan.worker_replicas:
+    if target is not None and len(typed) < target.plan.worker_replicas:
         return Check(
             "GPU nodes",
             Verdict.FAIL,
-            f"{summary}; the run needs {target.plan.worker_replicas} nodes of {types}",
+            f"{summary}; the run needs {target.plan.worker_replicas} nodes of {target.plan.instance_type}",
             "add nodes to the node group, or lower spec.topology.actor.nodes",
         )
-    return Check("GPU nodes", Verdict.OK, f"{summary}, each with every GPU and EFA device allocatable")
+    return Check("GPU nodes", Verdict.OK, f"{summary}, each with every GPU and fabric device allocatable")
 
 
 def _plugin_of(daemonset: dict[str, Any]) -> str | None:
@@ -87,9 +94,9 @@ def device_plugins(cluster: Cluster, target: Target | None) -> Check:
         if kind and node:
             serving[(node, kind)] = serving.get((node, kind), False) or is_ready(pod)
     missing = []
-    nodes = gpu_nodes_of(cluster, target)
-    for node in nodes:
-        needs = [GPU] + ([EFA] if type_of(node).efa else [])
+    typed = typed_gpu_nodes(cluster, target)
+    for node, instance in typed:
+        needs = [GPU] + ([EFA] if instance.efa else [])  # the plugins doctor knows by their images
         missing += [
             f"{PLUGINS[k]} on {node['metadata']['name']}"
             for k in needs
@@ -105,7 +112,7 @@ def device_plugins(cluster: Cluster, target: Target | None) -> Check:
             "tolerating the GPU taint, and check their pods on the nodes named",
         )
     return Check(
-        "device plugins", Verdict.OK, f"{', '.join(sorted(plugins)) or 'none needed'}: Ready on {len(nodes)} GPU nodes"
+        "device plugins", Verdict.OK, f"{', '.join(sorted(plugins)) or 'none needed'}: Ready on {len(typed)} GPU nodes"
     )
 
 
@@ -137,12 +144,13 @@ def blocking(node: dict[str, Any], tolerations: list[dict[str, Any]], *, state: 
 def taints(cluster: Cluster, target: Target | None) -> Check:
     if cannot := unread(cluster, "taints", "nodes"):
         return cannot
-    tolerations = target.templates()["worker"].get("tolerations", []) if target else [GPU_TOLERATION]
-    # node.kubernetes.io/* taints follow the node's state (cordoned, not ready): placement reports those
+    worker = target.templates()["worker"].get("tolerations", []) if target else None
+    # node.kubernetes.io/* taints follow the node's state (cordoned, not ready): placement reports those. Without
+    # a run, a node's workers carry its type's tolerations.
     blocked = [
         f"{n['metadata']['name']} ({', '.join(b)})"
-        for n in gpu_nodes_of(cluster, target)
-        if (b := blocking(n, tolerations, state=False))
+        for n, instance in typed_gpu_nodes(cluster, target)
+        if (b := blocking(n, worker if worker is not None else list(instance.tolerations), state=False))
     ]
     if blocked:
         return Check(
