@@ -227,8 +227,9 @@ def _real_node_run(stack: ExitStack) -> int:
     _say(f"the operator runs as a pod: kubectl -n {realplatform.OPERATOR_NAMESPACE} get pods")
     run = realplatform.run_manifest("quickstart", REAL_NAMESPACE, rollouts=20)
     realplatform.start(plane, platform, run, ["--fake-step-seconds", "2"])
-    _follow(plane, "quickstart", REAL_NAMESPACE, lambda: None)
-    return 1  # not reached: _follow returns only when the operator process ends, and this one is a pod
+    code = _follow(plane, "quickstart", REAL_NAMESPACE, lambda: realplatform.operator_crash(plane.kubectl))
+    _say(f"the operator pod keeps exiting (its last exit code {code}); its log: {LOGS.relative_to(REPO)}/operator.log")
+    return 1
 
 
 def _keep_operator_log(plane: SimulatedCluster) -> None:
@@ -255,16 +256,16 @@ def _apply_quickstart(plane: SimulatedCluster, head: LocalRayHead) -> None:
     plane.kubectl("apply", "-f", "-", input=QUICKSTART.read_text())
 
 
-def _follow(plane: SimulatedCluster, run: str, namespace: str, ended: Callable[[], int | None]) -> None:
+def _follow(plane: SimulatedCluster, run: str, namespace: str, ended: Callable[[], int | None]) -> int:
     """Print the namespace's `kubectl get grporuns` and the run's message as they change, until `ended()` gives
-    the operator process's exit code (Ctrl-C ends it otherwise)."""
+    the operator's exit code, which it returns (Ctrl-C ends it otherwise)."""
     applied = time.monotonic()
     _say(
         f"from another shell: export KUBECONFIG={plane.kubeconfig}; {tool_path('kubectl')} -n {namespace} get grporuns -w"
     )
     _say("Ctrl-C stops everything")
     last, ready = "", False
-    while ended() is None:
+    while (code := ended()) is None:
         if not ready and _kuberay_ready(plane, run, namespace):
             ready = True
             _say(
@@ -281,6 +282,7 @@ def _follow(plane: SimulatedCluster, run: str, namespace: str, ended: Callable[[
             if message:
                 _say(f"{run}: {message}")
         time.sleep(3)
+    return code
 
 
 if __name__ == "__main__":

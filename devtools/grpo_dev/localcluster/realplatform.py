@@ -16,6 +16,7 @@ import json
 import os
 import subprocess
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -143,6 +144,29 @@ def install(
 
 def uninstall(cluster: SimulatedCluster) -> None:
     helm("uninstall", RELEASE, "--namespace", OPERATOR_NAMESPACE, f"--kubeconfig={cluster.kubeconfig}", check=False)
+
+
+def operator_crash(
+    kubectl: Callable[..., subprocess.CompletedProcess[str]], namespace: str = OPERATOR_NAMESPACE
+) -> int | None:
+    """The operator container's last exit code once the kubelet backs off restarting it (CrashLoopBackOff: it will
+    not come up by itself), else None; what `make run` waits on, as it waits on the operator process off the node.
+    An API server that does not answer is None: the next look decides."""
+    found = kubectl("get", "deployment", DEPLOYMENT, "-n", namespace, "-o", "json", check=False)
+    if found.returncode != 0:
+        return None
+    labels = json.loads(found.stdout)["spec"]["selector"].get("matchLabels") or {}
+    selector = ",".join(f"{key}={value}" for key, value in labels.items())
+    pods = kubectl("get", "pods", "-n", namespace, "-l", selector, "-o", "json", check=False)
+    if pods.returncode != 0:
+        return None
+    for pod in json.loads(pods.stdout)["items"]:
+        for container in pod.get("status", {}).get("containerStatuses", []):
+            waiting = (container.get("state") or {}).get("waiting") or {}
+            ended = (container.get("lastState") or {}).get("terminated") or {}
+            if waiting.get("reason") == "CrashLoopBackOff" and "exitCode" in ended:
+                return int(ended["exitCode"])
+    return None
 
 
 def operator_log(cluster: SimulatedCluster) -> str:
