@@ -183,20 +183,31 @@ def test_miles_killed_by_a_signal_exits_128_plus_the_signal(tmp_path: Path) -> N
     assert proc.returncode == 128 + signal.SIGKILL
 
 
-MARKER_PROBE = """
-import json, os, sys
-marker = os.path.join(os.environ["CHECKPOINTS"], ".grpo-miles-running")
-open(os.environ["RECORD"], "w").write(json.dumps({"marker": os.path.exists(marker)}))
-"""
+# A shell starts in about a millisecond, so it looks for the marker before a launcher that wrote it only after
+# starting miles would have (most runs of that order fail here).
+MARKER_PROBE = [
+    "/bin/sh",
+    "-c",
+    'if [ -e "$CHECKPOINTS/.grpo-miles-running" ]; then echo true; else echo false; fi > "$RECORD"',
+]
 
 
 def test_the_launcher_marks_miles_running_beside_the_checkpoints_only_while_it_runs(tmp_path: Path) -> None:
-    """The workers' preStop hook waits for a save only while this file exists (presave.py)."""
-    script = tmp_path / "train.py"
-    script.write_text(MARKER_PROBE)
+    """The workers' preStop hook waits for a save only while this file exists (presave.py): from miles's first
+    instant on."""
     config = base_config(tmp_path)
     checkpoints = Path(config["preflight"]["checkpointDir"])
-    proc = _run(tmp_path, [sys.executable, str(script)], config, CHECKPOINTS=str(checkpoints))
+    proc = _run(tmp_path, MARKER_PROBE, config, CHECKPOINTS=str(checkpoints))
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert json.loads((tmp_path / "record.json").read_text()) == {"marker": True}
+    assert (tmp_path / "record.json").read_text().strip() == "true"
     assert not (checkpoints / ".grpo-miles-running").exists()
+
+
+def test_a_miles_that_cannot_start_exits_127_naming_it_and_leaves_no_running_marker(tmp_path: Path) -> None:
+    config = base_config(tmp_path)
+    checkpoints = Path(config["preflight"]["checkpointDir"])
+    missing = str(tmp_path / "no-such-train.py")
+    proc = _run(tmp_path, [missing], config)
+    assert proc.returncode == 127, proc.stdout + proc.stderr
+    assert f"cannot start miles: {missing!r}: No such file or directory" in proc.stdout + proc.stderr
+    assert checkpoints.is_dir() and not (checkpoints / ".grpo-miles-running").exists()

@@ -178,15 +178,16 @@ def _preflight_and_miles(
     out.write(f"[info] starting miles: {len(miles_argv)} argv items, argv[0]={miles_argv[0]!r}\n")
     out.flush()
     env = {**child_env(os.environ, config), FAILURE_FILE_ENV: str(failure_file)}
-    try:
-        child = start_miles(miles_argv, env)
-    except OSError as exc:
-        out.write(f"cannot start miles: {miles_argv[0]!r}: {exc.strerror}\n")
-        return 127
-    assert child.stdout is not None  # start_miles pipes it
-    copier = pump(child.stdout, out, rollouts)
+    # Marked before miles starts: a stop that comes in miles's first instant must still wait for its save.
     marker = _mark_running(Path(config.preflight.checkpoint_dir), out)
     try:
+        try:
+            child = start_miles(miles_argv, env)
+        except OSError as exc:
+            out.write(f"cannot start miles: {miles_argv[0]!r}: {exc.strerror}\n")
+            return 127
+        assert child.stdout is not None  # start_miles pipes it
+        copier = pump(child.stdout, out, rollouts)
         code = supervise(child)
     finally:
         if marker is not None:
