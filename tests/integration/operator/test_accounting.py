@@ -184,9 +184,11 @@ def test_a_suspended_run_reports_the_rollouts_after_its_checkpoint_as_lost_once_
     assert second["firstRollout"] == saved + 1  # the launcher's summary: where miles resumed
     assert first["lastRollout"] == last
     assert first["rolloutsLost"] == last - saved
-    # Their GPU time: the lost rollouts' share of the first attempt's rollout time; the resume's warm-up.
+    # Their GPU time: the lost rollouts' share of the first attempt's rollout time; the resume's warm-up. The
+    # rollout time is measured from the first rollout observed, so on a busy machine, whose first scrape may come
+    # after the saved rollout, all of it is lost and no more.
     rollout_time = first["gpuSeconds"] - first["gpuSecondsToFirstRollout"]
-    share = round(rollout_time * (last - saved) / first["rolloutsCompleted"])
+    share = round(rollout_time * min(last - saved, first["rolloutsCompleted"]) / first["rolloutsCompleted"])
     assert first["lostGpuHours"] == round(share / 3600, 4)
     assert second["lostGpuHours"] == round(second["gpuSecondsToFirstRollout"] / 3600, 4)
     assert acc["lostGpuHours"] == round((share + second["gpuSecondsToFirstRollout"]) / 3600, 4)
