@@ -9,7 +9,6 @@ from dataclasses import replace
 from datetime import timedelta
 
 import pytest
-from grpo_operator.api.spec import GRPORunSpec
 from grpo_operator.api.status import AttemptAccount, Phase, Reason, RunPlan, SaveOutcome
 from grpo_operator.cli.loading import parse_run
 from grpo_operator.planning.plan import make_plan
@@ -18,6 +17,7 @@ from grpo_operator.status.lifecycle import decide
 from grpo_operator.status.observation import ClusterObservation, GpuObservation, JobObservation, JobState, Observation
 
 from tests.status.runs import READY, T0, healthy, job, observe, spec
+from tests.status.test_accounting import through
 from tests.support.builders import base, merge
 
 SPEC = spec({"rollout": {"numRollout": 40}, "storage": {"checkpointOnSuspend": False}})
@@ -70,16 +70,7 @@ def life(
     ]
     start = 6 if deleting == "before" else 5
     observations[start:] = [replace(obs, plan=plan_after) for obs in observations[start:]]
-    decisions = through(observations, SPEC)
-    return decisions
-
-
-def through(observations: list[Observation], run_spec: GRPORunSpec) -> list[Decision]:
-    """Each observation decided in turn, each decision's status the next one's previous."""
-    decisions: list[Decision] = []
-    for obs in observations:
-        decisions.append(decide(decisions[-1].status if decisions else None, obs, run_spec))
-    return decisions
+    return through(observations, run_spec=SPEC)
 
 
 def first_attempt(decisions: list[Decision]) -> AttemptAccount:
@@ -246,7 +237,7 @@ def stopped_life(
         running(45, 2, first),
     ]
     observations[-1] = replace(observations[-1], gpus=later)
-    decisions = through(observations, RECOVERING)
+    decisions = through(observations, run_spec=RECOVERING)
     assert decisions[-1].status.attempt == 2, decisions[-1].status
     return decisions
 
@@ -355,7 +346,7 @@ def test_a_stopped_pod_still_going_when_its_failure_restarts_the_run_is_timed_un
         at(40, 2, cluster=READY, gpus=HELD),
         running(45, 2, 8),
     ]
-    decisions = through(observations, RECOVERING)
+    decisions = through(observations, run_spec=RECOVERING)
     assert decisions[5].status.reason == Reason.RESTARTING
     a1 = first_attempt(decisions)
     assert (a1.ended, a1.stopped_by, a1.pods_gone_seconds) == ("2026-11-30T12:21:00Z", "Deleted", 95)
@@ -376,7 +367,7 @@ def test_rollouts_miles_finishes_after_the_save_it_was_asked_for_are_lost_and_th
         at(40, 2, cluster=READY, gpus=HELD),
         running(45, 2, 8),
     ]
-    decisions = through(observations, RECOVERING)
+    decisions = through(observations, run_spec=RECOVERING)
     a1 = first_attempt(decisions)
     assert (a1.stop_rollout, a1.last_rollout, a1.rollouts_lost) == (6, 8, 1)
     assert a1.save is not None and (a1.save.outcome, a1.save.rollout) == (SaveOutcome.SAVED, 7)
@@ -386,7 +377,7 @@ def test_rollouts_miles_finishes_after_the_save_it_was_asked_for_are_lost_and_th
     assert lost == ["attempt 1 lost 1 rollout(s): attempt 2 resumed at rollout 8, after the checkpoint it loaded"]
     # A checkpoint from before what was seen at the stop is no save: the hook's wait ran out.
     observations[-1] = running(45, 2, 6)
-    decisions = through(observations, RECOVERING)
+    decisions = through(observations, run_spec=RECOVERING)
     a1 = first_attempt(decisions)
     assert a1.save is not None and (a1.save.outcome, a1.save.rollout) == (SaveOutcome.NOT_SAVED, 5)
     [event] = save_events(decisions)
@@ -413,7 +404,7 @@ def test_a_suspend_that_asked_for_a_checkpoint_is_saved_though_it_stopped_a_roll
         at(45, 2, cluster=READY, gpus=HELD),
         running(50, 2, 7),
     ]
-    decisions = through(observations, asking)
+    decisions = through(observations, run_spec=asking)
     assert decisions[7].status.phase is Phase.SUSPENDED, decisions[7].status
     a1 = first_attempt(decisions)
     assert (a1.stop_rollout, a1.last_rollout, a1.rollouts_lost) == (5, 7, 1)
