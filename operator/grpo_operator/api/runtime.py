@@ -160,6 +160,14 @@ class RuntimeInstanceType(ApiModel):
         default_factory=list, max_length=16, description="Tolerations of the taints these nodes carry."
     )
     fabric: Fabric = Field(description="The network between these nodes.")
+    interruption_notice_seconds: int | None = Field(
+        default=None,
+        ge=1,
+        le=86400,
+        description="Seconds between the capacity provider's interruption notice and the node's termination (EC2 "
+        "spot: 120), whatever the pods' grace; the workers' preStop save (a rollout step, then the checkpoint) must "
+        "fit in it. grpo validate and grpo plan warn when it does not; unset: no notice to fit in.",
+    )
 
 
 class StorageDefaults(ApiModel):

@@ -28,9 +28,9 @@ from grpo_operator.api.spec import (
     RewardType,
     mount_prefix,
 )
-from grpo_operator.api.status import RunPlan
+from grpo_operator.api.status import RunPlan, StepTimeSource
 from grpo_operator.planning.flags import check_extra_args
-from grpo_operator.planning.instances import InstanceType, instance_of
+from grpo_operator.planning.instances import InstanceType, instance_of, runtime_of
 from grpo_operator.planning.memory import GIB
 from grpo_operator.planning.plan import HOST_MEMORY_USABLE, Planned, plan_run, worker_replicas
 from grpo_operator.planning.profiles import PROFILES
@@ -395,6 +395,36 @@ def _memory_rules(spec: GRPORunSpec, planned: Planned) -> list[Problem]:
     return out
 
 
+def _interruption_rules(spec: GRPORunSpec, plan: RunPlan) -> list[Problem]:
+    """A warning when the instance type's interruption notice (EC2 spot: 120 s, whatever the pods' grace) is
+    shorter than the preStop save: miles saves only after the rollout step in flight, then writes the checkpoint."""
+    runtime = runtime_of(spec)
+    found = runtime.spec.instance_type(spec.topology.instance_type)
+    notice = found.interruption_notice_seconds if found is not None else None
+    grace = plan.preemption_grace
+    needed = grace.step_seconds + grace.save_seconds
+    if notice is None or needed <= notice:
+        return []
+    step = "observed p95" if grace.step_source is StepTimeSource.OBSERVED else "spec.preemption.stepSeconds"
+    lost = (
+        f"the run resumes from its last periodic checkpoint (every {spec.storage.save_interval} rollouts, "
+        "spec.storage.saveInterval), losing the rollouts since"
+        if spec.storage.save_interval is not None
+        else "with no spec.storage.saveInterval the run resumes from its last save before a stop, or from the "
+        "start; set spec.storage.saveInterval to bound the loss"
+    )
+    return [
+        Problem(
+            "spec.topology.instanceType",
+            f"{plan.instance_type} (GRPORuntime {runtime.metadata.name}) has interruptionNoticeSeconds {notice}, "
+            f"shorter than a rollout step ({grace.step_seconds} s, {step}) plus a checkpoint save "
+            f"({grace.save_seconds} s, checkpoint / spec.storage.writeGBps) = {needed} s: a worker interrupted "
+            f"with that notice cannot save before its node goes; {lost}",
+            Severity.WARNING,
+        )
+    ]
+
+
 def _field_rules(run: GRPORun) -> list[Problem]:
     spec, out = run.spec, []
     mount = mount_prefix(spec.storage.mount_path)
@@ -471,7 +501,7 @@ def check(run: GRPORun, rollout_seconds: Sequence[int] = ()) -> Checked:
     problems = api_server_rules(run.spec) + _profile_rules(run.spec)
     planned = plan_run(run, rollout_seconds) if not errors(problems) else None
     if planned is not None:
-        problems += _memory_rules(run.spec, planned)
+        problems += _memory_rules(run.spec, planned) + _interruption_rules(run.spec, planned.plan)
     problems += _field_rules(run)
     ordered = sorted(problems, key=lambda p: p.severity is Severity.WARNING)
     return Checked(plan=planned.plan if planned is not None else None, problems=ordered)
