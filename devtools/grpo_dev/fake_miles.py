@@ -41,16 +41,20 @@ and ignores every other one. What it imitates, read from radixark/miles at the p
 
 With `--fake-checkpoints` (off by default, so a test never writes under the rendered `/fsx/...` paths unless
 it asks), checkpoints follow miles's `train.py` loop: resume at `latest_checkpointed_iteration.txt` + 1 under
-`--load`; save (`--save/iter_XXXXXXX/fake_checkpoint` and `latest_checkpointed_iteration.txt`) when
+`--load`, reading the rollout data state of that iteration (`rollout/global_dataset_state_dict_<id>.pt`) or
+logging `Checkpoint <path> does not exist.` as miles does (`miles/rollout/data_source.py:138-149`); save when
 `(rollout_id + 1) % --save-interval == 0`, at the last rollout, or when the `--save-trigger-sentinel` file
-exists (then removed) (`train.py:120-126`). An unwritable `--save` fails the run, as it would fail miles.
+exists (`train.py:120-126`), in miles's order (`train.py:76-90`): the model (`--save/iter_XXXXXXX/fake_checkpoint`
+and Megatron's tracker `latest_checkpointed_iteration.txt`), then, `--fake-data-state-seconds` later (1 s by
+default), the rollout manager's data state, and only then the sentinel's removal. A SIGTERM during the save ends
+it there, as it would end miles. An unwritable `--save` fails the run, as it would fail miles.
 
 Knobs (on the command line, or per run as a JSON list in `--fake-knobs-dir`/<run name>.json, which wins; the
 directory may also come as FAKE_MILES_KNOBS_DIR, for a job whose argv the launcher holds to the run config):
 `--fake-step-seconds` (0.3); `--fake-reward`, `--fake-repetition`, `--fake-truncated` (a float, or a
 comma list indexed by rollout_id whose last value repeats); `--fake-exit-code` (0); `--fake-fail-message TEXT`
 (printed as the last stderr line; implies exit code 1 unless `--fake-exit-code` is non-zero);
-`--fake-fail-reason WORD` (writes `{"reason": WORD, "message": TEXT}` to the file named by `GRPO_FAILURE_FILE`
+`--fake-data-state-seconds` (1.0: the pause between the tracker and the data state of a save); `--fake-fail-reason WORD` (writes `{"reason": WORD, "message": TEXT}` to the file named by `GRPO_FAILURE_FILE`
 before failing, as a component inside miles that ends the run on purpose does; see grpo_launcher.summary);
 `--fake-fail-after N` (exit at rollout_id N instead of after the last rollout); `--fake-stall-after N` (stop
 advancing at rollout_id N but keep serving until killed); `--fake-bind-address` (127.0.0.1: miles binds
@@ -67,6 +71,7 @@ import signal
 import sys
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
@@ -75,6 +80,7 @@ from typing import Any
 METRIC_PREFIX = "miles_metric_"
 DEFAULT_RUN_NAME = "miles_training"
 CHECKPOINT_MARKER = "latest_checkpointed_iteration.txt"
+DATA_STATE = "rollout/global_dataset_state_dict_{}.pt"
 
 
 class Terminated(Exception):
@@ -128,6 +134,7 @@ def build_parser() -> argparse.ArgumentParser:
     fake.add_argument("--fake-fail-reason", default=None)
     fake.add_argument("--fake-bind-address", default="127.0.0.1")
     fake.add_argument("--fake-checkpoints", action="store_true")
+    fake.add_argument("--fake-data-state-seconds", type=float, default=1.0)
     fake.add_argument("--fake-score-rewards", action="store_true")
     # From the environment too: where a launcher checks miles's argv against the run config (a real Ray job).
     fake.add_argument("--fake-knobs-dir", type=Path, default=os.environ.get("FAKE_MILES_KNOBS_DIR"))
@@ -153,6 +160,7 @@ class Checkpoints:
     interval: int | None
     sentinel: str | None
     num_rollout: int
+    data_state_seconds: float = 1.0
 
     def start_rollout_id(self) -> int:
         if self.load is None:
@@ -162,9 +170,11 @@ class Checkpoints:
             return 0
         iteration = int(marker.read_text().strip())
         log(f"loaded checkpoint iteration {iteration} from {self.load}, resuming at rollout {iteration + 1}")
+        state = Path(self.load) / DATA_STATE.format(iteration)
+        log(f"load metadata from {state}" if state.is_file() else f"Checkpoint {state} does not exist.")
         return iteration + 1
 
-    def after_rollout(self, rollout_id: int) -> None:
+    def after_rollout(self, rollout_id: int, sleep: Callable[[float], None] = time.sleep) -> None:
         if self.save is None:
             return
         external = self.sentinel is not None and os.path.exists(self.sentinel)
@@ -178,6 +188,11 @@ class Checkpoints:
         (directory / "fake_checkpoint").write_text(f"{rollout_id}\n")
         (Path(self.save) / CHECKPOINT_MARKER).write_text(f"{rollout_id}\n")
         log(f"saved checkpoint iteration {rollout_id} to {self.save}" + (" (sentinel)" if external else ""))
+        sleep(self.data_state_seconds)  # the rollout manager's save comes after the model's (train.py:90)
+        state = Path(self.save) / DATA_STATE.format(rollout_id)
+        state.parent.mkdir(parents=True, exist_ok=True)
+        state.write_text(json.dumps({"sample_offset": rollout_id + 1}))
+        log(f"saved rollout data state {state}")
         if external and self.sentinel is not None:
             os.remove(self.sentinel)
 
@@ -264,7 +279,14 @@ def main(argv: list[str] | None = None) -> int:
         if stop.wait(seconds):
             raise Terminated
 
-    checkpoints = Checkpoints(args.load, args.save, args.save_interval, args.save_trigger_sentinel, args.num_rollout)
+    checkpoints = Checkpoints(
+        args.load,
+        args.save,
+        args.save_interval,
+        args.save_trigger_sentinel,
+        args.num_rollout,
+        args.fake_data_state_seconds,
+    )
     if not args.fake_checkpoints:
         checkpoints = Checkpoints(None, None, None, None, args.num_rollout)
     exit_code = args.fake_exit_code or (1 if args.fake_fail_message else 0)
@@ -302,7 +324,7 @@ def main(argv: list[str] | None = None) -> int:
             log(f"perf {rollout_id}: {perf}", "actor_cell0_rank0", "train_metric_utils.py:50", actor=TRAIN_ACTOR)
             if gauges is not None:
                 gauges.update({**samples, **train, **perf, "rollout/step": rollout_id})
-            checkpoints.after_rollout(rollout_id)
+            checkpoints.after_rollout(rollout_id, sleep)
     except Terminated:
         log("received SIGTERM, exiting")
         return 128 + signal.SIGTERM

@@ -8,10 +8,13 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
+from grpo_launcher.launch import refresh
 
 from tests.support.launcher import base_config, launcher, write_config
 
@@ -211,3 +214,48 @@ def test_a_miles_that_cannot_start_exits_127_naming_it_and_leaves_no_running_mar
     assert proc.returncode == 127, proc.stdout + proc.stderr
     assert f"cannot start miles: {missing!r}: No such file or directory" in proc.stdout + proc.stderr
     assert checkpoints.is_dir() and not (checkpoints / ".grpo-miles-running").exists()
+
+
+def test_the_launcher_says_which_checkpoint_miles_resumes_from_on_one_line_before_miles_starts(tmp_path: Path) -> None:
+    """miles starts at the tracker's iteration + 1 under `--load` (its start_rollout_id); the operator judges the
+    stopped attempt's save from this line, and whether the rollout data state of that iteration is there."""
+    config = base_config(tmp_path)
+    load = tmp_path / "ckpt"
+    (load / "rollout").mkdir(parents=True)
+    (load / "latest_checkpointed_iteration.txt").write_text("7\n")
+    (load / "rollout" / "global_dataset_state_dict_7.pt").write_bytes(b"x")
+    proc = _run(tmp_path, [*_miles_argv(tmp_path), "--load", str(load)], config)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    [line] = [x for x in proc.stdout.splitlines() if x.startswith("GRPO_RESUME ")]
+    assert json.loads(line.removeprefix("GRPO_RESUME ")) == {"load": str(load), "iteration": 7, "dataState": True}
+    assert proc.stdout.index(line) < proc.stdout.index("[info] starting miles")
+    (load / "rollout" / "global_dataset_state_dict_7.pt").unlink()
+    (load / "latest_checkpointed_iteration.txt").write_text("9\n")
+    proc = _run(tmp_path, [*_miles_argv(tmp_path), f"--load={load}"], config)
+    [line] = [x for x in proc.stdout.splitlines() if x.startswith("GRPO_RESUME ")]
+    assert json.loads(line.removeprefix("GRPO_RESUME ")) == {"load": str(load), "iteration": 9, "dataState": False}
+
+
+def test_a_first_attempt_resumes_from_nothing(tmp_path: Path) -> None:
+    proc = _run(tmp_path, [*_miles_argv(tmp_path), "--load", str(tmp_path / "empty")], base_config(tmp_path))
+    [line] = [x for x in proc.stdout.splitlines() if x.startswith("GRPO_RESUME ")]
+    assert json.loads(line.removeprefix("GRPO_RESUME "))["iteration"] is None
+
+
+def test_the_marker_is_touched_while_miles_runs_and_no_longer_once_stopped(tmp_path: Path) -> None:
+    """The preStop hook reads a marker not touched for three periods as a launcher that died (presave.py)."""
+    marker = tmp_path / ".grpo-miles-running"
+    marker.write_text("1\n")
+    os.utime(marker, (1_000_000, 1_000_000))
+    stop = threading.Event()
+    thread = refresh(marker, stop, period=0.01)
+    for _ in range(3000):  # a safety net for a loaded machine, not a timing assertion
+        if marker.stat().st_mtime > 1_000_000:
+            break
+        time.sleep(0.01)
+    assert marker.stat().st_mtime > 1_000_000
+    stop.set()
+    thread.join(timeout=60)
+    assert not thread.is_alive()
+    marker.unlink()
+    assert not marker.exists()  # a refresh never makes the marker again

@@ -1,7 +1,8 @@
-"""The workers' preStop hook against the miles stand-in (devtools/grpo_dev/fake_miles.py, which checks the
-sentinel after each step, saves, then deletes it, as miles's train.py:120-126 does): it returns with the new
-checkpoint when the stand-in saves, and gives up at its wait when the step never ends. The wait is counted in
-the hook's polls on an injected clock, never in real seconds."""
+"""The Ray pods' preStop hook against the miles stand-in (devtools/grpo_dev/fake_miles.py, which checks the
+sentinel after each step, saves the model and the tracker, then the rollout data state, then deletes the sentinel,
+as miles's train.py:76-90,120-126 does): it returns with the new checkpoint once miles says the save is done, gives
+up at its wait when the step never ends, and at once when the launcher's marker is gone or stale. The wait is
+counted in the hook's polls on an injected clock, never in real seconds."""
 
 from __future__ import annotations
 
@@ -17,7 +18,18 @@ from pathlib import Path
 import pytest
 from grpo_dev import fake_miles
 from grpo_launcher.cli import main as launcher_main
-from grpo_launcher.presave import MILES_RUNNING, REPORT, TRACKER, add_presave, report, run_presave, save_before_exit
+from grpo_launcher.presave import (
+    DATA_STATE,
+    HEAD_REPORT,
+    MILES_RUNNING,
+    REPORT,
+    STALE_AFTER_SECONDS,
+    TRACKER,
+    add_presave,
+    report,
+    run_presave,
+    save_before_exit,
+)
 
 POLL = 2.0
 
@@ -99,11 +111,27 @@ def test_when_miles_saves_the_hook_returns_with_the_new_checkpoint(standin: tupl
     assert outcome.iteration is not None and outcome.iteration > 6
     assert (checkpoints / TRACKER).read_text().strip() == str(outcome.iteration)
     assert (checkpoints / f"iter_{outcome.iteration:07d}" / "fake_checkpoint").is_file()
-    # miles writes the tracker, logs, then deletes the sentinel (train.py:120-126): the hook, which returns at the
-    # tracker, may be back before the last two.
-    _wait_for_line(log, f"saved checkpoint iteration {outcome.iteration} to {checkpoints} (sentinel)")
-    _wait_gone(sentinel, log)
+    # miles deletes the sentinel after the whole save (train.py:76-90,124-126): by then the data state is written.
+    assert not sentinel.exists() and outcome.data_state
+    assert (checkpoints / DATA_STATE.format(outcome.iteration)).is_file()
     assert outcome.seconds < outcome.wait_seconds
+
+
+def test_the_hook_returns_only_after_miles_wrote_the_data_state_seconds_after_the_tracker(
+    standin: tuple,  # type: ignore[type-arg]
+) -> None:
+    """miles writes the rollout data state after Megatron's tracker (train.py:90); a hook back at the tracker lets
+    `ray stop` kill the rollout manager before it, and the resumed run restarts its prompts at sample 0."""
+    checkpoints, sentinel, log, start = standin
+    start("--fake-data-state-seconds", "5")
+    _wait_for_line(log, "rollout 6: {")
+    clock = PollClock()
+    outcome = save_before_exit(sentinel, checkpoints, 100_000, clock=clock, sleep=clock.sleep, poll_seconds=POLL)
+    assert outcome.saved and outcome.iteration is not None
+    state = checkpoints / DATA_STATE.format(outcome.iteration)
+    assert state.is_file(), f"the hook returned before miles wrote {state}: {log.read_text()[-1500:]}"
+    assert outcome.data_state and not sentinel.exists()
+    assert f"saved rollout data state {state}" in log.read_text()
 
 
 def test_when_the_step_never_ends_the_hook_gives_up_at_its_wait_and_names_the_checkpoint_to_load(
@@ -127,6 +155,7 @@ def test_when_the_step_never_ends_the_hook_gives_up_at_its_wait_and_names_the_ch
         "iteration": 4,
         "seconds": 60,
         "wait_seconds": 60,
+        "data_state": False,
     }
 
 
@@ -178,7 +207,11 @@ def test_with_stop_ray_the_hook_stops_the_pods_ray_once_the_outcome_is_reported(
     checkpoints = tmp_path / "checkpoints"
     reported_when_stopped: list[bool] = []
     args = argparse.Namespace(
-        sentinel=checkpoints / ".grpo-save-now", checkpoint_dir=checkpoints, wait_seconds=0.0, stop_ray=stop_ray
+        sentinel=checkpoints / ".grpo-save-now",
+        checkpoint_dir=checkpoints,
+        wait_seconds=0.0,
+        stop_ray=stop_ray,
+        head=False,
     )
     assert run_presave(args, stop=lambda: reported_when_stopped.append((checkpoints / REPORT).exists())) == 0
     assert reported_when_stopped == ([True] if stop_ray else [])
@@ -191,3 +224,50 @@ def test_the_hook_command_takes_stop_ray() -> None:
     argv = ["--sentinel", "s", "--checkpoint-dir", "c", "--wait-seconds", "1"]
     assert parser.parse_args([*argv, "--stop-ray"]).stop_ray is True
     assert parser.parse_args(argv).stop_ray is False
+
+
+@pytest.mark.parametrize(
+    ("age", "waits"), [(0.0, True), (STALE_AFTER_SECONDS - 1, True), (STALE_AFTER_SECONDS + 1, False)]
+)
+def test_a_marker_not_refreshed_for_three_periods_is_a_dead_launcher_and_the_hook_returns_at_once(
+    tmp_path: Path, age: float, waits: bool
+) -> None:
+    """A launcher killed outright (node loss, SIGKILL, an OOM group kill) leaves its marker; a stale one must not
+    hold the pod's GPUs for the whole grace after the run ended."""
+    checkpoints = tmp_path / "checkpoints"
+    checkpoints.mkdir()
+    marker = checkpoints / MILES_RUNNING
+    marker.write_text("1\n")
+    touched = marker.stat().st_mtime
+    clock = PollClock()
+    outcome = save_before_exit(
+        checkpoints / ".s", checkpoints, 20, clock=clock, sleep=clock.sleep, wall=lambda: touched + age
+    )
+    assert outcome.miles_running is waits and not outcome.saved
+    assert outcome.seconds == (20 if waits else 0.0)
+
+
+def test_a_marker_that_goes_stale_during_the_wait_ends_it_there(tmp_path: Path) -> None:
+    """The launcher was killed while the hook waited: it returns once the marker is three refresh periods old."""
+    checkpoints = tmp_path / "checkpoints"
+    checkpoints.mkdir()
+    marker = checkpoints / MILES_RUNNING
+    marker.write_text("1\n")
+    touched = marker.stat().st_mtime
+    clock = PollClock()
+    outcome = save_before_exit(
+        checkpoints / ".s", checkpoints, 600, clock=clock, sleep=clock.sleep, wall=lambda: touched + clock.now
+    )
+    assert outcome.miles_running and not outcome.saved
+    assert STALE_AFTER_SECONDS < outcome.seconds <= STALE_AFTER_SECONDS + POLL
+    assert not (checkpoints / ".s").exists()
+
+
+def test_the_heads_hook_keeps_its_outcome_apart_from_the_workers(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    checkpoints = tmp_path / "checkpoints"
+    argv = ["presave", "--sentinel", str(checkpoints / ".grpo-save-now"), "--checkpoint-dir", str(checkpoints)]
+    assert launcher_main([*argv, "--wait-seconds", "0", "--head"]) == 0
+    assert json.loads((checkpoints / HEAD_REPORT).read_text()) == json.loads(capsys.readouterr().out)
+    assert not (checkpoints / REPORT).exists()

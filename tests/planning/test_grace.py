@@ -149,8 +149,14 @@ def test_every_worker_asks_miles_for_a_checkpoint_before_it_goes_and_gives_up_be
     argv = list(render(run, plan, SETTINGS).job.miles_argv)
     assert argv[argv.index("--save-trigger-sentinel") + 1] == args["--sentinel"]
     assert argv[argv.index("--save") + 1] == args["--checkpoint-dir"]
-    # the head runs no trainer rank (num-gpus 0): nothing to save there
-    assert "lifecycle" not in cluster["headGroupSpec"]["template"]["spec"]["containers"][0]
+    # The head holds GCS, without which every Ray process on the workers exits: it runs the same hook, marked as the
+    # head's, with the workers' grace, and mounts the shared volume the sentinel and the marker are on.
+    head = cluster["headGroupSpec"]["template"]["spec"]
+    assert head["containers"][0]["lifecycle"]["preStop"]["exec"]["command"] == [*hook, "--head"]
+    assert head["terminationGracePeriodSeconds"] == worker["terminationGracePeriodSeconds"]
+    shared = {m["name"]: m["mountPath"] for m in head["containers"][0]["volumeMounts"]}["shared"]
+    assert plan.checkpoint_dir.startswith(shared + "/")
+    assert {v["name"]: v for v in head["volumes"]}["shared"] == {v["name"]: v for v in worker["volumes"]}["shared"]
 
 
 @pytest.mark.parametrize(

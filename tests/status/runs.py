@@ -10,12 +10,31 @@ from grpo_operator.api.status import ConditionType, GRPORunStatus
 from grpo_operator.cli.loading import parse_run
 from grpo_operator.status.decision import Decision
 from grpo_operator.status.lifecycle import decide
-from grpo_operator.status.observation import ClusterObservation, JobObservation, JobState, Observation, TrainerMetrics
+from grpo_operator.status.observation import (
+    ClusterObservation,
+    JobObservation,
+    JobState,
+    KueueEviction,
+    Observation,
+    TrainerMetrics,
+)
 
 from tests.support.builders import base, merge
 
 T0 = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 READY = ClusterObservation(ready=True)
+# Kueue suspended the admitted RayCluster for a workload of higher priority: its Workload's Evicted condition, as
+# Kueue v0.17 writes it (pkg/scheduler/preemption: "Preempted to accommodate a workload ...").
+PREEMPTED_BY_KUEUE = ClusterObservation(
+    ready=False,
+    message="waiting for Kueue",
+    queue="team-a",
+    eviction=KueueEviction(
+        "raycluster-x-ray-5f2c1",
+        "Preempted",
+        "Preempted to accommodate a workload (UID: 4c1e) due to prioritization in the ClusterQueue",
+    ),
+)
 SID = "grpo-x-1"
 
 

@@ -20,10 +20,11 @@ from grpo_operator.status.observation import (
     GpuObservation,
     JobState,
     Observation,
+    Resume,
     RunSummary,
 )
 
-from tests.status.runs import READY, T0, healthy, job, observe, spec
+from tests.status.runs import PREEMPTED_BY_KUEUE, READY, T0, healthy, job, observe, spec
 from tests.support.builders import base, merge
 
 QUEUED = ClusterObservation(ready=False, message="waiting for Kueue", queue="team-a")
@@ -79,11 +80,11 @@ UNTIL_150 = [
     at(62, submission_id=sid(2), suspend=True, gpus=NONE),
     at(90, submission_id=sid(2), gpus=NONE),
     *admitted_and_run(2, 95, 93),
-    running(105, 2, 10),
+    replace(running(105, 2, 10), resume=Resume(9, True)),
     running(120, 2, 14),
-    at(125, submission_id=sid(3), cluster=QUEUED, gpus=NONE),
+    at(125, submission_id=sid(3), cluster=PREEMPTED_BY_KUEUE, gpus=NONE),
     *admitted_and_run(3, 140, 138),
-    running(150, 3, 13),
+    replace(running(150, 3, 13), resume=Resume(12, True)),
 ]
 SUCCEEDS = at(
     170,
@@ -206,9 +207,28 @@ def test_with_a_price_per_gpu_hour_the_run_reports_its_cost_and_lost_cost_and_wi
     assert (wire["costUSD"], wire["lostCostUSD"]) == (70.2, 24.4)
 
 
-def test_a_terminal_runs_accounting_stays_as_it_ended() -> None:
-    decisions = through([*UNTIL_150, SUCCEEDS, replace(SUCCEEDS, now=SUCCEEDS.now + timedelta(hours=5))])
+def test_a_terminal_runs_accounting_stays_as_it_ended_once_its_pods_are_gone() -> None:
+    gone = replace(SUCCEEDS, now=SUCCEEDS.now + timedelta(minutes=1), gpus=NONE)
+    decisions = through([*UNTIL_150, SUCCEEDS, gone, replace(gone, now=SUCCEEDS.now + timedelta(hours=5))])
     assert decisions[-1].status.accounting == decisions[-2].status.accounting
+
+
+def test_the_gpus_a_failed_runs_pods_still_hold_are_counted_until_they_are_gone() -> None:
+    """A worker's preStop hook waiting after the run failed (a stale marker, a save that cannot come) holds its
+    GPUs: the ledger counts that time (teardownGpuSeconds, lost) until the pods are gone, and no longer."""
+    ended = through([*UNTIL_150, FAILS])[-1].status.accounting
+    assert ended is not None and ended.gpus == GPUS
+    later = [replace(FAILS, now=FAILS.now + timedelta(minutes=m)) for m in (5, 11)]
+    gone = replace(FAILS, now=FAILS.now + timedelta(minutes=12), gpus=NONE)
+    after = [replace(gone, now=FAILS.now + timedelta(hours=3))]
+    decisions = through([*UNTIL_150, FAILS, *later, gone, *after])
+    acc = decisions[-1].status.accounting
+    assert acc is not None and decisions[-1].status.phase is Phase.FAILED
+    assert acc.teardown_gpu_seconds == GPUS * 12 * 60
+    assert acc.gpu_seconds == ended.gpu_seconds + GPUS * 12 * 60 and acc.gpus == 0
+    assert acc.lost_gpu_hours == round(ended.lost_gpu_hours + GPUS * 12 * 60 / 3600, 4)
+    assert acc.attempts[-1].pods_gone_seconds == 12 * 60
+    assert decisions[-2].status.accounting == acc  # gone: nothing more accrues
 
 
 def test_a_restarted_operator_reading_the_status_back_records_the_same_values() -> None:

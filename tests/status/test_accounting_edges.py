@@ -12,7 +12,7 @@ from grpo_operator.api.status import Phase, Reason
 from grpo_operator.status.decision import Decision
 from grpo_operator.status.observation import GpuObservation, JobState, Observation, RunSummary
 
-from tests.status.runs import READY, T0, healthy, job, observe, spec
+from tests.status.runs import PREEMPTED_BY_KUEUE, READY, T0, healthy, job, observe, spec
 from tests.status.test_accounting import (
     GPUS,
     NONE,
@@ -86,7 +86,7 @@ def _no_rollout_then_resumed() -> list[Decision]:
         [
             *admitted_and_run(1, 10, 9),
             at(20, submission_id=sid(1), cluster=READY, gpus=held(9), job=job(JobState.RUNNING, submission_id=sid(1))),
-            at(25, submission_id=sid(2), cluster=QUEUED, gpus=NONE),
+            at(25, submission_id=sid(2), cluster=PREEMPTED_BY_KUEUE, gpus=NONE),
             *admitted_and_run(2, 30, 29),
             running(40, 2, 0),
         ]

@@ -8,7 +8,7 @@ from grpo_operator.status.decision import ApplyChildren, CreateTokenSecret, Stop
 from grpo_operator.status.lifecycle import decide
 from grpo_operator.status.observation import ClusterObservation, JobState, RewardObservation
 
-from tests.status.runs import READY, cond, job, observe, run_through, spec
+from tests.status.runs import PREEMPTED_BY_KUEUE, READY, cond, job, observe, run_through, spec
 
 C = ConditionType
 QUEUED = ClusterObservation(ready=False, message="waiting for Kueue", queue="team-a")
@@ -57,14 +57,14 @@ def test_a_kueue_preemption_while_the_driver_is_still_pending_stops_the_job() ->
     s = spec()
     pending = run_through(s, observe(cluster=READY), observe(cluster=READY, job=job(JobState.PENDING)))
     assert pending.status.reason == Reason.WAITING_FOR_DRIVER
-    d = decide(pending.status, observe(cluster=QUEUED, job=job(JobState.PENDING)), s)
+    d = decide(pending.status, observe(cluster=PREEMPTED_BY_KUEUE, job=job(JobState.PENDING)), s)
     assert (d.status.phase, d.status.reason) == (Phase.SUSPENDED, Reason.PREEMPTED)
     assert StopJob("grpo-x-1") in d.actions
 
 
 def test_a_job_found_running_under_a_suspended_cluster_is_stopped_whatever_the_status_said() -> None:
     prev = GRPORunStatus(phase=Phase.PENDING, reason="Queued")
-    d = decide(prev, observe(cluster=QUEUED, job=job(JobState.RUNNING)), spec())
+    d = decide(prev, observe(cluster=PREEMPTED_BY_KUEUE, job=job(JobState.RUNNING)), spec())
     assert d.status.reason == Reason.PREEMPTED and StopJob("grpo-x-1") in d.actions
 
 

@@ -77,7 +77,11 @@ def test_a_preempted_run_is_suspended_preempted_keeps_its_cluster_and_starts_a_n
         spec(),
     )
     assert on.status.phase is Phase.RUNNING
-    queued = cluster_observation(raycluster(True), 1, [])
+    evicted = {
+        "metadata": {"name": "raycluster-r-ray-5f2c1"},
+        "status": {"conditions": [{"type": "Evicted", "status": "True", "reason": "Preempted", "message": "for w2"}]},
+    }
+    queued = cluster_observation(raycluster(True), 1, [], [evicted])
     pre = decide(on.status, Observation(now=T0 + timedelta(minutes=2), generation=1, cluster=queued), spec())
     assert (pre.status.phase, pre.status.reason) == (Phase.SUSPENDED, "Preempted")
     assert "LocalQueue team-a" in (pre.status.message or "") and not pre.has(DeleteRayCluster)  # Kueue re-admits it

@@ -8,7 +8,7 @@ from grpo_operator.api.status import ConditionType, Phase, Reason
 from grpo_operator.status.decision import Decision, StopJob, Submit
 from grpo_operator.status.observation import ClusterObservation, JobState, RewardObservation
 
-from tests.status.runs import READY, healthy, job, observe, run_through, spec
+from tests.status.runs import PREEMPTED_BY_KUEUE, READY, healthy, job, observe, run_through, spec
 
 C, R = ConditionType, Reason
 QUEUED = ClusterObservation(ready=False, message="waiting for Kueue", queue="team-a")
@@ -97,10 +97,10 @@ def test_a_preempted_run_whose_job_is_gone_stays_suspended_preempted_on_later_re
         spec(),
         observe(cluster=READY),
         observe(cluster=READY, job=job(JobState.RUNNING)),
-        observe(cluster=QUEUED),
+        observe(cluster=PREEMPTED_BY_KUEUE),
     )
     assert (first.status.phase, first.status.reason) == (Phase.SUSPENDED, R.PREEMPTED)
-    later = run_through(spec(), observe(cluster=QUEUED), prev=first.status)
+    later = run_through(spec(), observe(cluster=PREEMPTED_BY_KUEUE), prev=first.status)
     assert (later.status.phase, later.status.reason) == (Phase.SUSPENDED, R.PREEMPTED)
 
 
@@ -132,7 +132,7 @@ def test_a_preemption_seen_while_the_job_still_runs_stops_it_and_says_the_traine
         spec(),
         observe(cluster=READY),
         observe(cluster=READY, job=job(JobState.RUNNING), metrics=healthy(2)),
-        observe(cluster=QUEUED, job=job(JobState.RUNNING), metrics=healthy(2)),
+        observe(cluster=PREEMPTED_BY_KUEUE, job=job(JobState.RUNNING), metrics=healthy(2)),
     )
     assert (d.status.phase, d.status.reason) == (Phase.SUSPENDED, R.PREEMPTED)
     assert d.has(StopJob)

@@ -14,9 +14,16 @@ from grpo_operator.cli.loading import parse_run
 from grpo_operator.planning.plan import make_plan
 from grpo_operator.status.decision import Decision, Event
 from grpo_operator.status.lifecycle import decide
-from grpo_operator.status.observation import ClusterObservation, GpuObservation, JobObservation, JobState, Observation
+from grpo_operator.status.observation import (
+    ClusterObservation,
+    GpuObservation,
+    JobObservation,
+    JobState,
+    Observation,
+    Resume,
+)
 
-from tests.status.runs import READY, T0, healthy, job, observe, spec
+from tests.status.runs import PREEMPTED_BY_KUEUE, READY, T0, healthy, job, observe, spec
 from tests.status.test_accounting import through
 from tests.support.builders import base, merge
 
@@ -35,9 +42,11 @@ def at(minute: float, n: int, **kw: object) -> Observation:
     return observe(now=T0 + timedelta(minutes=minute), created=T0, submission_id=f"grpo-x-{n}", plan=PLAN, **kw)
 
 
-def running(minute: float, n: int, rollout: int) -> Observation:
+def running(minute: float, n: int, rollout: int, resumed: int | None = None) -> Observation:
+    """Attempt `n` running at `rollout`; `resumed`: its launcher's GRPO_RESUME line read now (-1: from nothing)."""
     state = job(JobState.RUNNING, submission_id=f"grpo-x-{n}")
-    return at(minute, n, cluster=READY, gpus=HELD, job=state, metrics=healthy(rollout))
+    line = None if resumed is None else Resume(None if resumed < 0 else resumed, True)
+    return at(minute, n, cluster=READY, gpus=HELD, job=state, metrics=healthy(rollout), resume=line)
 
 
 def life(
@@ -48,13 +57,14 @@ def life(
     suspend: bool = False,
     plan_after: RunPlan = PLAN,
     deleting: str | None = None,
+    resumed: int | None = None,
 ) -> list[Decision]:
     """Attempt 1 runs to rollout `last`, is preempted (or suspended) at 25, its pods go `gone_minutes` later;
     attempt 2 starts at 45 and its first rollout seen is `first`. From the pods' going on, the reconciles plan
     with `plan_after` (as the operator does once attempt 1's step times are in). `deleting`: the worker pod is
     seen terminating (KubeRay deletes it) by the stop's own reconcile ("with") or by one before it ("before",
     the pod's update reaching the operator before the RayCluster's)."""
-    stop = replace(running(25, 1, last), suspend=True) if suspend else at(25, 2, cluster=QUEUED, gpus=HELD)
+    stop = replace(running(25, 1, last), suspend=True) if suspend else at(25, 2, cluster=PREEMPTED_BY_KUEUE, gpus=HELD)
     terminating = replace(HELD, stopped_by="Deleted", stopped_at=T0 + timedelta(minutes=24, seconds=50))
     observations = [
         at(0, 1, cluster=NOT_READY, gpus=HELD),
@@ -63,10 +73,10 @@ def life(
         running(20, 1, last),
         *([replace(running(24.9, 1, last), gpus=terminating)] if deleting == "before" else []),
         replace(stop, gpus=terminating) if deleting else stop,
-        at(25 + gone_minutes, 2, cluster=QUEUED, gpus=NONE, suspend=suspend),
+        at(25 + gone_minutes, 2, cluster=PREEMPTED_BY_KUEUE, gpus=NONE, suspend=suspend),
         at(40, 2, cluster=NOT_READY, gpus=HELD),
         at(45, 2, cluster=READY, gpus=HELD),
-        running(50, 2, first),
+        running(50, 2, first, resumed=first - 1 if resumed is None else resumed),
     ]
     start = 6 if deleting == "before" else 5
     observations[start:] = [replace(obs, plan=plan_after) for obs in observations[start:]]
@@ -184,7 +194,7 @@ def test_nothing_is_said_about_the_save_until_the_next_attempt_shows_which_check
 def test_a_later_reconcile_does_not_repeat_the_event_or_change_the_record() -> None:
     decisions = life(7, 6, 10)
     prev = decisions[-1].status
-    again = decide(prev, running(55, 2, 7), SPEC)
+    again = decide(prev, running(55, 2, 7, resumed=6), SPEC)
     assert save_events([again]) == []
     assert again.status.accounting is not None and prev.accounting is not None
     assert again.status.accounting.attempts[0].save == prev.accounting.attempts[0].save
@@ -193,7 +203,9 @@ def test_a_later_reconcile_does_not_repeat_the_event_or_change_the_record() -> N
 def test_rollout_times_are_sampled_from_the_advances_observed_per_attempt() -> None:
     # attempt 1: rollout 0 at 10, 7 at 20 -> 600 s / 7 rollouts = 86 s (rounded up)
     decisions = life(7, 8, 1)
-    decisions.append(decide(decisions[-1].status, running(54, 2, 10), SPEC))  # 8 at 50 -> 10 at 54: 120 s each
+    decisions.append(
+        decide(decisions[-1].status, running(54, 2, 10, resumed=9), SPEC)
+    )  # 8 at 50 -> 10 at 54: 120 s each
     accounting = decisions[-1].status.accounting
     assert accounting is not None
     assert [a.rollout_seconds for a in accounting.attempts] == [[86], [120]]
@@ -234,7 +246,7 @@ def stopped_life(
         replace(running(20.5, 1, last), gpus=stopping),
         replace(at(0, 2, cluster=NOT_READY, gpus=stopping if lingering else NONE, job=died), now=gone),
         at(40, 2, cluster=READY, gpus=later),
-        running(45, 2, first),
+        running(45, 2, first, resumed=first - 1),
     ]
     observations[-1] = replace(observations[-1], gpus=later)
     decisions = through(observations, run_spec=RECOVERING)
@@ -344,7 +356,7 @@ def test_a_stopped_pod_still_going_when_its_failure_restarts_the_run_is_timed_un
         at(21, 2, cluster=READY, gpus=stopping, job=died),
         at(22, 2, cluster=NOT_READY, gpus=NONE),
         at(40, 2, cluster=READY, gpus=HELD),
-        running(45, 2, 8),
+        running(45, 2, 8, resumed=7),
     ]
     decisions = through(observations, run_spec=RECOVERING)
     assert decisions[5].status.reason == Reason.RESTARTING
@@ -365,7 +377,7 @@ def test_rollouts_miles_finishes_after_the_save_it_was_asked_for_are_lost_and_th
         replace(running(20.7, 1, 8), gpus=stopping),
         at(21, 2, cluster=READY, gpus=NONE, job=died),
         at(40, 2, cluster=READY, gpus=HELD),
-        running(45, 2, 8),
+        running(45, 2, 8, resumed=7),
     ]
     decisions = through(observations, run_spec=RECOVERING)
     a1 = first_attempt(decisions)
@@ -376,7 +388,7 @@ def test_rollouts_miles_finishes_after_the_save_it_was_asked_for_are_lost_and_th
     lost = [e.message for d in decisions for e in d.events if e.reason == Reason.ROLLOUTS_LOST]
     assert lost == ["attempt 1 lost 1 rollout(s): attempt 2 resumed at rollout 8, after the checkpoint it loaded"]
     # A checkpoint from before what was seen at the stop is no save: the hook's wait ran out.
-    observations[-1] = running(45, 2, 6)
+    observations[-1] = running(45, 2, 6, resumed=5)
     decisions = through(observations, run_spec=RECOVERING)
     a1 = first_attempt(decisions)
     assert a1.save is not None and (a1.save.outcome, a1.save.rollout) == (SaveOutcome.NOT_SAVED, 5)
@@ -402,7 +414,7 @@ def test_a_suspend_that_asked_for_a_checkpoint_is_saved_though_it_stopped_a_roll
         at(24, 2, cluster=QUEUED, gpus=NONE, suspend=True),
         at(40, 2, cluster=NOT_READY, gpus=HELD),
         at(45, 2, cluster=READY, gpus=HELD),
-        running(50, 2, 7),
+        running(50, 2, 7, resumed=6),
     ]
     decisions = through(observations, run_spec=asking)
     assert decisions[7].status.phase is Phase.SUSPENDED, decisions[7].status
@@ -411,3 +423,10 @@ def test_a_suspend_that_asked_for_a_checkpoint_is_saved_though_it_stopped_a_roll
     assert a1.save is not None and (a1.save.outcome, a1.save.rollout) == (SaveOutcome.SAVED, 6)
     [event] = save_events(decisions)
     assert event.message == "attempt 1 saved rollout 6 in 60 s before suspending: attempt 2 resumed at rollout 7"
+
+
+def test_a_late_first_scrape_claims_no_save_the_launcher_said_was_not_there() -> None:
+    """Attempt 2's launcher said miles resumes from checkpoint 5 (its GRPO_RESUME line); the first scrape came at
+    rollout 9, after miles had already redone 6-8. The save is judged from the line: none after rollout 7."""
+    save = life(7, 9, 10, resumed=5)[-1].status.accounting.attempts[0].save  # type: ignore[union-attr]
+    assert save is not None and (save.outcome, save.rollout) == (SaveOutcome.NOT_SAVED, 5), save

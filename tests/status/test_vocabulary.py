@@ -12,12 +12,16 @@ from grpo_operator.api.status import CONDITION_REASONS, PHASE_REASONS, Condition
 PACKAGE = Path(grpo_operator.__file__).parent
 HOME = PACKAGE / "api" / "status.py"
 VOCABULARY = {*Reason, *ConditionType, *Phase, *MetricsSource}
-# The same words in another system's vocabulary, (file, word): a Kubernetes pod's phase, and the Ready condition
-# of Kubernetes nodes and pods that grpo doctor reads.
+# The same words in another system's vocabulary, (file, word): a Kubernetes pod's phase, the Ready condition
+# of Kubernetes nodes and pods that grpo doctor reads, and the reasons of a Kueue Workload's Evicted condition.
 FOREIGN: set[tuple[str, str]] = {
     ("edges/childstate.py", "Succeeded"),
     ("edges/childstate.py", "Failed"),
     ("cli/doctorchecks/model.py", "Ready"),
+    ("edges/childstate.py", "Evicted"),
+    ("status/admission.py", "Preempted"),
+    ("status/admission.py", "PodsReadyTimeout"),
+    ("status/admission.py", "Deactivated"),
 }
 
 

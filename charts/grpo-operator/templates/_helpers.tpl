@@ -82,6 +82,11 @@ tests/integration/chart/test_doctor_operator_rules.py keeps equal to these rules
 - apiGroups: ["ray.io"]
   resources: ["rayclusters"]
   verbs: ["create", "patch", "get", "delete", "list", "watch"]
+# Kueue's Workload of a run's RayCluster while Kueue holds it suspended: its Evicted condition says why (Preempted,
+# PodsReadyTimeout, Deactivated, ...), which the run's Suspended status names (edges/kube.py kueue_workloads).
+- apiGroups: ["kueue.x-k8s.io"]
+  resources: ["workloads"]
+  verbs: ["list"]
 # Pod states of a run (image pull errors, unschedulable pods) for its status message, watched (list, watch)
 # into an index the reconciles read instead of listing (edges/watchcache.py).
 - apiGroups: [""]

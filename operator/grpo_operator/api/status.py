@@ -54,7 +54,12 @@ class Reason(StrEnum):
     RESTARTING = "Restarting"
     SUSPENDING = "Suspending"
     SUSPENDED = "Suspended"
+    # Kueue's eviction of an admitted run, by its Workload's Evicted condition (status/admission.py)
     PREEMPTED = "Preempted"
+    PODS_READY_TIMEOUT = "PodsReadyTimeout"
+    QUEUE_STOPPED = "QueueStopped"
+    DEACTIVATED = "Deactivated"
+    EVICTED = "Evicted"
     SUCCEEDED = "Succeeded"
     INVALID_SPEC = "InvalidSpec"
     DEGENERATE_OUTPUT = "DegenerateOutput"
@@ -109,6 +114,7 @@ class Reason(StrEnum):
 
 
 R = Reason
+KUEUE_EVICTIONS = (R.PREEMPTED, R.PODS_READY_TIMEOUT, R.QUEUE_STOPPED, R.DEACTIVATED, R.EVICTED)
 FAILURE_CLASSES = (
     R.NCCL_TIMEOUT,
     R.FABRIC_ERROR,
@@ -133,7 +139,7 @@ PHASE_REASONS: dict[Phase, tuple[Reason, ...]] = {
     Phase.PENDING: (R.PROVISIONING, R.QUEUED, R.RUNTIME_NOT_FOUND),
     Phase.PROVISIONING: (R.PROVISIONING, R.SUBMITTING, R.WAITING_FOR_DRIVER, R.RESTARTING),
     Phase.RUNNING: (R.RUNNING, R.SUSPENDING, R.DEGENERATE_OUTPUT, R.STALLED),
-    Phase.SUSPENDED: (R.SUSPENDED, R.PREEMPTED),
+    Phase.SUSPENDED: (R.SUSPENDED, *KUEUE_EVICTIONS),
     Phase.SUCCEEDED: (R.SUCCEEDED,),
     Phase.FAILED: (R.INVALID_SPEC, *_ENDINGS),
 }
@@ -147,7 +153,7 @@ CONDITION_REASONS: dict[ConditionType, tuple[Reason, ...]] = {
         R.RUNNING,
         R.SUSPENDING,
         R.SUSPENDED,
-        R.PREEMPTED,
+        *KUEUE_EVICTIONS,
         R.STOPPED,
         R.SUCCEEDED,
         R.FAILED,
@@ -356,6 +362,11 @@ class AttemptSave(ApiModel):
     grace_seconds: int | None = Field(
         default=None, ge=0, description="The worker pods' grace period when the attempt ended (its graceSeconds)."
     )
+    data_state: bool | None = Field(
+        default=None,
+        description="Whether miles's rollout data state of that checkpoint was there when the next attempt started "
+        "(false: miles restarted its prompt order at sample 0).",
+    )
 
 
 class AttemptAccount(ApiModel):
@@ -426,6 +437,15 @@ class AttemptAccount(ApiModel):
         "suspend's checkpoint request); its save is judged against it (none: against lastRollout). Rollouts "
         "observed after it and not saved count in rolloutsLost.",
     )
+    resumed_from: int | None = Field(
+        default=None,
+        ge=-1,
+        description="The checkpoint miles resumed this attempt from, as its launcher said before starting miles (the "
+        "GRPO_RESUME line: the tracker under --load; -1: none). The attempt before's save is judged from it.",
+    )
+    resumed_data_state: bool | None = Field(
+        default=None, description="Whether the rollout data state of that checkpoint was there (GRPO_RESUME)."
+    )
     save: AttemptSave | None = Field(
         default=None,
         description="A suspended or preempted attempt's save before its pods went, or one whose worker pod was stopped "
@@ -456,7 +476,15 @@ class RunAccounting(ApiModel):
     unattributed_gpu_seconds: int = Field(
         default=0, ge=0, description="GPU-seconds held since the last attempt ended; the next attempt takes them."
     )
-    lost_gpu_hours: float = Field(default=0.0, ge=0, description="Sum of the attempts' lostGpuHours.")
+    teardown_gpu_seconds: int = Field(
+        default=0,
+        ge=0,
+        description="GPU-seconds the run's pods held after it ended (Succeeded or Failed), until they were gone: their "
+        "preStop hooks and the kubelet's teardown. Part of gpuSeconds and of lostGpuHours.",
+    )
+    lost_gpu_hours: float = Field(
+        default=0.0, ge=0, description="Sum of the attempts' lostGpuHours, and the teardown's GPU time."
+    )
     goodput: float | None = Field(
         default=None,
         ge=0,

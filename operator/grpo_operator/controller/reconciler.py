@@ -58,6 +58,7 @@ from grpo_operator.status.observation import (
     JobObservation,
     JobState,
     Observation,
+    Resume,
     RewardObservation,
     TrainerMetrics,
     parse_rfc3339,
@@ -264,7 +265,9 @@ class Reconciler:
         cluster_obj = self.kube.ray_cluster(ns, name)
         run_pods = self.kube.run_pods(ns, name)  # pods outlive a deleted RayCluster for a while, holding GPUs
         pods = run_pods if cluster_obj is not None else []
-        cluster = childstate.cluster_observation(cluster_obj, plan.worker_replicas, pods)
+        cluster = childstate.cluster_observation(
+            cluster_obj, plan.worker_replicas, pods, self._workloads(ns, cluster_obj)
+        )
         remote = run.spec.reward.type is RewardType.REMOTE
         reward = self._reward(ns, name) if remote else None
         job = None
@@ -292,12 +295,43 @@ class Reconciler:
             gpus=childstate.gpu_observation(run_pods),
             created=_created(run),
             worker_nodes=childstate.worker_nodes(pods),
-            gpu_hour_price_usd={str(k): v for k, v in (self.settings.gpu_hour_prices_usd or {}).items()}.get(
-                run.spec.topology.instance_type
-            ),
+            gpu_hour_price_usd=self._price(run),
             evidence_config_map=names.forensics(name, len(prev.forensics or []) + 1 if prev else 1),
         )
+        return self._job_log(ctx, prev, obs)
+
+    def _workloads(self, namespace: str, cluster: dict[str, Any] | None) -> list[dict[str, Any]]:
+        """Kueue's Workloads of a RayCluster held suspended under a queue: why Kueue suspended it."""
+        if cluster is None or childstate.admission_queue(cluster) is None:
+            return []
+        return self.kube.kueue_workloads(namespace, cluster)
+
+    def _job_log(self, ctx: _Context, prev: GRPORunStatus | None, obs: Observation) -> Observation:
+        """What the job's log says: a running job's GRPO_RESUME line until the status has it, an ended job's
+        summary and kept tail."""
+        job = obs.job
+        if job is not None and job.state is JobState.RUNNING and _resume_unread(prev, job.submission_id):
+            return dataclasses.replace(obs, resume=self._read_resume(ctx, job.submission_id))
         return self._read_log(ctx, obs) if job is not None and not job.state.active else obs
+
+    def _read_resume(self, ctx: _Context, submission_id: str) -> Resume | None:
+        """The running job's GRPO_RESUME line (the checkpoint miles resumes from), until the status records it."""
+        try:
+            return summary.parse_resume(ctx.ray.logs(submission_id))
+        except RayUnavailable as exc:
+            log.info(
+                "%s/%s: the log of %s cannot be read: %s",
+                ctx.run.metadata.namespace,
+                ctx.run.metadata.name,
+                submission_id,
+                exc,
+            )
+            return None
+
+    def _price(self, run: GRPORun) -> float | None:
+        """The operator's price per GPU-hour for the run's instance type, if it has one."""
+        prices = {str(k): v for k, v in (self.settings.gpu_hour_prices_usd or {}).items()}
+        return prices.get(run.spec.topology.instance_type)
 
     def _checkpoint_job(self, ctx: _Context, prev: GRPORunStatus | None, submission_id: str) -> JobState | None:
         """The state of the checkpoint job a suspending run asked for, if it asked."""
@@ -307,9 +341,16 @@ class Reconciler:
         return found.state if found else None
 
     def _observe_ended_run(self, ctx: _Context, prev: GRPORunStatus, now: datetime, generation: int) -> Observation:
-        """What winding a terminal run down needs: its RayCluster, its job, and the job's log unless kept."""
+        """What winding a terminal run down needs: its RayCluster, its job, the job's log unless kept, and the GPUs
+        its pods still hold (their preStop hooks run after the end: the ledger counts them until they are gone)."""
         ns, name = ctx.run.metadata.namespace, ctx.run.metadata.name
-        obs = Observation(now=now, generation=generation)
+        obs = Observation(
+            now=now,
+            generation=generation,
+            gpus=childstate.gpu_observation(self.kube.run_pods(ns, name)),
+            created=_created(ctx.run),
+            gpu_hour_price_usd=self._price(ctx.run),
+        )
         cluster_obj = self.kube.ray_cluster(ns, name)
         if cluster_obj is None:
             return obs
@@ -505,6 +546,13 @@ class _Context:
 def _capture_request(meta: Mapping[str, Any]) -> str | None:
     value = (meta.get("annotations") or {}).get(CAPTURE_ANNOTATION)
     return str(value) if value else None
+
+
+def _resume_unread(prev: GRPORunStatus | None, submission_id: str) -> bool:
+    """The status has no GRPO_RESUME line yet for the attempt whose job is `submission_id`."""
+    attempts = prev.accounting.attempts if prev is not None and prev.accounting is not None else []
+    current = attempts[-1] if attempts else None
+    return current is None or current.submission_id != submission_id or current.resumed_from is None
 
 
 def _created(run: GRPORun) -> datetime | None:

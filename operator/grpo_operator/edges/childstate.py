@@ -11,7 +11,7 @@ from kubernetes import client
 
 from grpo_operator.api.status import Reason, StopReason
 from grpo_operator.render import names, queueing
-from grpo_operator.status.observation import ClusterObservation, GpuObservation, RewardObservation
+from grpo_operator.status.observation import ClusterObservation, GpuObservation, KueueEviction, RewardObservation
 
 GPU_RESOURCE = "nvidia.com/gpu"
 PREFLIGHT_FAILED = "preflight failed: "
@@ -94,9 +94,27 @@ def admission_queue(cluster: dict[str, Any]) -> str | None:
     return queue if queue and (cluster.get("spec") or {}).get("suspend") is True else None
 
 
+def kueue_eviction(workloads: list[dict[str, Any]]) -> KueueEviction | None:
+    """The Evicted condition (status True) of the RayCluster's Kueue Workload, in Kueue's words; the newest when
+    Kueue has made more than one (a Workload is made again after its job's pod sets change)."""
+    found: list[tuple[str, KueueEviction]] = []
+    for workload in workloads:
+        name = (workload.get("metadata") or {}).get("name") or "?"
+        for cond in (workload.get("status") or {}).get("conditions") or []:
+            if cond.get("type") == "Evicted" and cond.get("status") == "True" and cond.get("reason"):
+                eviction = KueueEviction(name, str(cond["reason"]), str(cond.get("message") or ""))
+                found.append((str(cond.get("lastTransitionTime") or ""), eviction))
+    return max(found, key=lambda pair: pair[0])[1] if found else None
+
+
 def cluster_observation(
-    cluster: dict[str, Any] | None, workers: int, pods: list[client.V1Pod]
+    cluster: dict[str, Any] | None,
+    workers: int,
+    pods: list[client.V1Pod],
+    workloads: list[dict[str, Any]] | None = None,
 ) -> ClusterObservation | None:
+    """What the run's status needs of its RayCluster: ready or not and why, the Kueue queue it waits in while
+    suspended under one, and, from its Kueue `workloads`, why Kueue suspended it."""
     if cluster is None:
         return None
     if (cluster.get("metadata") or {}).get("deletionTimestamp"):  # a restart away from a node deleted it
@@ -104,7 +122,10 @@ def cluster_observation(
     queue = admission_queue(cluster)
     if queue is not None:
         return ClusterObservation(
-            ready=False, message=f"waiting for Kueue to admit the RayCluster in LocalQueue {queue}", queue=queue
+            ready=False,
+            message=f"waiting for Kueue to admit the RayCluster in LocalQueue {queue}",
+            queue=queue,
+            eviction=kueue_eviction(workloads or []),
         )
     ready, message = cluster_ready(cluster, workers)
     problems = pod_problems(pods)

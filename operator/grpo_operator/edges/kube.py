@@ -73,6 +73,10 @@ def refusal(where: str, exc: ApiException) -> str:
     return f"{where}: the API server refuses it: {_server_words(exc)}"
 
 
+KUEUE_GROUP = "kueue.x-k8s.io"
+KUEUE_JOB_UID_LABEL = "kueue.x-k8s.io/job-uid"
+
+
 class ChildRefused(RuntimeError):
     """The API server refused a child of the run (400 or 422): the spec cannot run as it is."""
 
@@ -220,6 +224,26 @@ class Kube:
                 return None
             raise
         return found
+
+    def kueue_workloads(self, namespace: str, cluster: dict[str, Any]) -> list[dict[str, Any]]:
+        """Kueue's Workloads of a RayCluster (Kueue labels each with its job's UID, `kueue.x-k8s.io/job-uid`:
+        sigs.k8s.io/kueue v0.17.0 pkg/controller/jobframework/reconciler.go:1131). Read only while the cluster is
+        suspended under a queue; none where Kueue is not installed (404) or the operator may not list them (403)."""
+        uid = (cluster.get("metadata") or {}).get("uid")
+        if not uid:
+            return []
+        try:
+            found = self.custom.list_namespaced_custom_object(
+                KUEUE_GROUP, "v1beta2", namespace, "workloads", label_selector=f"{KUEUE_JOB_UID_LABEL}={uid}"
+            )
+        except ApiException as exc:
+            if exc.status in (403, 404):
+                log.info(
+                    "cannot read Kueue's Workloads in %s (%s): the eviction reason is not known", namespace, exc.status
+                )
+                return []
+            raise
+        return list(cast(dict[str, Any], found).get("items") or [])
 
     def delete_ray_cluster(self, namespace: str, run: str) -> bool:
         try:

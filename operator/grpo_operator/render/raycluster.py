@@ -74,6 +74,10 @@ def pod_env(run: GRPORun) -> list[dict[str, Any]]:
     return env
 
 
+def _shared_volume(run: GRPORun) -> dict[str, Any]:
+    return {"name": "shared", "persistentVolumeClaim": {"claimName": run.spec.storage.claim_name}}
+
+
 def _config_volume(run: GRPORun) -> dict[str, Any]:
     return {"name": "run-config", "configMap": {"name": names.config_map(run.metadata.name)}}
 
@@ -124,11 +128,18 @@ def head_size(run: GRPORun, settings: RenderSettings) -> tuple[str, str]:
     return (size.cpu, size.memory) if size is not None else (settings.head_cpu, settings.head_memory)
 
 
-def head_group(run: GRPORun, settings: RenderSettings) -> dict[str, Any]:
+def head_group(run: GRPORun, plan: RunPlan, settings: RenderSettings) -> dict[str, Any]:
+    """The head holds GCS: once it is gone every Ray process on the workers exits (60 s later, Ray's
+    `gcs_rpc_server_reconnect_timeout_s`), the save in flight with it. KubeRay deletes the head together with the
+    workers (a suspend's `DeleteAllOf`), so the head runs the same preStop hook as the workers (ask miles for a
+    checkpoint and wait until miles says it is saved, or stopped) with the workers' grace: it outlives their save
+    (docs/integrations/kuberay.md). It mounts the shared volume for that: the sentinel and the launcher's marker."""
     spec = run.spec
     cpu, memory = head_size(run, settings)
+    grace = pod_grace_seconds(plan.preemption_grace, settings.max_grace_seconds)
     pod: dict[str, Any] = {
         "enableServiceLinks": False,
+        "terminationGracePeriodSeconds": grace,
         "containers": [
             {
                 "name": "ray-head",
@@ -143,11 +154,12 @@ def head_group(run: GRPORun, settings: RenderSettings) -> dict[str, Any]:
                     "requests": {"cpu": cpu, "memory": memory},
                     "limits": {"memory": memory},
                 },
-                "volumeMounts": [_config_mount(settings)],
+                "volumeMounts": [{"name": "shared", "mountPath": spec.storage.mount_path}, _config_mount(settings)],
                 "securityContext": {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}},
+                "lifecycle": {"preStop": {"exec": {"command": [*presave_command(plan, settings, grace), "--head"]}}},
             }
         ],
-        "volumes": [_config_volume(run)],
+        "volumes": [_shared_volume(run), _config_volume(run)],
     }
     _place(pod, run, spec.scheduling.head_node_selector)
     if not spec.scheduling.head_node_selector:
@@ -165,7 +177,7 @@ def head_group(run: GRPORun, settings: RenderSettings) -> dict[str, Any]:
 
 
 def presave_command(plan: RunPlan, settings: RenderSettings, pod_grace: int) -> list[str]:
-    """The workers' preStop hook: every rank stays up while miles saves (a distributed save needs them all), then
+    """The Ray pods' preStop hook: every rank stays up while miles saves (a distributed save needs them all), then
     the hook stops the pod's Ray, whose `ray start --block` under bash ignores the SIGTERM that follows, and it
     returns before the grace ends (`python -m grpo_launcher presave`)."""
     return [
@@ -262,7 +274,7 @@ def worker_group(run: GRPORun, plan: RunPlan, settings: RenderSettings) -> dict[
             }
         ],
         "volumes": [
-            {"name": "shared", "persistentVolumeClaim": {"claimName": spec.storage.claim_name}},
+            _shared_volume(run),
             {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": f"{plan.shm_gib}Gi"}},
             _config_volume(run),
         ],
@@ -305,7 +317,7 @@ def ray_cluster(
     avoid_nodes(workers, avoided_nodes)
     spec: dict[str, Any] = {
         "enableInTreeAutoscaling": False,
-        "headGroupSpec": head_group(run, settings),
+        "headGroupSpec": head_group(run, plan, settings),
         "workerGroupSpecs": [workers],
     }
     if queueing.queued(run):

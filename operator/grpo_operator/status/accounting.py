@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from grpo_operator.api.status import (
+    KUEUE_EVICTIONS,
     TERMINAL_PHASES,
     AttemptAccount,
     AttemptSave,
@@ -238,25 +239,35 @@ def _suspend_asked(ledger: _Ledger, status: GRPORunStatus, seen_before: int | No
         current.stop_rollout = seen_before
 
 
+def _resumed(ledger: _Ledger, obs: Observation) -> None:
+    """The checkpoint the open attempt resumed from, as its launcher's GRPO_RESUME line said (read once)."""
+    current, resume, job = ledger.open, obs.resume, obs.job
+    if current is None or resume is None or job is None or job.submission_id != current.submission_id:
+        return
+    if current.resumed_from is None:
+        current.resumed_from = -1 if resume.iteration is None else resume.iteration
+        current.resumed_data_state = resume.data_state
+
+
 def _saves(ledger: _Ledger) -> list[Event]:
-    """A suspended or preempted attempt, or one whose worker pod was stopped, saved when the next one resumed after
-    the last rollout observed before it was asked to stop (else its last); an event when a later attempt first tells
-    it."""
+    """A suspended or preempted attempt, or one whose worker pod was stopped, saved when the next one resumed (its
+    launcher's GRPO_RESUME line, never a scrape, which can come late) from a checkpoint at or after the last rollout
+    observed before it was asked to stop (else its last); an event when a later attempt first tells it."""
     events = []
     attempts = ledger.run.attempts
     for attempt, after in itertools.pairwise(attempts):
-        asked, first = _asked(attempt), after.first_rollout
+        asked, resumed = _asked(attempt), after.resumed_from
         stopped = attempt.end_phase is Phase.SUSPENDED or attempt.stopped_by is not None
-        if not stopped or attempt.save is not None or asked is None or first is None:
+        if not stopped or attempt.save is not None or asked is None or resumed is None:
             continue
         # miles trains on after the save it was asked for (train.py:120-126) until its pod goes: the rollouts it
         # finishes meanwhile are lost (rolloutsLost), the save is still the one asked for.
-        saved = first - 1 >= asked
         attempt.save = AttemptSave(
-            outcome=SaveOutcome.SAVED if saved else SaveOutcome.NOT_SAVED,
-            rollout=first - 1,
+            outcome=SaveOutcome.SAVED if resumed >= asked else SaveOutcome.NOT_SAVED,
+            rollout=resumed,
             seconds=attempt.pods_gone_seconds,
             grace_seconds=attempt.grace_seconds,
+            data_state=after.resumed_data_state if resumed >= 0 else None,
         )
         if attempt not in ledger.closed:
             events.append(_save_event(attempt, attempt.save, after))
@@ -277,15 +288,22 @@ STOPPED_BY: dict[str, str] = {
 def _save_event(attempt: AttemptAccount, save: AttemptSave, after: AttemptAccount) -> Event:
     if attempt.end_phase is not Phase.SUSPENDED and attempt.stopped_by is not None:
         why = STOPPED_BY.get(attempt.stopped_by, attempt.stopped_by)
+    elif attempt.end_reason == Reason.PREEMPTED:
+        why = "preemption"
+    elif attempt.end_reason in KUEUE_EVICTIONS:
+        why = f"Kueue's eviction ({attempt.end_reason})"
     else:
-        why = "preemption" if attempt.end_reason == Reason.PREEMPTED else "suspending"
+        why = "suspending"
     took = "" if save.seconds is None else f" in {save.seconds} s"
     if save.outcome is SaveOutcome.SAVED:
+        lacking = (
+            "" if save.data_state is not False else " (without its rollout data state: prompts restart at sample 0)"
+        )
         return Event(
             "Normal",
             Reason.SAVED_BEFORE_STOP,
             f"attempt {attempt.attempt} saved rollout {save.rollout}{took} before {why}: attempt {after.attempt} "
-            f"resumed at rollout {save.rollout + 1}",
+            f"resumed at rollout {save.rollout + 1}{lacking}",
         )
     gone = "" if save.seconds is None else f"its pods went after {save.seconds} s"
     grace = "" if save.grace_seconds is None else f"grace {save.grace_seconds} s"
@@ -319,6 +337,7 @@ def _totals(run: RunAccounting, created: datetime | None, price: float | None) -
         lost, productive = _split(attempt)
         attempt.gpu_hours, attempt.lost_gpu_hours = _hours(attempt.gpu_seconds), _hours(lost)
         lost_total, productive_total = lost_total + lost, productive_total + productive
+    lost_total += run.teardown_gpu_seconds  # held after the run ended: no rollout came of it
     run.gpu_hours, run.lost_gpu_hours = _hours(run.gpu_seconds), _hours(lost_total)
     run.goodput = round(productive_total / run.gpu_seconds, 4) if run.gpu_seconds else None
     run.cost_usd = round(run.gpu_hours * price, 2) if price is not None else None
@@ -352,14 +371,32 @@ def _unchanged(prev: GRPORunStatus | None, obs: Observation, status: GRPORunStat
     return same and _seconds(now, since) < REFRESH_SECONDS
 
 
+def _teardown(prev: GRPORunStatus, obs: Observation, status: GRPORunStatus, now: datetime) -> RunAccounting | None:
+    """An ended run's ledger stays as it ended but for the GPUs its pods still hold: their preStop hooks run after
+    the end (a save that cannot come, a stale marker, the kubelet's teardown), so that time is counted, as
+    `teardownGpuSeconds` (in gpuSeconds, and lost), until the pods are gone."""
+    old = prev.accounting
+    if old is None or obs.gpus is None or (old.gpus == 0 and obs.gpus.gpus == 0) or _unchanged(prev, obs, status, now):
+        return old
+    ledger = _Ledger(old.model_copy(deep=True))
+    run = ledger.run
+    held = run.gpus * _seconds(now, parse_rfc3339(run.updated_at) or now)
+    run.gpu_seconds += held
+    run.teardown_gpu_seconds += held
+    run.gpus, run.updated_at = obs.gpus.gpus, rfc3339(now)
+    _pods_gone(ledger, now)
+    _totals(run, obs.created, obs.gpu_hour_price_usd)
+    return RunAccounting.model_validate(run.model_dump())
+
+
 def account(
     prev: GRPORunStatus | None, obs: Observation, status: GRPORunStatus
 ) -> tuple[RunAccounting | None, tuple[Event, ...]]:
     """The accounting of `status`, the status this reconcile decided, and its events. A terminal run's stays as
-    it was when it ended."""
-    if prev is not None and prev.phase in TERMINAL_PHASES:
-        return prev.accounting, ()
+    it was when it ended, but for the GPU time its pods hold until they are gone (`_teardown`)."""
     now = obs.now.replace(microsecond=0)
+    if prev is not None and prev.phase in TERMINAL_PHASES:
+        return _teardown(prev, obs, status, now), ()
     if _unchanged(prev, obs, status, now):
         return prev.accounting if prev is not None else None, ()
     ledger = _start(prev, obs, now)
@@ -369,6 +406,7 @@ def account(
     seen_before = ledger.open.last_rollout if ledger.open is not None else None
     _suspend_asked(ledger, status, seen_before)
     _progress(ledger, obs, now)
+    _resumed(ledger, obs)
     if status.phase is Phase.SUSPENDED or status.phase in TERMINAL_PHASES:
         _close(ledger, status, now)
     _stops(ledger, obs, now, seen_before)  # after the close: a suspended or ended attempt's pods go on purpose

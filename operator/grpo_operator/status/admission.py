@@ -1,15 +1,19 @@
-"""Before the job runs: the spec's verdict, Kueue's admission (`Pending/Queued`, or `Suspended/Preempted` when a
-preemption suspends the RayCluster again), the RayCluster and reward service getting ready, the submission, and
-the driver waiting to start. A preempted job cannot save a checkpoint first (KubeRay deletes a suspended cluster's
-pods at once: docs/integrations/kuberay.md); once readmitted, a new attempt resumes from the last checkpoint."""
+"""Before the job runs: the spec's verdict, Kueue's admission (`Pending/Queued`, or `Suspended` with Kueue's own
+eviction reason when Kueue suspends the admitted RayCluster again), the RayCluster and reward service getting ready,
+the submission, and the driver waiting to start. On an eviction KubeRay deletes every Ray pod at once, head
+included; their preStop hooks ask miles for a checkpoint and wait for it within the pods' grace
+(docs/integrations/kuberay.md), so the job is not stopped while those pods are still there with grace left: a stop
+would end miles before its save. Once readmitted, a new attempt resumes from that checkpoint."""
 
 from __future__ import annotations
 
-from grpo_operator.api.status import ConditionType, GRPORunStatus, Phase, Reason
+from datetime import timedelta
+
+from grpo_operator.api.status import KUEUE_EVICTIONS, ConditionType, GRPORunStatus, Phase, Reason
 from grpo_operator.status import attempts
 from grpo_operator.status.conditions import Conditions
 from grpo_operator.status.decision import Decision, Draft, Event, StopJob, Submit
-from grpo_operator.status.observation import Observation, rfc3339
+from grpo_operator.status.observation import KueueEviction, Observation, rfc3339
 
 C, R = ConditionType, Reason
 
@@ -57,11 +61,65 @@ def _preempted(draft: Draft) -> bool:
     if prev is None:
         return False
     submitted = prev.job_submission_id is not None and prev.phase in (Phase.RUNNING, Phase.PROVISIONING)
-    return submitted or (prev.phase is Phase.SUSPENDED and prev.reason == R.PREEMPTED)
+    return submitted or (prev.phase is Phase.SUSPENDED and prev.reason in KUEUE_EVICTIONS)
+
+
+# Kueue's reasons on a Workload's Evicted condition (sigs.k8s.io/kueue v0.17.0 apis/kueue/v1beta2/
+# workload_types.go:1010-1044; a deactivation's may carry a cause, `DeactivatedDueTo<cause>`, workload.go:1373-1380):
+# the run's reason, what happened, and what brings it back.
+_READMITTED = "the run resumes from its last checkpoint once Kueue admits it again"
+EVICTIONS: dict[str, tuple[Reason, str, str]] = {
+    "Preempted": (R.PREEMPTED, "preempted by Kueue for a workload of higher priority", _READMITTED),
+    "PodsReadyTimeout": (
+        R.PODS_READY_TIMEOUT,
+        "evicted by Kueue: its pods were not all ready within waitForPodsReady's timeout",
+        "Kueue requeues it after its backoff; " + _READMITTED,
+    ),
+    "ClusterQueueStopped": (
+        R.QUEUE_STOPPED,
+        "evicted by Kueue: its ClusterQueue was stopped (stopPolicy)",
+        "it resumes from its last checkpoint once the ClusterQueue is started again and Kueue admits it",
+    ),
+    "LocalQueueStopped": (
+        R.QUEUE_STOPPED,
+        "evicted by Kueue: its LocalQueue was stopped (stopPolicy)",
+        "it resumes from its last checkpoint once the LocalQueue is started again and Kueue admits it",
+    ),
+    "Deactivated": (
+        R.DEACTIVATED,
+        "deactivated in Kueue (its Workload's spec.active is false)",
+        "it stays suspended until the Workload is reactivated (spec.active: true); then it resumes from its last "
+        "checkpoint once Kueue admits it",
+    ),
+}
+
+
+def eviction(found: KueueEviction | None, queue: str) -> tuple[Reason, str]:
+    """The run's reason and message for Kueue's suspension of its admitted RayCluster, in Kueue's own terms."""
+    where = f"LocalQueue {queue}"
+    if found is None:
+        return R.EVICTED, (
+            f"suspended again under {where}: no Kueue Workload of the RayCluster says why; {_READMITTED}"
+        )
+    key = "Deactivated" if found.reason.startswith("Deactivated") else found.reason
+    reason, what, after = EVICTIONS.get(key, (R.EVICTED, f"evicted by Kueue ({found.reason})", _READMITTED))
+    said = f": {found.message}" if found.message else ""
+    return reason, f"{what} ({where}, Workload {found.workload}, {found.reason}{said}); {after}"
+
+
+def save_pending(obs: Observation) -> bool:
+    """The run's GPU pods are still there and their grace has not run out: their preStop hooks may be saving (or
+    KubeRay has not deleted them yet). A job stopped now ends miles before its save."""
+    gpus = obs.gpus
+    if gpus is None or gpus.gpus == 0:
+        return False
+    if gpus.stopped_at is None or gpus.grace_seconds is None:
+        return True
+    return obs.now < gpus.stopped_at + timedelta(seconds=gpus.grace_seconds)
 
 
 def waiting_for_admission(draft: Draft, queue: str) -> Decision:
-    """The RayCluster is suspended under a Kueue queue: not admitted yet, or preempted."""
+    """The RayCluster is suspended under a Kueue queue: not admitted yet, or evicted after it was."""
     conds, obs = draft.conds, draft.obs
     where = f"LocalQueue {queue}"
     conds.set(
@@ -73,14 +131,13 @@ def waiting_for_admission(draft: Draft, queue: str) -> Decision:
         conds.set(C.REWARD_SERVICE_READY, False, R.NOT_CREATED, created_later)
     conds.set(C.COMPLETE, False, R.IN_PROGRESS, "")
     if _preempted(draft):
-        message = (
-            f"preempted by Kueue ({where}): KubeRay deleted the Ray pods; the run resumes from its last "
-            "checkpoint once Kueue admits it again"
-        )
-        conds.set(C.JOB_RUNNING, False, R.PREEMPTED, message)
-        job = obs.job
-        stop = (StopJob(job.submission_id),) if job is not None and job.state.active else ()
-        return draft.decide(Phase.SUSPENDED, R.PREEMPTED, message, stop)
+        reason, message = eviction(obs.cluster.eviction if obs.cluster is not None else None, queue)
+        job, saving = obs.job, save_pending(obs)
+        if saving:
+            message = f"{message}; the Ray pods save a checkpoint before they go"
+        conds.set(C.JOB_RUNNING, False, reason, message)
+        stop = (StopJob(job.submission_id),) if job is not None and job.state.active and not saving else ()
+        return draft.decide(Phase.SUSPENDED, reason, message, stop)
     conds.set(C.JOB_RUNNING, False, R.NOT_SUBMITTED, "waiting for admission")
     message = f"waiting for Kueue to admit the RayCluster (all of its pods at once) in {where}"
     return draft.decide(Phase.PENDING, R.QUEUED, message)

@@ -27,10 +27,20 @@ class JobState(StrEnum):
 
 
 @dataclass(frozen=True)
+class KueueEviction:
+    """The Evicted condition of the Kueue Workload of a run's RayCluster, in Kueue's words."""
+
+    workload: str
+    reason: str  # Preempted, PodsReadyTimeout, ClusterQueueStopped, Deactivated, DeactivatedDueTo..., ...
+    message: str = ""
+
+
+@dataclass(frozen=True)
 class ClusterObservation:
     ready: bool
     message: str = ""
     queue: str | None = None  # the Kueue LocalQueue the suspended RayCluster waits in for admission
+    eviction: KueueEviction | None = None  # why Kueue suspended it again, when its Workload says so
     # "pod <name> on node <node>: preflight failed: <check>: <why>" of a worker whose preflight init container failed
     preflight_failure: str = ""
 
@@ -102,6 +112,14 @@ class RunSummary:
 
 
 @dataclass(frozen=True)
+class Resume:
+    """The launcher's `GRPO_RESUME` line of the job running now: the checkpoint miles resumes from."""
+
+    iteration: int | None  # the tracker's iteration under --load (miles starts at it + 1); None: from nothing
+    data_state: bool  # whether the rollout data state of that iteration is there (else prompts restart at sample 0)
+
+
+@dataclass(frozen=True)
 class Observation:
     now: datetime
     generation: int
@@ -119,6 +137,7 @@ class Observation:
     metrics: TrainerMetrics | None = None
     metrics_error: str | None = None  # the trainer's metrics endpoint could not be read this time
     summary: RunSummary | None = None  # read from the job's log once the job ended
+    resume: Resume | None = None  # read from the running job's log until the status records it
     logs: RunLogs | None = None  # where the ended job's log tail, read this reconcile, is kept
     log_text: str = field(default="", repr=False)  # that tail itself (bounded as kept), for `status.failures`
     trainer_image: str | None = None

@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from grpo_operator.status.observation import Failure, RunSummary, TrainerMetrics
+from grpo_operator.status.observation import Failure, Resume, RunSummary, TrainerMetrics
 
 MARK = "GRPO_RUN_SUMMARY "
 MAX_ROLLOUTS = 100
@@ -73,4 +73,27 @@ def parse(text: str) -> RunSummary | None:
             continue
         if isinstance(data, dict) and data.get("version") == 1:
             return _summary(data)
+    return None
+
+
+RESUME_MARK = "GRPO_RESUME "
+
+
+def parse_resume(text: str) -> Resume | None:
+    """The launcher's `GRPO_RESUME {"iteration": N|null, "dataState": bool, "load": ...}` line (grpo_launcher.launch
+    `resume_line`), printed once before miles starts: the checkpoint miles resumes from. None until it is there."""
+    for line in text.splitlines():
+        at = line.find(RESUME_MARK)
+        if at < 0:
+            continue
+        try:
+            data = json.loads(line[at + len(RESUME_MARK) :])
+        except ValueError:
+            continue
+        if not isinstance(data, dict):
+            continue
+        iteration = data.get("iteration")
+        if iteration is not None and (isinstance(iteration, bool) or not isinstance(iteration, int) or iteration < 0):
+            continue
+        return Resume(iteration, data.get("dataState") is True)
     return None

@@ -15,6 +15,7 @@ run on purpose) is in ``grpo_launcher.summary``.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -31,7 +32,7 @@ from grpo_launcher.checks import PREFLIGHT_FAILED_EXIT, print_report
 from grpo_launcher.config import RunConfig, echo
 from grpo_launcher.metrics import MetricsServer, serve
 from grpo_launcher.preflight import PreflightEnv, run_preflight
-from grpo_launcher.presave import MILES_RUNNING
+from grpo_launcher.presave import MARKER_REFRESH_SECONDS, MILES_RUNNING, data_state, tracker_iteration
 from grpo_launcher.provenance import ProvenanceSources, collect, provenance_line
 from grpo_launcher.summary import FAILURE_FILE_ENV, RolloutLog, read_failure, summary_line
 
@@ -152,6 +153,50 @@ def run(config: RunConfig, miles_argv: Sequence[str], options: RunOptions, out: 
     return code
 
 
+RESUME_PREFIX = "GRPO_RESUME "
+
+
+def flag_value(argv: Sequence[str], flag: str) -> str | None:
+    """The value of `flag` in miles's argv (`--flag value` or `--flag=value`; the last one wins, as argparse)."""
+    found = None
+    for i, item in enumerate(argv):
+        if item == flag and i + 1 < len(argv):
+            found = argv[i + 1]
+        elif item.startswith(flag + "="):
+            found = item[len(flag) + 1 :]
+    return found
+
+
+def resume_line(miles_argv: Sequence[str]) -> str:
+    """`GRPO_RESUME {json}`: the checkpoint miles is about to resume from, read as miles reads it: the tracker under
+    `--load` (Megatron's `latest_checkpointed_iteration.txt`; miles starts at that iteration + 1, its
+    `start_rollout_id`), and whether the rollout data state of that iteration is there (without it miles restarts
+    its prompt order at sample 0 and only logs it). The operator judges the stopped attempt's save from this line."""
+    load = flag_value(miles_argv, "--load")
+    iteration = tracker_iteration(Path(load)) if load else None
+    facts = {
+        "load": load,
+        "iteration": iteration,
+        "dataState": data_state(Path(load), iteration) if load else False,
+    }
+    return RESUME_PREFIX + json.dumps(facts, sort_keys=True)
+
+
+def refresh(marker: Path, stop: threading.Event, period: float = MARKER_REFRESH_SECONDS) -> threading.Thread:
+    """Touch the marker every `period` seconds until `stop`: a marker that ages is a launcher that died."""
+
+    def touch() -> None:
+        while not stop.wait(period):
+            try:
+                os.utime(marker)
+            except OSError:  # removed or unwritable: the hook then reads miles as not running, as it is told
+                return
+
+    thread = threading.Thread(target=touch, name="miles-running-marker", daemon=True)
+    thread.start()
+    return thread
+
+
 def _mark_running(checkpoint_dir: Path, out: TextIO) -> Path | None:
     """The file the workers' preStop hook (presave.py) reads: miles runs, so a save asked for can come."""
     marker = checkpoint_dir / MILES_RUNNING
@@ -175,11 +220,15 @@ def _preflight_and_miles(
             return PREFLIGHT_FAILED_EXIT
     if config.env:
         out.write(f"[info] env from the run config for miles: {', '.join(sorted(config.env))}\n")
+    out.write(resume_line(miles_argv) + "\n")
     out.write(f"[info] starting miles: {len(miles_argv)} argv items, argv[0]={miles_argv[0]!r}\n")
     out.flush()
     env = {**child_env(os.environ, config), FAILURE_FILE_ENV: str(failure_file)}
     # Marked before miles starts: a stop that comes in miles's first instant must still wait for its save.
     marker = _mark_running(Path(config.preflight.checkpoint_dir), out)
+    refreshing = threading.Event()
+    if marker is not None:
+        refresh(marker, refreshing)
     try:
         try:
             child = start_miles(miles_argv, env)
@@ -190,6 +239,7 @@ def _preflight_and_miles(
         copier = pump(child.stdout, out, rollouts)
         code = supervise(child)
     finally:
+        refreshing.set()
         if marker is not None:
             marker.unlink(missing_ok=True)
     copier.join(timeout=30)  # miles's last lines, then the summary

@@ -1,12 +1,17 @@
-"""The worker pods' preStop hook (`python -m grpo_launcher presave`): before Kubernetes stops a worker (Kueue
-preemption, a drain, a spot reclaim, `spec.suspend`), ask miles for a checkpoint by touching its
-`--save-trigger-sentinel` (miles saves after the rollout step in flight, then deletes the file), and wait until the
-checkpoint tracker names an iteration newer than the one there when the hook started, or until the wait the
-operator sized ends, or miles is no longer running (the launcher's marker is gone). Exits 0 either way, so the pod goes; the outcome is a JSON line on stdout and a small JSON
-file beside the checkpoints (`preemption-save.json`), which the next attempt and the user can read. With
-`--stop-ray` it then stops this pod's Ray (`ray stop`), as KubeRay's own preStop does: the container's first
-process (`bash -c "...; ray start --block"`) ignores the SIGTERM that follows the hook, so without it the job goes on
-running in a pod that is going away until the grace ends."""
+"""The Ray pods' preStop hook (`python -m grpo_launcher presave`): before Kubernetes stops a worker or the head (Kueue
+preemption, a drain, a delete, `spec.suspend`), ask miles for a checkpoint by touching its
+`--save-trigger-sentinel` and wait until miles says the save is done: it deletes the sentinel only after the whole
+save, Megatron's checkpoint and tracker first, then the rollout data state (train.py:76-90,120-126 at the pin), so
+the sentinel's removal, cross-checked by a tracker newer than the one there when the hook started, is the signal.
+It stops waiting when the wait the operator sized ends, or when miles is no longer running: the launcher's marker is
+gone, or older than `STALE_AFTER_SECONDS` (the launcher refreshes it every `MARKER_REFRESH_SECONDS` while miles runs;
+a launcher killed outright leaves it behind, and a stale marker must not hold the GPUs for the whole grace). Exits 0
+either way, so the pod goes; the outcome is a JSON line on stdout and a small JSON file beside the checkpoints
+(`preemption-save.json`, the head's `preemption-save-head.json`), which the next attempt and the user can read. With
+`--stop-ray` it then stops this pod's Ray (`ray stop`), as KubeRay's own preStop does: the container's first process
+(`bash -c "...; ray start --block"`) ignores the SIGTERM that follows the hook, so without it the job goes on running
+in a pod that is going away until the grace ends. A spot interruption's notice is not covered by the grace: see
+the runtime's `interruptionNoticeSeconds`."""
 
 from __future__ import annotations
 
@@ -22,9 +27,16 @@ from pathlib import Path
 
 TRACKER = "latest_checkpointed_iteration.txt"  # Megatron's tracker, which miles's save writes last
 REPORT = "preemption-save.json"
+HEAD_REPORT = "preemption-save-head.json"
 # The launcher keeps this file beside the checkpoints while miles runs (launch.py): without it no save can come,
 # so a pod deleted after its job ended (a finished run, a stopped job) goes at once instead of waiting the grace.
 MILES_RUNNING = ".grpo-miles-running"
+# The launcher touches the marker this often while miles runs; one not touched for three periods is a launcher
+# that was killed outright (node loss, SIGKILL, an OOM group kill): nothing will save, the hook returns.
+MARKER_REFRESH_SECONDS = 10.0
+STALE_AFTER_SECONDS = 3 * MARKER_REFRESH_SECONDS
+# miles's rollout data state (data_source.py:123-136 at the pin): the prompt order a resumed run continues from.
+DATA_STATE = "rollout/global_dataset_state_dict_{}.pt"
 POLL_SECONDS = 2.0
 
 
@@ -36,6 +48,7 @@ class Outcome:
     iteration: int | None  # the checkpoint the next attempt will load
     seconds: float
     wait_seconds: float
+    data_state: bool = False  # whether miles's rollout data state of `iteration` exists (else it restarts at sample 0)
 
 
 def tracker_iteration(checkpoint_dir: Path) -> int | None:
@@ -45,6 +58,18 @@ def tracker_iteration(checkpoint_dir: Path) -> int | None:
         return None
 
 
+def miles_running(marker: Path, wall: float) -> bool:
+    """The launcher's marker is there and was touched within `STALE_AFTER_SECONDS` of `wall` (epoch seconds)."""
+    try:
+        return wall - marker.stat().st_mtime <= STALE_AFTER_SECONDS
+    except OSError:
+        return False
+
+
+def data_state(checkpoint_dir: Path, iteration: int | None) -> bool:
+    return iteration is not None and (checkpoint_dir / DATA_STATE.format(iteration)).is_file()
+
+
 def save_before_exit(
     sentinel: Path,
     checkpoint_dir: Path,
@@ -52,36 +77,39 @@ def save_before_exit(
     *,
     clock: Callable[[], float] = time.monotonic,
     sleep: Callable[[float], None] = time.sleep,
+    wall: Callable[[], float] = time.time,
     poll_seconds: float = POLL_SECONDS,
 ) -> Outcome:
-    """Touch the sentinel, then wait for a newer checkpoint, miles's exit, or `wait_seconds` on `clock`."""
+    """Touch the sentinel, then wait for miles's "save done" (the sentinel deleted, the tracker newer), miles's exit
+    (the marker gone or stale), or `wait_seconds` on `clock`."""
     before = tracker_iteration(checkpoint_dir)
     start = clock()
     running = checkpoint_dir / MILES_RUNNING
-    if not running.exists():
-        return Outcome(False, False, before, before, 0.0, wait_seconds)
+    if not miles_running(running, wall()):
+        return Outcome(False, False, before, before, 0.0, wait_seconds, data_state(checkpoint_dir, before))
     sentinel.parent.mkdir(parents=True, exist_ok=True)
     sentinel.touch()
     while True:
         now = tracker_iteration(checkpoint_dir)
-        elapsed = clock() - start
-        if now is not None and (before is None or now > before):
-            return Outcome(True, True, before, now, round(elapsed, 1), wait_seconds)
-        if elapsed >= wait_seconds or not running.exists():
+        elapsed = round(clock() - start, 1)
+        newer = now is not None and (before is None or now > before)
+        if newer and not sentinel.exists():
+            return Outcome(True, True, before, now, elapsed, wait_seconds, data_state(checkpoint_dir, now))
+        if elapsed >= wait_seconds or not miles_running(running, wall()):
             # No save coming: a sentinel left behind would make the next attempt save after its first step.
             sentinel.unlink(missing_ok=True)
-            return Outcome(False, True, before, now, round(elapsed, 1), wait_seconds)
+            return Outcome(False, True, before, now, elapsed, wait_seconds, data_state(checkpoint_dir, now))
         sleep(poll_seconds)
 
 
-def report(outcome: Outcome, checkpoint_dir: Path) -> str:
+def report(outcome: Outcome, checkpoint_dir: Path, name: str = REPORT) -> str:
     """The outcome as one JSON line, also kept beside the checkpoints (written whole, then renamed)."""
     line = json.dumps({"preStopSave": asdict(outcome)}, sort_keys=True)
     try:
         checkpoint_dir.mkdir(parents=True, exist_ok=True)
-        tmp = checkpoint_dir / f".{REPORT}.{os.getpid()}"
+        tmp = checkpoint_dir / f".{name}.{os.getpid()}"
         tmp.write_text(line + "\n")
-        tmp.replace(checkpoint_dir / REPORT)
+        tmp.replace(checkpoint_dir / name)
     except OSError as exc:  # the pod still goes; the line on stdout says what happened
         line = json.dumps({"preStopSave": asdict(outcome), "reportError": str(exc)}, sort_keys=True)
     return line
@@ -102,11 +130,15 @@ def add_presave(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--checkpoint-dir", type=Path, required=True, help="miles's --save directory")
     parser.add_argument("--wait-seconds", type=float, required=True, help="give up after this long")
     parser.add_argument("--stop-ray", action="store_true", help="then stop this node's Ray (`ray stop`)")
+    parser.add_argument(
+        "--head", action="store_true", help=f"the head's hook: its outcome goes to {HEAD_REPORT}, not {REPORT}"
+    )
 
 
 def run_presave(args: argparse.Namespace, stop: Callable[[], None] = stop_ray) -> int:
     outcome = save_before_exit(args.sentinel, args.checkpoint_dir, args.wait_seconds)
-    sys.stdout.write(report(outcome, args.checkpoint_dir) + "\n")
+    name = HEAD_REPORT if args.head else REPORT
+    sys.stdout.write(report(outcome, args.checkpoint_dir, name) + "\n")
     sys.stdout.flush()
     if args.stop_ray:
         stop()
