@@ -375,3 +375,122 @@ def test_when_the_step_never_ends_the_hook_gives_up_at_the_grace_the_pod_goes_an
     assert len(said) == 1 and "made no checkpoint after rollout 2 before deletion" in said[0], said
     assert "attempt 2 resumed from rollout 0" in said[0], said
     delete_run(real_cluster, run)
+
+
+def _head_report(platform: dict[str, Any], run: str) -> dict[str, Any]:
+    """The head's preStop hook's own outcome (it runs the workers' hook, marked --head)."""
+    report = Path(platform["shared"]) / "grpo" / NAMESPACE / run / "checkpoints" / "preemption-save-head.json"
+    found: dict[str, Any] = json.loads(report.read_text())["preStopSave"] if report.is_file() else {}
+    return found
+
+
+def _patch_cluster(cluster: SimulatedCluster, run: str, suspend: bool) -> None:
+    body = json.dumps({"spec": {"suspend": suspend}})
+    cluster.kubectl("patch", "raycluster", names.ray_cluster(run), "-n", NAMESPACE, "--type=merge", "-p", body)
+
+
+def test_a_kueue_style_suspension_of_the_running_cluster_saves_model_and_data_state_before_the_head_goes(
+    real_cluster: SimulatedCluster, platform: dict[str, Any]
+) -> None:
+    """What Kueue does to an admitted run it evicts, played by the two patches Kueue makes on the RayCluster (the
+    Kueue manager is not run on this node: no Workload exists, so the run's reason is the generic `Evicted` and
+    its message says no Workload said why; the reason table is tests/status/test_kueue_eviction.py). The run is
+    queued (its RayCluster carries the queue label and is created suspended); `suspend: false` admits it; mid-run
+    `suspend: true` makes KubeRay delete the head and the worker at once (DeleteAllOf), with their real grace and
+    preStop hooks. The operator stops nothing while the pods save; the double saves the model, then the rollout
+    data state 5 s later, then deletes the sentinel, as miles's train.py:76-90,120-126; the worker's and the head's
+    hooks return only then (the head's GCS up through the save). After `suspend: false` attempt 2's launcher says
+    it resumes from that checkpoint with its data state, and the status judges the save from that line."""
+    manifest = run_manifest("real-evict", rollouts=10, spec={"scheduling": {"queueName": "lq"}})
+    run = start(real_cluster, platform, manifest, ["--fake-step-seconds", "3", "--fake-data-state-seconds", "5"])
+    queued = wait_for("Pending/Queued", phase_is(real_cluster, run, "Pending"), lambda: status(real_cluster, run))
+    assert queued["reason"] == "Queued", queued
+    _patch_cluster(real_cluster, run, False)  # Kueue's admission
+    seen = wait_for("rollout 2 scraped", _rollout(real_cluster, run, 2), lambda: status(real_cluster, run))
+    _patch_cluster(real_cluster, run, True)  # Kueue's eviction
+    suspended = wait_for(
+        "Suspended", phase_is(real_cluster, run, "Suspended", "Failed"), lambda: status(real_cluster, run)
+    )
+    assert (suspended["phase"], suspended["reason"]) == ("Suspended", "Evicted"), suspended
+    assert "LocalQueue lq" in suspended["message"], suspended
+    wait_for(
+        "the Ray pods gone",
+        lambda: not pods(real_cluster, run, "ray-worker") and not pods(real_cluster, run, "ray-head"),
+        lambda: [p["metadata"]["name"] for p in pods(real_cluster, run)],
+    )
+    saved = _saved(platform, run)
+    worker, head = _prestop_report(platform, run), _head_report(platform, run)
+    checkpoints = Path(platform["shared"]) / "grpo" / NAMESPACE / run / "checkpoints"
+    # miles said saved (the sentinel gone), and the data state of that same rollout is there.
+    assert worker.get("saved") is True and worker["iteration"] == saved >= seen["metrics"]["rollout"], worker
+    assert worker["data_state"] is True, worker
+    assert (checkpoints / "rollout" / f"global_dataset_state_dict_{saved}.pt").is_file()
+    # The head's hook waited for the same save: GCS was up until miles had written it.
+    assert head.get("saved") is True and head["iteration"] == saved and head["data_state"] is True, head
+    assert not any(e["reason"] == "FailedPreStopHook" for e in _pod_events(real_cluster, run)), _pod_events(
+        real_cluster, run
+    )
+    _patch_cluster(real_cluster, run, False)  # readmitted
+    done = wait_for("Succeeded", phase_is(real_cluster, run, "Succeeded", "Failed"), lambda: status(real_cluster, run))
+    assert done["phase"] == "Succeeded", done
+    first, second = done["accounting"]["attempts"]
+    assert (second["resumedFrom"], second["resumedDataState"], second["firstRollout"]) == (saved, True, saved + 1)
+    assert first["endReason"] == "Evicted", first
+    assert first["save"]["outcome"] == "Saved" and first["save"]["rollout"] == saved, first
+    assert first["save"]["dataState"] is True, first
+    said = [m for r, m in ((e["reason"], e["message"]) for e in _events(real_cluster, run)) if r == "SavedBeforeStop"]
+    assert len(said) == 1 and f"saved rollout {saved}" in said[0] and f"resumed at rollout {saved + 1}" in said[0]
+    delete_run(real_cluster, run)
+
+
+def _pod_events(cluster: SimulatedCluster, run: str) -> list[dict[str, Any]]:
+    """The events of the run's pods (a failed preStop hook is one: FailedPreStopHook)."""
+    found: list[dict[str, Any]] = cluster.get_json(
+        "events", "-n", NAMESPACE, "--field-selector", "involvedObject.kind=Pod"
+    )["items"]
+    return [e for e in found if e["involvedObject"]["name"].startswith(names.ray_cluster(run))]
+
+
+KILL_LAUNCHER = (
+    "import os, signal\n"
+    "for pid in [p for p in os.listdir('/proc') if p.isdigit()]:\n"
+    "    try:\n"
+    "        argv = open(f'/proc/{pid}/cmdline', 'rb').read().split(b'\\0')\n"
+    "    except OSError:\n"
+    "        continue\n"
+    "    if b'grpo_launcher' in argv and b'run' in argv:\n"
+    "        os.kill(int(pid), signal.SIGKILL); print(pid)\n"
+)
+
+
+def test_a_launcher_killed_outright_leaves_a_marker_that_holds_no_gpu_past_its_staleness_and_the_ledger_counts_it(
+    real_cluster: SimulatedCluster, platform: dict[str, Any]
+) -> None:
+    """SIGKILL of the launcher (as a node loss, `ray stop`'s escalation or an OOM group kill does): its `finally`
+    never runs, so its marker stays beside the checkpoints. The job fails and the run ends `Failed`; the operator
+    deletes the RayCluster and the worker's preStop hook finds a marker no longer refreshed: it returns once the
+    marker is 30 s old (three refresh periods), not after the grace, and the GPU time until the pod is gone is in
+    the ledger (teardownGpuSeconds)."""
+    run = start(real_cluster, platform, run_manifest("real-sigkill", rollouts=40), ["--fake-step-seconds", "3"])
+    wait_for("rollout 2 scraped", _rollout(real_cluster, run, 2), lambda: status(real_cluster, run))
+    [worker] = pods(real_cluster, run, "ray-worker")
+    grace = worker["spec"]["terminationGracePeriodSeconds"]
+    killed = _exec(real_cluster, worker, "python3", "-c", KILL_LAUNCHER).split()
+    assert killed, "no launcher process found in the worker"
+    marker = Path(platform["shared"]) / "grpo" / NAMESPACE / run / "checkpoints" / ".grpo-miles-running"
+    assert marker.is_file()  # left behind: the launcher's finally never ran
+    failed = wait_for("Failed", phase_is(real_cluster, run, "Failed", "Succeeded"), lambda: status(real_cluster, run))
+    assert failed["phase"] == "Failed", failed
+    wait_for("the worker gone", lambda: not pods(real_cluster, run, "ray-worker"), lambda: status(real_cluster, run))
+    report = _prestop_report(platform, run)
+    # The hook read the stale marker as a dead launcher: at once, or within three periods and a poll of it.
+    assert report and report["saved"] is False, report
+    assert report["seconds"] <= 30 + 2 < report["wait_seconds"] <= grace, (grace, report)
+
+    def counted() -> dict[str, Any] | None:
+        ledger = status(real_cluster, run).get("accounting") or {}
+        return ledger if ledger.get("gpus") == 0 and ledger.get("teardownGpuSeconds", 0) > 0 else None
+
+    ledger = wait_for("the teardown counted", counted, lambda: status(real_cluster, run))
+    assert ledger["attempts"][-1]["podsGoneSeconds"] is not None, ledger
+    delete_run(real_cluster, run)
