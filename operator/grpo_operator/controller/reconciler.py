@@ -549,10 +549,14 @@ def _capture_request(meta: Mapping[str, Any]) -> str | None:
 
 
 def _resume_unread(prev: GRPORunStatus | None, submission_id: str) -> bool:
-    """The status has no GRPO_RESUME line yet for the attempt whose job is `submission_id`."""
+    """The status has no GRPO_RESUME line yet for the attempt whose job is `submission_id`, and it can still come: the
+    launcher prints it before miles starts, so once the attempt's first rollout is recorded without it, none will
+    (a job not started by the launcher), and the growing log is not read again on every reconcile."""
     attempts = prev.accounting.attempts if prev is not None and prev.accounting is not None else []
     current = attempts[-1] if attempts else None
-    return current is None or current.submission_id != submission_id or current.resumed_from is None
+    if current is None or current.submission_id != submission_id:
+        return True
+    return current.resumed_from is None and current.first_rollout is None
 
 
 def _created(run: GRPORun) -> datetime | None:
