@@ -234,11 +234,7 @@ def test_a_marker_not_refreshed_for_three_periods_is_a_dead_launcher_and_the_hoo
 ) -> None:
     """A launcher killed outright (node loss, SIGKILL, an OOM group kill) leaves its marker; a stale one must not
     hold the pod's GPUs for the whole grace after the run ended."""
-    checkpoints = tmp_path / "checkpoints"
-    checkpoints.mkdir()
-    marker = checkpoints / MILES_RUNNING
-    marker.write_text("1\n")
-    touched = marker.stat().st_mtime
+    checkpoints, touched = _marked(tmp_path)
     clock = PollClock()
     outcome = save_before_exit(
         checkpoints / ".s", checkpoints, 20, clock=clock, sleep=clock.sleep, wall=lambda: touched + age
@@ -249,11 +245,7 @@ def test_a_marker_not_refreshed_for_three_periods_is_a_dead_launcher_and_the_hoo
 
 def test_a_marker_that_goes_stale_during_the_wait_ends_it_there(tmp_path: Path) -> None:
     """The launcher was killed while the hook waited: it returns once the marker is three refresh periods old."""
-    checkpoints = tmp_path / "checkpoints"
-    checkpoints.mkdir()
-    marker = checkpoints / MILES_RUNNING
-    marker.write_text("1\n")
-    touched = marker.stat().st_mtime
+    checkpoints, touched = _marked(tmp_path)
     clock = PollClock()
     outcome = save_before_exit(
         checkpoints / ".s", checkpoints, 600, clock=clock, sleep=clock.sleep, wall=lambda: touched + clock.now
