@@ -226,6 +226,15 @@ def test_the_hook_command_takes_stop_ray() -> None:
     assert parser.parse_args(argv).stop_ray is False
 
 
+def _marked(tmp_path: Path) -> tuple[Path, float]:
+    """A checkpoint directory with the launcher's marker, and when the marker was last touched."""
+    checkpoints = tmp_path / "checkpoints"
+    checkpoints.mkdir()
+    marker = checkpoints / MILES_RUNNING
+    marker.write_text("1\n")
+    return checkpoints, marker.stat().st_mtime
+
+
 @pytest.mark.parametrize(
     ("age", "waits"), [(0.0, True), (STALE_AFTER_SECONDS - 1, True), (STALE_AFTER_SECONDS + 1, False)]
 )
