@@ -78,6 +78,7 @@ class Reason(StrEnum):
     REWARD_SERVICE_FAILED = "RewardServiceFailed"
     INPUT_ERROR = "InputError"
     CHECKPOINT_WRITE_FAILED = "CheckpointWriteFailed"
+    HEAD_LOST = "HeadLost"  # the Ray head answers but the attempt's job is gone: the head (and its job table) was lost
     # conditions
     VALID = "Valid"
     READY = "Ready"
@@ -132,6 +133,7 @@ _ENDINGS = (
     R.UNVERIFIED,
     R.PREFLIGHT_FAILED,
     *FAILURE_CLASSES,
+    R.HEAD_LOST,
     R.JOB_FAILED,
     R.JOB_STOPPED,
 )
@@ -236,6 +238,11 @@ class EvidenceBundle(ApiModel):
     )
     submission_id: str = Field(description="Ray job it was captured from.")
     config_map: str = Field(description="ConfigMap, owned by the run, holding the bundle (index.txt lists it).")
+    capture_failed: str | None = Field(
+        default=None,
+        description="Why the bundle could not be written, in the API server's words: its ConfigMap does not exist. "
+        "The stop after it went ahead all the same.",
+    )
 
 
 class ActorMemory(ApiModel):

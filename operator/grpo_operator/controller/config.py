@@ -110,6 +110,7 @@ class OperatorSettings(BaseSettings):
         default=30, ge=5, le=600, description="With peering: how long a silent replica counts as alive."
     )
     network_policies: bool = _RENDER["network_policies"].default
+    head_do_not_disrupt: bool = _RENDER["head_do_not_disrupt"].default
     max_grace_seconds: int = Field(
         default=_RENDER["max_grace_seconds"].default,
         ge=30,
@@ -224,6 +225,7 @@ class OperatorSettings(BaseSettings):
             cluster_domain=self.cluster_domain,
             launcher=self.entrypoint_prefix,
             network_policies=self.network_policies,
+            head_do_not_disrupt=self.head_do_not_disrupt,
             max_grace_seconds=self.max_grace_seconds,
             operator_namespace=self.operator_namespace,
             operator_pod_labels=self.operator_pod_labels,

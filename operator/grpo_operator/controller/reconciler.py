@@ -185,6 +185,7 @@ class Reconciler:
             decision = decide(prev, obs, None)
         if ctx.submit_failed is not None:  # the job does not exist: the status must not claim the new attempt
             decision = attempts.submit_refused(decision, prev, ctx.submit_failed)
+        decision = _as_written(decision, prev, ctx.unwritten)
         return self._finish(body, prev, decision, ctx.failures)
 
     def _runtime(
@@ -270,9 +271,9 @@ class Reconciler:
         )
         remote = run.spec.reward.type is RewardType.REMOTE
         reward = self._reward(ns, name) if remote else None
-        job = None
+        job, unreachable = None, None
         if (cluster is not None and cluster.ready) or (prev is not None and prev.job_submission_id):
-            job = self._find(ctx, submission_id)
+            job, unreachable = self._ask(ctx, submission_id)
         metrics, metrics_error = self._trainer_metrics(job, name)
         image, image_id = childstate.trainer_image(pods)
         obs = Observation(
@@ -287,6 +288,7 @@ class Reconciler:
             reward=reward,
             reward_required=remote,
             job=job,
+            ray_unavailable=unreachable,
             checkpoint_job=self._checkpoint_job(ctx, prev, submission_id),
             metrics=metrics,
             metrics_error=metrics_error,
@@ -366,6 +368,14 @@ class Reconciler:
         ratio = self._reward_error_ratio(namespace, name) if deployment is not None else None
         return childstate.reward_observation(deployment, ratio, self.settings.reward_error_ratio_max)
 
+    def _ask(self, ctx: _Context, submission_id: str) -> tuple[JobObservation | None, str | None]:
+        """The job, or None and why the Jobs API could not be asked: an unreachable head is not a missing job."""
+        try:
+            return ctx.ray.find(submission_id), None
+        except RayUnavailable as exc:
+            log.info("%s/%s: %s", ctx.run.metadata.namespace, ctx.run.metadata.name, exc)
+            return None, str(exc)
+
     def _find(self, ctx: _Context, submission_id: str) -> JobObservation | None:
         try:
             return ctx.ray.find(submission_id)
@@ -443,7 +453,10 @@ class Reconciler:
             case CaptureEvidence():
                 self._capture(ctx, action)
             case KeepLogs(submission_id=submission_id):
-                self.kube.apply(ctx.log_manifests[submission_id])
+                failed = self.kube.record(ctx.log_manifests[submission_id])
+                if failed is not None:
+                    ctx.unwritten[KEPT_LOGS] = failed
+                    ctx.failures.append(f"the log tail of Ray job {submission_id} could not be kept ({failed})")
             case DeleteRayCluster():
                 self.kube.delete_ray_cluster(ns, name)
         return None
@@ -464,7 +477,12 @@ class Reconciler:
         manifest = evidence_config_map(
             ns, name, run.metadata.uid, action.config_map, header=header, pieces=pieces, secrets=[ctx.ray.token or ""]
         )
-        self.kube.apply(manifest)
+        # Best effort: a bundle that cannot be written (a quota, a webhook, a 5xx) must not hold back the stop after
+        # it, or the hung job keeps its GPUs while kopf retries the capture (edges/errors.py).
+        failed = self.kube.record(manifest)
+        if failed is not None:
+            ctx.unwritten[action.config_map] = failed
+            ctx.failures.append(f"the evidence bundle could not be written ({failed}); the actions after it went ahead")
 
     def _reward_metrics_text(self, namespace: str, name: str) -> str:
         """The reward service's /metrics as served (its scoring outcomes and error counts), or why not."""
@@ -540,12 +558,31 @@ class _Context:
     ray: RayJobs
     log_manifests: dict[str, dict[str, Any]] = field(default_factory=dict)
     failures: list[str] = field(default_factory=list)
+    unwritten: dict[str, str] = field(default_factory=dict)  # what a record-only write could not write, and why
     submit_failed: str | None = None
 
 
 def _capture_request(meta: Mapping[str, Any]) -> str | None:
     value = (meta.get("annotations") or {}).get(CAPTURE_ANNOTATION)
     return str(value) if value else None
+
+
+KEPT_LOGS = ""  # the key of a log tail that could not be kept, beside the bundles' ConfigMap names
+
+
+def _as_written(decision: Decision, prev: GRPORunStatus | None, unwritten: dict[str, str]) -> Decision:
+    """The status says only what was written: a bundle that could not be written says why instead of where it is,
+    and a log tail that could not be kept is not claimed as kept."""
+    if not unwritten:
+        return decision
+    bundles = [
+        b.model_copy(update={"capture_failed": unwritten[b.config_map]}) if b.config_map in unwritten else b
+        for b in decision.status.forensics or []
+    ]
+    update: dict[str, Any] = {"forensics": bundles or decision.status.forensics}
+    if KEPT_LOGS in unwritten:
+        update["logs"] = prev.logs if prev is not None else None
+    return dataclasses.replace(decision, status=decision.status.model_copy(update=update))
 
 
 def _resume_unread(prev: GRPORunStatus | None, submission_id: str) -> bool:

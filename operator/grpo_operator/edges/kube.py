@@ -24,6 +24,7 @@ from kubernetes.dynamic import DynamicClient
 
 from grpo_operator.api import GROUP, PLURAL, VERSION
 from grpo_operator.api.runtime import RUNTIME_PLURAL
+from grpo_operator.edges.errors import Conflict, Refused
 from grpo_operator.edges.kubecache import KubeCache
 from grpo_operator.render import names
 from grpo_operator.render.auth import ray_auth_secret
@@ -77,7 +78,7 @@ KUEUE_GROUP = "kueue.x-k8s.io"
 KUEUE_JOB_UID_LABEL = "kueue.x-k8s.io/job-uid"
 
 
-class ChildRefused(RuntimeError):
+class ChildRefused(Refused):
     """The API server refused a child of the run (400 or 422): the spec cannot run as it is."""
 
 
@@ -117,6 +118,19 @@ class Kube:
                 raise ChildRefused(refusal(f"{manifest['kind']} {manifest['metadata'].get('name')}", exc)) from exc
             raise
         self.cache.applied(manifest)
+
+    def record(self, manifest: dict[str, Any]) -> str | None:
+        """Apply a child that only records (an evidence bundle, a log tail), best effort: None when written, else
+        the API server's words (a quota's 403, a webhook's denial, a 422, a 5xx), so the caller says so and goes on
+        to the actions after it (edges/errors.py)."""
+        where = f"{manifest.get('kind', 'object')} {(manifest.get('metadata') or {}).get('name', '?')}"
+        try:
+            self.apply(manifest)
+        except ChildRefused as exc:
+            return str(exc)
+        except ApiException as exc:
+            return refusal(where, exc)
+        return None
 
     def create(self, manifest: dict[str, Any]) -> bool:
         """Create `manifest` as it is (a suspended RayCluster under a Kueue queue, render/queueing.py); False when
@@ -364,7 +378,7 @@ class Kube:
         return version
 
 
-class StatusConflict(RuntimeError):
+class StatusConflict(Conflict):
     """The GRPORun changed since it was read: reconcile again from the newer one."""
 
 

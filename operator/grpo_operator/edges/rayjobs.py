@@ -19,11 +19,12 @@ from typing import Any
 import requests
 from ray.job_submission import JobStatus, JobSubmissionClient
 
+from grpo_operator.edges.errors import Unavailable
 from grpo_operator.render import JobSubmission
 from grpo_operator.status.observation import JobObservation, JobState
 
 
-class RayUnavailable(RuntimeError):
+class RayUnavailable(Unavailable):
     """The Ray head's Jobs API cannot be reached (yet)."""
 
 

@@ -12,7 +12,7 @@ from grpo_operator.api import GRPORun
 from grpo_operator.api.status import RunPlan
 from grpo_operator.render.job import JobSubmission, job_submission
 from grpo_operator.render.networkpolicy import network_policies
-from grpo_operator.render.raycluster import ray_cluster
+from grpo_operator.render.raycluster import head_disruption_budget, ray_cluster
 from grpo_operator.render.reward import MissingRewardImage, reward_children
 from grpo_operator.render.runconfig import config_map
 from grpo_operator.render.settings import RenderSettings
@@ -34,6 +34,7 @@ def render(run: GRPORun, plan: RunPlan, settings: RenderSettings, avoided_nodes:
         config_map(run, plan, job, settings),
         *network_policies(run, settings),
         *reward_children(run, settings),
+        *head_disruption_budget(run, settings),
         ray_cluster(run, plan, settings, avoided_nodes),
     ]
     return Rendered(children=children, job=job, plan=plan)

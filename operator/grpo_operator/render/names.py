@@ -22,6 +22,11 @@ def head_service(run: str) -> str:
     return f"{ray_cluster(run)}-head-svc"
 
 
+def head_budget(run: str) -> str:
+    """The Ray head's PodDisruptionBudget."""
+    return f"{ray_cluster(run)}-head"
+
+
 def reward_service(run: str) -> str:
     return f"{run}-reward"
 

@@ -172,8 +172,35 @@ def head_group(run: GRPORun, plan: RunPlan, settings: RenderSettings) -> dict[st
             "num-cpus": "0",
             "num-gpus": "0",
         },
-        "template": {"metadata": {"labels": names.labels(run.metadata.name, "ray-head")}, "spec": pod},
+        "template": {"metadata": head_pod_metadata(run, settings), "spec": pod},
     }
+
+
+# Karpenter leaves a node alone while a pod on it carries this (its consolidation and drift would take the head).
+DO_NOT_DISRUPT = "karpenter.sh/do-not-disrupt"
+
+
+def head_pod_metadata(run: GRPORun, settings: RenderSettings) -> dict[str, Any]:
+    meta: dict[str, Any] = {"labels": names.labels(run.metadata.name, "ray-head")}
+    if settings.head_do_not_disrupt:
+        meta["annotations"] = {DO_NOT_DISRUPT: "true"}
+    return meta
+
+
+def head_disruption_budget(run: GRPORun, settings: RenderSettings) -> list[dict[str, Any]]:
+    """The head's PodDisruptionBudget: no voluntary eviction (a drain, a consolidation) takes the head, whose loss
+    loses the attempt (status/completion.py head_lost). A deletion, KubeRay's own for a suspend included, is not
+    an eviction: the head's preStop hook covers it."""
+    if not settings.head_do_not_disrupt:
+        return []
+    return [
+        {
+            "apiVersion": "policy/v1",
+            "kind": "PodDisruptionBudget",
+            "metadata": metadata(run, names.head_budget(run.metadata.name), "ray-head"),
+            "spec": {"minAvailable": 1, "selector": {"matchLabels": names.selector(run.metadata.name, "ray-head")}},
+        }
+    ]
 
 
 def presave_command(plan: RunPlan, settings: RenderSettings, pod_grace: int) -> list[str]:

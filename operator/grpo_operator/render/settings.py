@@ -41,6 +41,11 @@ class RenderSettings(BaseModel):
     head_memory: str = "8Gi"
     reward_cpu: str = "2"
     reward_memory: str = "4Gi"
+    head_do_not_disrupt: bool = Field(
+        default=True,
+        description="Keep voluntary disruptions off the Ray head: a PodDisruptionBudget (minAvailable 1) and "
+        "karpenter.sh/do-not-disrupt on its pod. The head holds the job's record and GCS: losing it loses the attempt.",
+    )
     # NetworkPolicies of every run (render/networkpolicy.py).
     network_policies: bool = Field(
         default=True, description="Render NetworkPolicies; off for clusters without a policy engine."

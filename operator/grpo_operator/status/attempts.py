@@ -147,3 +147,25 @@ def suspend(draft: Draft) -> Decision:
     return draft.decide(
         Phase.SUSPENDED, R.SUSPENDED, "stopped by spec.suspend; set it to false to resume", (*stop, DeleteRayCluster())
     )
+
+
+def job_seen(draft: Draft) -> bool:
+    """The status saw the job this reconcile looks for (the driver waiting or running): a job absent now was lost,
+    not yet to be submitted."""
+    prev, obs = draft.prev, draft.obs
+    if prev is None or not prev.job_submission_id or prev.job_submission_id != obs.submission_id:
+        return False
+    return prev.phase is Phase.RUNNING or prev.reason == R.WAITING_FOR_DRIVER
+
+
+def unreachable(draft: Draft) -> Decision:
+    """The Ray Jobs API did not answer (a blip, the head restarting, the client's backoff): nothing new is known of
+    the job, so the last phase stands and nothing is submitted; a head that answers without the job is `head_lost`."""
+    prev = draft.prev
+    assert prev is not None and prev.phase is not None
+    why = draft.obs.ray_unavailable or "no answer"
+    message = (
+        f"the Ray Jobs API cannot be reached ({why}): the last phase ({prev.phase}/{prev.reason}) is kept and "
+        f"nothing is submitted until it answers"
+    )
+    return draft.decide(prev.phase, prev.reason or R.RUNNING, message)

@@ -97,6 +97,20 @@ def ended(draft: Draft, trip: Trip | None) -> Decision:
     return Decision(decision.status, keep[0] + decision.actions, decision.events)
 
 
+def head_lost(draft: Draft) -> Decision:
+    """The Ray head answers, but the job the status saw is not in its table: the head was lost (its pod deleted,
+    evicted or restarted; without GCS fault tolerance the job record goes with it), and the job's driver with it.
+    A failed attempt like any other: a counted restart from the last checkpoint, or `Failed` past maxRestarts."""
+    prev = draft.prev
+    assert prev is not None
+    message = (
+        f"the Ray head answers but has no job {prev.job_submission_id}: the head was lost (its pod deleted, evicted "
+        "or restarted) and the job with it"
+    )
+    draft.conds.set(C.JOB_RUNNING, False, R.FAILED, message)
+    return recovery.restart(draft, R.HEAD_LOST, message) or _failed(draft, R.HEAD_LOST, _after(draft, message))
+
+
 def keep_logs(prev: GRPORunStatus | None, obs: Observation) -> tuple[tuple[Action, ...], tuple[Event, ...]]:
     """Keep the log tail read this reconcile unless the status already says it is kept."""
     logs = obs.logs

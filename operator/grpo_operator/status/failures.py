@@ -17,7 +17,9 @@ from grpo_operator.api.status import Reason
 R = Reason
 LINE_CHARS = 300
 # Fabric, node and process deaths, and host memory pressure: the same input can pass on a fresh attempt.
-RETRYABLE = frozenset({R.NCCL_TIMEOUT, R.FABRIC_ERROR, R.NODE_LOST, R.ROLLOUT_ENGINE_DIED, R.HOST_OUT_OF_MEMORY})
+RETRYABLE = frozenset(
+    {R.NCCL_TIMEOUT, R.FABRIC_ERROR, R.NODE_LOST, R.ROLLOUT_ENGINE_DIED, R.HOST_OUT_OF_MEMORY, R.HEAD_LOST}
+)
 FABRIC = frozenset({R.NCCL_TIMEOUT, R.FABRIC_ERROR})
 CONTEXT_LINES = 5  # kept before and after each NCCL line of a fabric failure's log
 FABRIC_MAX_LINES = 400

@@ -37,6 +37,8 @@ def _by_state(draft: Draft) -> Decision:
         return admission.waiting_for_admission(draft, obs.cluster.queue)
     ready = admission.resources(draft)
     job = obs.job
+    if job is None and attempts.job_seen(draft):
+        return attempts.unreachable(draft) if obs.ray_unavailable is not None else completion.head_lost(draft)
     if job is None:
         return admission.before_submit(draft, ready)
     trip = running.health(draft)

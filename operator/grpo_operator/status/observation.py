@@ -133,6 +133,7 @@ class Observation:
     reward: RewardObservation | None = None
     reward_required: bool = False
     job: JobObservation | None = None
+    ray_unavailable: str | None = None  # why the Ray Jobs API could not be asked for the job (then `job` is unknown)
     checkpoint_job: JobState | None = None
     metrics: TrainerMetrics | None = None
     metrics_error: str | None = None  # the trainer's metrics endpoint could not be read this time

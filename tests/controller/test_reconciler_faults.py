@@ -1,0 +1,71 @@
+"""Faults a real cluster delivers, through a whole reconcile on FakeKube and FakeRay (tests/support/fakes.py): an
+evidence bundle the API server will not store stops nothing less; a Jobs API that does not answer keeps the
+phase and submits nothing; a head that answers without the job ends the attempt as a counted restart, or the run as
+`Failed/HeadLost` past `recovery.maxRestarts`. Each row failed on the code before this change (issue 44)."""
+
+from __future__ import annotations
+
+import pytest
+from grpo_operator.api.status import Phase, Reason
+from grpo_operator.status.decision import CaptureEvidence, StopJob
+
+from tests.support.fakes import api_error, harness, running
+
+
+@pytest.mark.parametrize(
+    "error",
+    [
+        pytest.param(api_error(403, 'configmaps "x-forensics-1" is forbidden: exceeded quota: q'), id="quota-403"),
+        pytest.param(api_error(422, "ConfigMap is invalid: data: Too long"), id="refused-422"),
+        pytest.param(api_error(500, "etcdserver: request timed out"), id="server-500"),
+        pytest.param(api_error(403, "admission webhook denied the request"), id="webhook-403"),
+    ],
+)
+def test_a_bundle_the_api_server_will_not_store_does_not_hold_back_the_stall_stop(error: object) -> None:
+    h = harness({"guards": {"stallTimeoutSeconds": 300, "startupGraceSeconds": 0}})
+    running(h, 2)
+    h.kube.refuse["-forensics-"] = error  # type: ignore[assignment]
+    tripped = h.step(minutes=10)  # no new rollout for 10 minutes: the stall guard trips
+    actions = tripped.decision.actions if tripped.decision else ()
+    assert any(isinstance(a, CaptureEvidence) for a in actions) and any(isinstance(a, StopJob) for a in actions)
+    assert ("stop", tripped.status.job_submission_id) in h.ray.calls, h.ray.calls
+    status = tripped.status
+    assert (status.phase, status.reason) == (Phase.FAILED, Reason.STALLED), status.message
+    [bundle] = status.forensics or []
+    assert bundle.capture_failed is not None and str(error.reason) in bundle.capture_failed  # type: ignore[attr-defined]
+    assert any("could not be written" in w for w in tripped.warnings), tripped.warnings
+
+
+def test_a_jobs_api_that_does_not_answer_keeps_the_phase_and_submits_nothing() -> None:
+    h = harness()
+    running(h, 5)
+    h.ray.unavailable = "Connection refused"
+    blip = h.step()
+    assert (blip.status.phase, blip.status.reason) == (Phase.RUNNING, Reason.RUNNING), blip.status.message
+    assert "cannot be reached (Connection refused)" in (blip.status.message or "")
+    assert [s for w, s in h.ray.calls if w == "submit"] == [blip.status.job_submission_id], h.ray.calls
+    h.ray.unavailable = None
+    back = h.step()
+    assert back.status.phase == Phase.RUNNING and back.status.attempt == 1
+
+
+@pytest.mark.parametrize(("max_restarts", "phase"), [(1, Phase.PROVISIONING), (0, Phase.FAILED)])
+def test_a_head_that_answers_without_the_job_ends_the_attempt_as_a_counted_restart(
+    max_restarts: int, phase: Phase
+) -> None:
+    h = harness({"recovery": {"maxRestarts": max_restarts}})
+    first = running(h, 5)
+    lost = first.status.job_submission_id
+    h.ray.jobs.clear()  # the head was replaced: its job table is empty
+    after = h.step()
+    assert after.status.phase is phase, after.status.message
+    assert "has no job " + str(lost) in (after.status.message or "")
+    submits = [s for w, s in h.ray.calls if w == "submit"]
+    assert submits == [lost], submits  # the lost attempt is not submitted again under its own id
+    if phase is Phase.FAILED:
+        assert after.status.reason == Reason.HEAD_LOST
+        return
+    assert after.status.reason == Reason.RESTARTING and after.status.restarts == 1
+    assert any(r == Reason.RESTARTED for r, _ in after.notes), after.notes
+    again = h.step()
+    assert again.status.attempt == 2 and again.status.job_submission_id not in (None, lost)
