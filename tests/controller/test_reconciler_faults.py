@@ -1,15 +1,20 @@
 """Faults a real cluster delivers, through a whole reconcile on FakeKube and FakeRay (tests/support/fakes.py): an
 evidence bundle the API server will not store stops nothing less; a Jobs API that does not answer keeps the
 phase and submits nothing; a head that answers without the job ends the attempt as a counted restart, or the run as
-`Failed/HeadLost` past `recovery.maxRestarts`. Each row failed on the code before this change (issue 44)."""
+`Failed/HeadLost` past `recovery.maxRestarts`; an edit that cannot run, made mid-run, leaves the running attempt
+alone. Each row failed on the code before this change (issue 44)."""
 
 from __future__ import annotations
+
+from typing import Any
 
 import pytest
 from grpo_operator.api.status import Phase, Reason
 from grpo_operator.status.decision import CaptureEvidence, StopJob
+from grpo_operator.status.observation import JobObservation, JobState
 
-from tests.support.fakes import api_error, harness, running
+from tests.support.builders import merge
+from tests.support.fakes import Harness, api_error, harness, running
 
 
 @pytest.mark.parametrize(
@@ -69,3 +74,42 @@ def test_a_head_that_answers_without_the_job_ends_the_attempt_as_a_counted_resta
     assert any(r == Reason.RESTARTED for r, _ in after.notes), after.notes
     again = h.step()
     assert again.status.attempt == 2 and again.status.job_submission_id not in (None, lost)
+
+
+def _edit(h: Harness, spec: dict[str, Any]) -> None:
+    """A `kubectl apply` of a changed spec: the next generation."""
+    h.kube.run["spec"] = merge(h.kube.run["spec"], spec)
+    h.kube.run["metadata"]["generation"] += 1
+
+
+TYPO = {"extraArgs": ["--no-such-miles-flag", "1"]}  # only the operator's flag table refuses it, not the API server
+
+
+def test_an_edit_that_cannot_run_leaves_the_running_attempt_alone_and_starts_no_new_one_until_fixed() -> None:
+    h = harness({"recovery": {"maxRestarts": 1}})
+    first = running(h, 3)
+    applied = len([c for c in h.kube.calls if c[0] == "apply"])
+    _edit(h, TYPO)
+    refused = h.step()
+    assert (refused.status.phase, refused.status.reason) == (Phase.RUNNING, Reason.RUNNING), refused.status.message
+    validated = {c.type: c for c in refused.status.conditions or []}["Validated"]
+    assert (validated.status, validated.reason) == ("False", Reason.INVALID_SPEC)
+    assert "--no-such-miles-flag" in validated.message and validated.observed_generation == 2
+    assert any("generation 2 cannot run" in w for w in refused.warnings), refused.warnings
+    assert len([c for c in h.kube.calls if c[0] == "apply"]) == applied  # nothing of the edit was applied
+    again = h.step()
+    assert not any("generation 2 cannot run" in w for w in again.warnings)  # said once
+    # The attempt fails in a way a restart fixes: it ends, and no attempt starts from the edit.
+    lost = first.status.job_submission_id or ""
+    h.ray.jobs[lost] = JobObservation(lost, JobState.FAILED, "NodeLost: The node running the actor died")
+    h.ray.logs_of[lost] = "ray.exceptions.ActorDiedError: The actor died because its node has died."
+    h.step()
+    held = h.step()
+    assert held.status.phase is Phase.PROVISIONING and "not submitted" in (held.status.message or ""), held.status
+    assert [s for w, s in h.ray.calls if w == "submit"] == [lost]
+    # Reverted: the next attempt is submitted.
+    h.kube.run["spec"].pop("extraArgs")
+    h.kube.run["metadata"]["generation"] += 1
+    fixed = h.step()
+    assert len([s for w, s in h.ray.calls if w == "submit"]) == 2, fixed.status
+    assert {c.type: c.status for c in fixed.status.conditions or []}["Validated"] == "True"

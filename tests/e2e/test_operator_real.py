@@ -494,3 +494,113 @@ def test_a_launcher_killed_outright_leaves_a_marker_that_holds_no_gpu_past_its_s
     ledger = wait_for("the teardown counted", counted, lambda: status(real_cluster, run))
     assert ledger["attempts"][-1]["podsGoneSeconds"] is not None, ledger
     delete_run(real_cluster, run)
+
+
+def _attempt(cluster: SimulatedCluster, run: str, number: int, at_least: int) -> Callable[[], dict[str, Any] | None]:
+    """Attempt `number` Running with a rollout at or after `at_least` scraped."""
+
+    def probe() -> dict[str, Any] | None:
+        found = _rollout(cluster, run, at_least)()
+        return found if found is not None and found.get("attempt") == number else None
+
+    return probe
+
+
+def test_a_deleted_head_is_a_counted_restart_from_its_save_and_past_max_restarts_the_run_fails_naming_it(
+    real_cluster: SimulatedCluster, platform: dict[str, Any]
+) -> None:
+    """`kubectl delete pod` of the head mid-run (what a drain of its CPU node or a consolidation would do without
+    the head's budget): its preStop hook asks miles for a checkpoint and waits for it, then stops the head's Ray; the
+    job's record goes with the head (no GCS fault tolerance). The head KubeRay makes again answers without the job:
+    attempt 1 ends as `HeadLost`, a restart counted against recovery.maxRestarts (1), and attempt 2 resumes from
+    that save. The second delete is past the limit: the run ends `Failed/HeadLost`."""
+    manifest = run_manifest("real-head", rollouts=60, spec={"recovery": {"maxRestarts": 1}})
+    run = start(real_cluster, platform, manifest, ["--fake-step-seconds", "3"])
+    wait_for("rollout 2 scraped", _rollout(real_cluster, run, 2), lambda: status(real_cluster, run))
+    [head] = pods(real_cluster, run, "ray-head")
+    real_cluster.kubectl("delete", "pod", "-n", NAMESPACE, head["metadata"]["name"], "--wait=true", "--timeout=300s")
+    saved = _saved(platform, run)
+    assert _head_report(platform, run).get("saved") is True and saved >= 2, _head_report(platform, run)
+    second = wait_for("attempt 2 running", _attempt(real_cluster, run, 2, saved + 1), lambda: status(real_cluster, run))
+    assert second["restarts"] == 1, second
+    first = second["accounting"]["attempts"][0]
+    assert (first["endPhase"], first["endReason"]) == ("Provisioning", "Restarting"), first
+    assert second["accounting"]["attempts"][1]["resumedFrom"] == saved, second["accounting"]
+    restarted = [m for r, m in ((e["reason"], e["message"]) for e in _events(real_cluster, run)) if r == "Restarted"]
+    assert len(restarted) == 1 and "restart 1 of recovery.maxRestarts 1" in restarted[0], restarted
+    assert "HeadLost" in restarted[0] and "has no job" in restarted[0], restarted
+    [head] = pods(real_cluster, run, "ray-head")
+    real_cluster.kubectl("delete", "pod", "-n", NAMESPACE, head["metadata"]["name"], "--wait=true", "--timeout=300s")
+    failed = wait_for("Failed", phase_is(real_cluster, run, "Failed", "Succeeded"), lambda: status(real_cluster, run))
+    assert (failed["phase"], failed["reason"]) == ("Failed", "HeadLost"), failed
+    assert "has no job" in failed["message"] and "after 1 restart" in failed["message"], failed["message"]
+    delete_run(real_cluster, run)
+
+
+def test_a_jobs_api_away_for_a_while_keeps_the_run_running_and_submits_nothing(
+    real_cluster: SimulatedCluster, platform: dict[str, Any]
+) -> None:
+    """The head's Service selects nothing for a while (its selector patched away, then back): the operator's Jobs
+    API calls find no head. The run stays `Running` and says the API cannot be reached; no job is submitted; once
+    the Service selects the head again the same attempt goes on to `Succeeded`."""
+    run = start(real_cluster, platform, run_manifest("real-blip", rollouts=14), ["--fake-step-seconds", "3"])
+    seen = wait_for("rollout 1 scraped", _rollout(real_cluster, run, 1), lambda: status(real_cluster, run))
+    service = names.head_service(run)
+    selector = real_cluster.get_json("service", service, "-n", NAMESPACE)["spec"]["selector"]
+    away = json.dumps({"spec": {"selector": {**{k: None for k in selector}, "grpo.dev/nothing": "selected"}}})
+    real_cluster.kubectl("patch", "service", service, "-n", NAMESPACE, "--type=merge", "-p", away)
+    phases: list[str] = []
+
+    def unreachable_said() -> dict[str, Any] | None:
+        found = status(real_cluster, run)
+        phases.append(found.get("phase", ""))
+        return found if "cannot be reached" in (found.get("message") or "") else None
+
+    try:
+        said = wait_for("the unreachable Jobs API said", unreachable_said, lambda: status(real_cluster, run))
+    finally:
+        back = json.dumps({"spec": {"selector": {"grpo.dev/nothing": None, **selector}}})
+        real_cluster.kubectl("patch", "service", service, "-n", NAMESPACE, "--type=merge", "-p", back)
+    assert (said["phase"], said["reason"]) == ("Running", "Running"), said
+    assert said["jobSubmissionId"] == seen["jobSubmissionId"] and said["attempt"] == 1, said
+    done = wait_for("Succeeded", phase_is(real_cluster, run, "Succeeded", "Failed"), lambda: status(real_cluster, run))
+    assert done["phase"] == "Succeeded" and done["attempt"] == 1, done
+    assert set(phases) == {"Running"}, phases
+    assert len(done["accounting"]["attempts"]) == 1, done["accounting"]
+    delete_run(real_cluster, run)
+
+
+def test_a_bundle_over_the_namespaces_configmap_quota_still_lets_the_stall_stop_the_job(
+    real_cluster: SimulatedCluster, platform: dict[str, Any]
+) -> None:
+    """A ResourceQuota on count/configmaps at its limit when the stall guard trips: the evidence bundle's ConfigMap
+    is refused (403, exceeded quota), the job is stopped all the same, the run is `Failed/Stalled`, and an event and
+    the status say the bundle could not be written. The stall timeout is short only so the trip comes soon; nothing
+    asserted depends on it."""
+    spec = {"guards": {"stallTimeoutSeconds": 30, "startupGraceSeconds": 0}}
+    run = start(real_cluster, platform, run_manifest("real-quota", rollouts=40, spec=spec), ["--fake-stall-after", "2"])
+    wait_for("rollout 1 scraped", _rollout(real_cluster, run, 1), lambda: status(real_cluster, run))
+    count = len(real_cluster.get_json("configmaps", "-n", NAMESPACE)["items"])
+    quota = {
+        "apiVersion": "v1",
+        "kind": "ResourceQuota",
+        "metadata": {"name": "configmaps-at-limit", "namespace": NAMESPACE},
+        "spec": {"hard": {"count/configmaps": str(count)}},
+    }
+    real_cluster.kubectl("apply", "-f", "-", input=json.dumps(quota))
+    try:
+        failed = wait_for(
+            "Failed", phase_is(real_cluster, run, "Failed", "Succeeded"), lambda: status(real_cluster, run)
+        )
+    finally:
+        real_cluster.kubectl("delete", "resourcequota", "configmaps-at-limit", "-n", NAMESPACE, "--ignore-not-found")
+    assert (failed["phase"], failed["reason"]) == ("Failed", "Stalled"), failed
+    [bundle] = failed["forensics"]
+    assert "exceeded quota" in bundle["captureFailed"], bundle
+    wait_for("the Ray pods gone", lambda: not pods(real_cluster, run, "ray-worker"), lambda: status(real_cluster, run))
+    # The job was stopped before the RayCluster went: the worker's hook found miles no longer running (a job still
+    # running, stalled, would have kept its marker fresh and the hook waiting for a save).
+    assert _prestop_report(platform, run).get("miles_running") is False, _prestop_report(platform, run)
+    warnings = [m for m in (e["message"] for e in _events(real_cluster, run)) if "could not be written" in m]
+    assert warnings and "exceeded quota" in warnings[0], _events(real_cluster, run)
+    delete_run(real_cluster, run)

@@ -39,7 +39,7 @@ from grpo_operator.render.evidence import evidence_config_map
 from grpo_operator.render.job import checkpoint_request
 from grpo_operator.render.joblogs import KEY as LOG_KEY
 from grpo_operator.render.joblogs import job_logs_config_map
-from grpo_operator.status import attempts, summary
+from grpo_operator.status import admission, attempts, summary
 from grpo_operator.status.decision import (
     Action,
     ApplyChildren,
@@ -167,6 +167,8 @@ class Reconciler:
             obs = Observation(now=now, generation=generation, runtime_missing=missing, problems=unreadable)
             return self._finish(body, prev, decide(prev, obs, None))
         run, rendered, problems = self._checked(body, runtime, avoided, recent)
+        if run is not None and rendered is None and admission.started(prev):
+            rendered = self._as_running(run, prev, avoided)  # an edit that cannot run must not end the attempt
         if run is None or rendered is None:
             obs = Observation(now=now, generation=generation, problems=tuple(problems))
             return self._finish(body, prev, decide(prev, obs, None))
@@ -177,7 +179,9 @@ class Reconciler:
             obs = self._observe_ended_run(ctx, prev, now, generation)
         else:
             obs = self._observe(ctx, prev, now=now, generation=generation, token_secret=token is not None)
-        obs = dataclasses.replace(obs, capture_request=_capture_request(meta), runtime=record_of(runtime))
+        obs = dataclasses.replace(
+            obs, capture_request=_capture_request(meta), runtime=record_of(runtime), problems=tuple(problems)
+        )
         decision = decide(prev, obs, run.spec)
         refused = self._carry_out(ctx, decision)
         if refused is not None:  # the API server refused a child: the spec cannot run, in the server's words
@@ -242,6 +246,22 @@ class Reconciler:
         if not problems and self.kube.ray_cluster(namespace, run.metadata.name) is None:
             problems += self.kube.dry_run_problems(rendered.children)
         return run, (None if problems else rendered), problems
+
+    def _as_running(self, run: GRPORun, prev: GRPORunStatus | None, avoided: tuple[str, ...]) -> Rendered | None:
+        """What the running attempt was rendered from, to observe it by while the run's edit cannot run: the plan in
+        its status (nothing of this is applied: status/lifecycle.py `_edit_refused` drops ApplyChildren)."""
+        if prev is None or prev.plan is None:
+            return None
+        try:
+            return render(run, prev.plan, self.settings.render, avoided)
+        except (MissingRewardImage, ValueError) as exc:
+            log.info(
+                "%s/%s: the running attempt cannot be observed by its plan: %s",
+                run.metadata.namespace,
+                run.metadata.name,
+                exc,
+            )
+            return None
 
     def _apply_children(self, run: GRPORun, rendered: Rendered) -> None:
         """Every child in place; under a Kueue queue the RayCluster is created suspended and the reward

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from grpo_operator.api.status import KUEUE_EVICTIONS, ConditionType, GRPORunStatus, Phase, Reason
+from grpo_operator.api.status import KUEUE_EVICTIONS, TERMINAL_PHASES, ConditionType, GRPORunStatus, Phase, Reason
 from grpo_operator.status import attempts
 from grpo_operator.status.conditions import Conditions
 from grpo_operator.status.decision import Decision, Draft, Event, StopJob, Submit
@@ -36,6 +36,11 @@ def invalid(prev: GRPORunStatus | None, obs: Observation, conds: Conditions) -> 
         }
     )
     return Decision(status, (), (Event("Warning", "Warning", text),))
+
+
+def started(prev: GRPORunStatus | None) -> bool:
+    """The run has started an attempt and not ended: an edit now must not end it (lifecycle._edit_refused)."""
+    return prev is not None and bool(prev.attempt) and prev.phase not in (None, Phase.PENDING, *TERMINAL_PHASES)
 
 
 def runtime_missing(obs: Observation, conds: Conditions) -> Decision:
@@ -187,6 +192,11 @@ def before_submit(draft: Draft, ready: bool) -> Decision:
             message = f"{message}; reward service: {obs.reward.message if obs.reward else 'not created yet'}"
         phase = Phase.PENDING if cluster is None else Phase.PROVISIONING
         return draft.decide(phase, R.PROVISIONING, message)
+    if obs.problems:  # an edit that cannot run (lifecycle._edit_refused): no attempt starts from it
+        message = (
+            f"the next attempt is not submitted: generation {obs.generation} cannot run: {'; '.join(obs.problems)}"
+        )
+        return draft.decide(Phase.PROVISIONING, R.PROVISIONING, message)
     submission = obs.submission_id
     fresh = attempts.submitted(draft, submission)
     if fresh:  # the verdict on the attempt before (a stall that restarted it) says nothing of this one

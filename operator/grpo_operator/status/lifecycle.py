@@ -16,6 +16,7 @@ from grpo_operator.status.decision import (
     CreateTokenSecret,
     Decision,
     Draft,
+    Event,
     StopJob,
 )
 from grpo_operator.status.observation import JobObservation, JobState, Observation
@@ -65,6 +66,8 @@ def _decide(prev: GRPORunStatus | None, obs: Observation, spec: GRPORunSpec | No
     conds = Conditions(prev, obs.generation, obs.now)
     if obs.runtime_missing is not None:
         return admission.runtime_missing(obs, conds)
+    if spec is not None and obs.problems and admission.started(prev):
+        return _edit_refused(prev, obs, spec, conds)
     if obs.problems or spec is None:
         return admission.invalid(prev, obs, conds)
     conds.set(ConditionType.VALIDATED, True, Reason.VALID, "spec passed validation and fits")
@@ -75,6 +78,26 @@ def _decide(prev: GRPORunStatus | None, obs: Observation, spec: GRPORunSpec | No
     if not obs.suspend:
         first = (*first, ApplyChildren())
     return Decision(decision.status, first + decision.actions, decision.events)
+
+
+def _edit_refused(prev: GRPORunStatus | None, obs: Observation, spec: GRPORunSpec, conds: Conditions) -> Decision:
+    """An edit that cannot run, made after the run started: the attempt that runs goes on as it was rendered
+    (nothing is applied from the edit) and is observed and judged as before; `Validated=False` says why, and no
+    attempt is submitted from the edit (admission.before_submit). Fixing or reverting the edit is all it takes."""
+    text = "; ".join(obs.problems)
+    said = [c for c in (prev.conditions if prev is not None else None) or [] if c.type == ConditionType.VALIDATED]
+    changed = not (said and said[0].status == "False" and said[0].observed_generation == obs.generation)
+    conds.set(ConditionType.VALIDATED, False, Reason.INVALID_SPEC, text)
+    decision = _by_state(_draft(prev, obs, spec, conds))  # without the ApplyChildren a valid spec's decision leads with
+    warned = (
+        Event(
+            "Warning",
+            Reason.INVALID_SPEC,
+            f"generation {obs.generation} cannot run: {text}; the running "
+            "attempt goes on as it was, and no new attempt starts until the edit is fixed or reverted",
+        ),
+    )
+    return Decision(decision.status, decision.actions, decision.events + (warned if changed else ()))
 
 
 def on_delete(prev: GRPORunStatus | None, job: JobObservation | None) -> Decision | None:
