@@ -141,7 +141,7 @@ class FakeRay:
         self._reach("logs", submission_id)
         return self.logs_of.get(submission_id, "")
 
-    def evidence(self, submission_id: str, log_lines: int = 2000) -> dict[str, str]:
+    def evidence(self, submission_id: str, log_lines: int = 2000, budget_seconds: float = 60.0) -> dict[str, str]:
         self._reach("evidence", submission_id)
         return {"job.json": json.dumps({"submission_id": submission_id})}
 

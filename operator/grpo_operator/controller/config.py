@@ -104,6 +104,12 @@ class OperatorSettings(BaseSettings):
     reconcile_interval_seconds: float = Field(default=15.0, ge=1, le=3600)
     reward_error_ratio_max: float = Field(default=0.1, gt=0, le=1)
     http_timeout_seconds: float = Field(default=5.0, ge=0.1, le=120)
+    capture_budget_seconds: float = Field(
+        default=60.0,
+        ge=1,
+        le=600,
+        description="The whole evidence capture's deadline, its requests side by side: the stop after it waits no longer.",
+    )
     metrics_port: int = Field(default=8081, ge=0, le=65535, description="Operator /metrics port; 0 disables it.")
     workers: int = Field(default=16, ge=1, le=256, description="Threads for reconciles (kopf's executor).")
     peering_lifetime_seconds: int = Field(

@@ -488,7 +488,7 @@ class Reconciler:
         ns, name = run.metadata.namespace, run.metadata.name
         pieces = dict(action.pieces)
         try:
-            pieces.update(ctx.ray.evidence(action.submission_id))
+            pieces.update(ctx.ray.evidence(action.submission_id, budget_seconds=self.settings.capture_budget_seconds))
         except RayUnavailable as exc:
             pieces["error.txt"] = f"the Ray head could not be read: {exc}"
         if run.spec.reward.type is RewardType.REMOTE:

@@ -12,6 +12,9 @@ The token is never part of a message or a repr.
 from __future__ import annotations
 
 import json
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -22,6 +25,10 @@ from ray.job_submission import JobStatus, JobSubmissionClient
 from grpo_operator.edges.errors import Unavailable
 from grpo_operator.render import JobSubmission
 from grpo_operator.status.observation import JobObservation, JobState
+
+# The whole capture's deadline by default (the operator's GRPO_CAPTURE_BUDGET_SECONDS): it runs before a stop.
+CAPTURE_BUDGET_SECONDS = 60.0
+PER_REQUEST_SECONDS = 30.0
 
 
 class RayUnavailable(Unavailable):
@@ -83,62 +90,120 @@ class RayJobs:
         except RuntimeError as exc:
             raise RayUnavailable(str(exc)) from None
 
-    def evidence(self, submission_id: str, log_lines: int = 2000) -> dict[str, str]:
+    def evidence(
+        self, submission_id: str, log_lines: int = 2000, budget_seconds: float = CAPTURE_BUDGET_SECONDS
+    ) -> dict[str, str]:
         """What Ray knows of a running job, piece by piece (docs/integrations/ray.md, "Evidence"): the job, its
         actors and tasks and the placement groups (the state API), the Python stack of the driver and of each
-        live actor (the dashboard's py-spy traceback), the driver's log tail. A piece that cannot be read says
-        why instead; only an unreachable head raises."""
+        live actor (the dashboard's py-spy traceback), the driver's log tail. The requests go out together under
+        one deadline, `budget_seconds` from the start (a dead node's agent must not hold the stop that follows
+        for 30 s per actor): a piece that cannot be read, or not within the budget, says why instead, and
+        `missing.txt` lists them. Only an unreachable head raises."""
+        deadline = time.monotonic() + budget_seconds
         try:
             info = self._client().get_job_info(submission_id)
         except RuntimeError as exc:
             raise RayUnavailable(str(exc)) from None
         driver = getattr(info, "driver_info", None)
         job_id = getattr(info, "job_id", None) or ""
-        pieces = {"job.json": _json(_job_facts(submission_id, info))}
         by_job = {"filter_keys": "job_id", "filter_predicates": "=", "filter_values": job_id}
-        actors = self._state("actors", {"detail": "true", "limit": "1000", **by_job})
-        pieces["actors.json"] = _json(actors)
-        pieces["tasks-summary.json"] = _json(self._state("tasks/summarize", by_job))
-        pieces["placement-groups.json"] = _json(self._state("placement_groups", {"detail": "true", "limit": "1000"}))
         node_id, node_ip = getattr(info, "driver_node_id", None), getattr(driver, "node_ip_address", None)
         where = {"node_id": str(node_id)} if node_id else {"node_ip": str(node_ip)} if node_ip else {}
         # By node id where Ray gives one: an address can be a dead node's too (a pod's IP reused after a restart).
         driver_node = {"node_id": str(node_id)} if node_id else {"ip": str(node_ip)} if node_ip else {}
-        targets = [("driver", getattr(driver, "pid", None), driver_node)]
-        for actor in _rows(actors):
-            if actor.get("state") == "ALIVE" and actor.get("node_id"):
-                name = f"actor-{actor.get('class_name')}-{str(actor.get('actor_id', ''))[:8]}"
-                targets.append((name, actor.get("pid"), {"node_id": str(actor["node_id"])}))
-        pieces["stacks.txt"] = "\n".join(self._stack(*target) for target in targets)
-        pieces["driver.log"] = self._text(
-            "/api/v0/logs/file", {"submission_id": submission_id, "lines": str(log_lines), **where}
-        )
+        first: dict[str, Callable[[float], str]] = {
+            "actors.json": lambda t: _json(self._state("actors", {"detail": "true", "limit": "1000", **by_job}, t)),
+            "tasks-summary.json": lambda t: _json(self._state("tasks/summarize", by_job, t)),
+            "placement-groups.json": lambda t: _json(
+                self._state("placement_groups", {"detail": "true", "limit": "1000"}, t)
+            ),
+            "driver.log": lambda t: self._text(
+                "/api/v0/logs/file", {"submission_id": submission_id, "lines": str(log_lines), **where}, t
+            ),
+            "stack driver": lambda t: self._stack("driver", getattr(driver, "pid", None), driver_node, t),
+        }
+        pieces = {"job.json": _json(_job_facts(submission_id, info))}
+        with _Gather(deadline) as gather:
+            got = gather.all(first)
+            stacks = [got.pop("stack driver")]
+            actors = json.loads(got["actors.json"]) if got["actors.json"].startswith(("[", "{")) else {}
+            pieces.update(got)
+            targets: dict[str, Callable[[float], str]] = {}
+            for actor in _rows(actors):
+                if actor.get("state") == "ALIVE" and actor.get("node_id"):
+                    name = f"actor-{actor.get('class_name')}-{str(actor.get('actor_id', ''))[:8]}"
+                    pid, node = actor.get("pid"), {"node_id": str(actor["node_id"])}
+                    targets[name] = self._stack_of(name, pid, node)
+            stacks += gather.all(targets).values()
+            missing = gather.missing
+        pieces["stacks.txt"] = "\n".join(stacks)
+        if missing:
+            pieces["missing.txt"] = "".join(f"{what}: {why}\n" for what, why in missing)
         return pieces
 
-    def _get(self, path: str, params: dict[str, str]) -> requests.Response:
+    def _get(self, path: str, params: dict[str, str], timeout: float = 30.0) -> requests.Response:
         headers = {"Authorization": f"Bearer {self.token}"} if self.token else {}
         try:
-            return requests.get(f"{self.address.rstrip('/')}{path}", params=params, headers=headers, timeout=30)
+            return requests.get(f"{self.address.rstrip('/')}{path}", params=params, headers=headers, timeout=timeout)
         except requests.RequestException as exc:
             raise RayUnavailable(f"Ray dashboard at {self.address} unreachable: {type(exc).__name__}") from None
 
-    def _state(self, resource: str, params: dict[str, str]) -> Any:
-        answer = self._get(f"/api/v0/{resource}", params)
+    def _state(self, resource: str, params: dict[str, str], timeout: float = 30.0) -> Any:
+        answer = self._get(f"/api/v0/{resource}", params, timeout)
         try:
             body = answer.json()
         except ValueError:
             return {"error": f"HTTP {answer.status_code}: {answer.text[:2000]}"}
         return body.get("data", {}).get("result", body) if isinstance(body, dict) else body
 
-    def _text(self, path: str, params: dict[str, str]) -> str:
-        answer = self._get(path, params)
+    def _text(self, path: str, params: dict[str, str], timeout: float = 30.0) -> str:
+        answer = self._get(path, params, timeout)
         return answer.text if answer.ok else f"HTTP {answer.status_code}: {answer.text[:2000]}"
 
-    def _stack(self, name: str, pid: object, node: dict[str, str]) -> str:
+    def _stack_of(self, name: str, pid: object, node: dict[str, str]) -> Callable[[float], str]:
+        return lambda timeout: self._stack(name, pid, node, timeout)
+
+    def _stack(self, name: str, pid: object, node: dict[str, str], timeout: float = 30.0) -> str:
         if not pid or not node:
             return f"== {name}: no pid or node known\n"
-        dump = self._text("/worker/traceback", {"pid": str(pid), **node, "native": "0"})
+        dump = self._text("/worker/traceback", {"pid": str(pid), **node, "native": "0"}, timeout)
         return f"== {name} (pid {pid} on {next(iter(node.values()))})\n{dump}\n"
+
+
+class _Gather:
+    """Requests run side by side, each given what is left of one deadline (at most 30 s); what has not answered
+    by the deadline, or failed, is named in `missing` and its piece says so. Threads still waiting are left to
+    their own timeout (the executor is not waited for)."""
+
+    def __init__(self, deadline: float) -> None:
+        self.deadline = deadline
+        self.missing: list[tuple[str, str]] = []
+        self._pool = ThreadPoolExecutor(max_workers=16, thread_name_prefix="grpo-capture")
+
+    def __enter__(self) -> _Gather:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._pool.shutdown(wait=False, cancel_futures=True)
+
+    def all(self, calls: dict[str, Callable[[float], str]]) -> dict[str, str]:
+        left = max(0.0, self.deadline - time.monotonic())
+        futures = {
+            what: self._pool.submit(call, min(PER_REQUEST_SECONDS, max(left, 0.1))) for what, call in calls.items()
+        }
+        wait(futures.values(), timeout=left)
+        out: dict[str, str] = {}
+        for what, future in futures.items():
+            if not future.done():
+                why = "not collected within the capture's budget"
+            elif (error := future.exception()) is not None:
+                why = f"{type(error).__name__}: {error}"
+            else:
+                out[what] = future.result()
+                continue
+            self.missing.append((what, why))
+            out[what] = f"== {what}: {why}\n" if what.startswith("stack ") or what.startswith("actor-") else why
+        return out
 
 
 def _json(value: Any) -> str:
