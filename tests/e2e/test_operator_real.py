@@ -7,7 +7,12 @@ operator scrapes them, to Succeeded with the summary, the log tail and the prove
 operator: the plain image (no GPU played) fails its preflight and the run says which pod on which node; a worker pod
 deleted mid-run saves, the run goes back to Provisioning and resumes from that save; a drain of the worker's node
 does the same through the Eviction API; a worker whose step never ends goes at its grace without a save, and the
-status says so; a suspended run resumes from its save; a deleted run leaves no pod.
+status says so; a suspended run resumes from its save; a deleted run leaves no pod. The faults a real cluster
+delivers: Kueue's suspension of the running cluster (the head and the workers deleted at once) saves the model and
+the data state before the head goes, and the next attempt's launcher says where it resumed; a launcher killed
+outright holds no GPU past its marker's staleness and the ledger counts the teardown; a deleted head is a counted
+restart from its save, and past recovery.maxRestarts `Failed/HeadLost`; a Jobs API away keeps the run `Running`
+and submits nothing; a bundle over a configmap quota still lets the stall stop the job.
 
 Nothing rendered is edited: the runtime sizes and places every pod. What is played: the GPU (the `ray-node-gpu`
 dev layer: stand-in libcuda, torch and nvidia-smi, devtools/images/gpu_standin/; the node advertises
