@@ -606,6 +606,6 @@ def test_a_bundle_over_the_namespaces_configmap_quota_still_lets_the_stall_stop_
     # The job was stopped before the RayCluster went: the worker's hook found miles no longer running (a job still
     # running, stalled, would have kept its marker fresh and the hook waiting for a save).
     assert _prestop_report(platform, run).get("miles_running") is False, _prestop_report(platform, run)
-    warnings = [m for m in (e["message"] for e in _events(real_cluster, run)) if "could not be written" in m]
+    warnings = [e["message"] for e in _events(real_cluster, run) if e["reason"] == "CaptureFailed"]
     assert warnings and "exceeded quota" in warnings[0], _events(real_cluster, run)
     delete_run(real_cluster, run)

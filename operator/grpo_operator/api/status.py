@@ -112,6 +112,7 @@ class Reason(StrEnum):
     NOT_SAVED_BEFORE_STOP = "NotSavedBeforeStop"
     CAPTURE_REQUESTED = "CaptureRequested"  # a bundle's trigger: the grpo.dev/capture annotation
     CAPTURE_SKIPPED = "CaptureSkipped"
+    CAPTURE_FAILED = "CaptureFailed"  # an evidence bundle or a log tail the API server would not store
 
 
 R = Reason

@@ -77,6 +77,9 @@ class Outcome:
     warnings: list[str] = field(default_factory=list)
     notes: list[tuple[str, str]] = field(default_factory=list)  # (reason, message) of Normal events
     decision: Decision | None = None  # what the reconcile decided and carried out
+    # Record-only writes that failed (a bundle, a log tail): always a Warning event, a transition's reconcile too,
+    # since nothing else says it (controller/handlers.py `_report`).
+    unkept: list[str] = field(default_factory=list)
 
     @property
     def transitioned(self) -> bool:
@@ -190,7 +193,7 @@ class Reconciler:
         if ctx.submit_failed is not None:  # the job does not exist: the status must not claim the new attempt
             decision = attempts.submit_refused(decision, prev, ctx.submit_failed)
         decision = _as_written(decision, prev, ctx.unwritten)
-        return self._finish(body, prev, decision, ctx.failures)
+        return self._finish(body, prev, decision, ctx.failures, ctx.unkept)
 
     def _runtime(
         self, body: Mapping[str, Any], prev: GRPORunStatus | None
@@ -476,7 +479,7 @@ class Reconciler:
                 failed = self.kube.record(ctx.log_manifests[submission_id])
                 if failed is not None:
                     ctx.unwritten[KEPT_LOGS] = failed
-                    ctx.failures.append(f"the log tail of Ray job {submission_id} could not be kept ({failed})")
+                    ctx.unkept.append(f"the log tail of Ray job {submission_id} could not be kept ({failed})")
             case DeleteRayCluster():
                 self.kube.delete_ray_cluster(ns, name)
         return None
@@ -502,7 +505,7 @@ class Reconciler:
         failed = self.kube.record(manifest)
         if failed is not None:
             ctx.unwritten[action.config_map] = failed
-            ctx.failures.append(f"the evidence bundle could not be written ({failed}); the actions after it went ahead")
+            ctx.unkept.append(f"the evidence bundle could not be written ({failed}); the actions after it went ahead")
 
     def _reward_metrics_text(self, namespace: str, name: str) -> str:
         """The reward service's /metrics as served (its scoring outcomes and error counts), or why not."""
@@ -528,7 +531,12 @@ class Reconciler:
         return None
 
     def _finish(
-        self, body: Mapping[str, Any], prev: GRPORunStatus | None, decision: Decision, failures: list[str] | None = None
+        self,
+        body: Mapping[str, Any],
+        prev: GRPORunStatus | None,
+        decision: Decision,
+        failures: list[str] | None = None,
+        unkept: list[str] | None = None,
     ) -> Outcome:
         """The one status write of this reconcile, when the status changed."""
         meta = body["metadata"]
@@ -544,6 +552,7 @@ class Reconciler:
             warnings=[*decision.warnings, *(failures or [])],
             notes=notes,
             decision=decision,
+            unkept=list(unkept or []),
         )
 
     # --- deletion ----------------------------------------------------------------------------------
@@ -579,6 +588,7 @@ class _Context:
     log_manifests: dict[str, dict[str, Any]] = field(default_factory=dict)
     failures: list[str] = field(default_factory=list)
     unwritten: dict[str, str] = field(default_factory=dict)  # what a record-only write could not write, and why
+    unkept: list[str] = field(default_factory=list)  # the same, said as the Warning events of this reconcile
     submit_failed: str | None = None
 
 
