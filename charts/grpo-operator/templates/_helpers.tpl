@@ -92,7 +92,8 @@ tests/integration/chart/test_doctor_operator_rules.py keeps equal to these rules
 - apiGroups: [""]
   resources: ["pods"]
   verbs: ["list", "watch"]
-# kube.ray_auth_token: each run's Ray auth token Secret, made once and read by name, again every 10 resyncs
+# kube.ray_auth_token: each run's Ray auth token Secret, made once and read by name, again every 10 resyncs;
+# kube.secret_values: the Secrets a run's secretEnv names, read by name when a log is kept, to redact their values
 # (RBAC cannot narrow get to names not known in advance). Never list or watch: no Secret is enumerated.
 - apiGroups: [""]
   resources: ["secrets"]

@@ -18,12 +18,16 @@ from pydantic_core import PydanticCustomError
 from grpo_operator.api.base import ApiModel
 from grpo_operator.api.quote import echo
 from grpo_operator.api.spec import (
+    ENV_NAME,
+    ENV_NAME_RULE,
+    SECRET_ENV_LIST,
     AbsPath,
     GuardsSpec,
     ImageRef,
     LabelMap,
     ObjectName,
     QueueName,
+    SecretEnv,
     Toleration,
     cel,
     rules,
@@ -40,10 +44,10 @@ DEFAULT_RUNTIME_NAME = "default"
 InstanceTypeRef = Annotated[
     str, StringConstraints(pattern=r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$", min_length=1, max_length=63)
 ]
-# An environment variable's name as the API server accepts it in a container (IsEnvVarName). A structural
-# schema has no propertyNames, so the key rule is CEL for the CRD and `_env_names` for `grpo validate`.
-_ENV_NAME = r"^[-._a-zA-Z][-._a-zA-Z0-9]*$"
-_ENV_NAME_RULE = "an environment variable name: letters, digits, '_', '-' and '.', not starting with a digit"
+# An env map's keys are environment variable names. A structural schema has no propertyNames, so the key rule is
+# CEL for the CRD and `_env_names` for `grpo validate`.
+_ENV_NAME = f"^{ENV_NAME}$"
+_ENV_NAME_RULE = ENV_NAME_RULE
 
 
 def _env_names(value: dict[str, str]) -> dict[str, str]:
@@ -223,6 +227,13 @@ class RuntimeDefaults(ApiModel):
     scheduling: SchedulingDefaults = Field(default_factory=SchedulingDefaults, description="Scheduling defaults.")
     guards: GuardsSpec | None = Field(default=None, description="Guards of a run that sets no spec.guards.")
     env: EnvMap = Field(default_factory=dict, description="Extra env of every Ray pod of every run.")
+    secret_env: list[SecretEnv] = Field(
+        default_factory=list,
+        max_length=32,
+        description="Env from Secrets every run gets unless it names the variable in its own spec.secretEnv; each "
+        "Secret must exist in the run's namespace.",
+        json_schema_extra=SECRET_ENV_LIST,
+    )
 
 
 # Fields a platform can forbid runs to set (the runtime's default is then the only value).

@@ -134,6 +134,12 @@ SecretKey = Annotated[
     grammar(_CONFIG_MAP_KEY, "a Secret key: letters, digits, '-', '_' and '.', not '.' or '..'"),
     pattern_schema(_CONFIG_MAP_KEY),
 ]
+# An environment variable's name as the API server accepts it in a container (IsEnvVarName).
+ENV_NAME = r"[-._a-zA-Z][-._a-zA-Z0-9]*"
+ENV_NAME_RULE = "an environment variable name: letters, digits, '_', '-' and '.', not starting with a digit"
+EnvName = Annotated[
+    str, StringConstraints(min_length=1, max_length=128), grammar(ENV_NAME, ENV_NAME_RULE), pattern_schema(ENV_NAME)
+]
 _DNS_LABEL = "[a-z0-9]([-a-z0-9]*[a-z0-9])?"
 DnsLabel = Annotated[
     str,
@@ -723,6 +729,23 @@ class SecretKeyRef(ApiModel):
     key: SecretKey = Field(default="HF_TOKEN", description="Key in the Secret.")
 
 
+class SecretKeySelector(ApiModel):
+    name: ObjectName = Field(description="Secret in the run's namespace.")
+    key: SecretKey = Field(description="Key in the Secret.")
+
+
+class SecretEnv(ApiModel):
+    """An environment variable of the Ray pods whose value is a Secret's key, given by secretKeyRef only."""
+
+    # So the value is in no manifest, runtime env, ConfigMap or status; the kept logs are redacted of it.
+    name: EnvName = Field(description="The variable (WANDB_API_KEY, ...); not one the operator sets itself.")
+    secret_key_ref: SecretKeySelector = Field(description="The Secret and key that hold the value.")
+
+
+# A list of env entries keyed by name: the API server refuses a name given twice.
+SECRET_ENV_LIST: dict[str, JsonValue] = {"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"]}
+
+
 class MinRewardGuard(ApiModel):
     value: float | None = Field(
         default=None,
@@ -848,6 +871,13 @@ class GRPORunSpec(ApiModel):
     )
     hf_token_secret: SecretKeyRef | None = Field(
         default=None, description="Secret holding a Hugging Face token, passed to pods by secretKeyRef only."
+    )
+    secret_env: list[SecretEnv] = Field(
+        default_factory=list,
+        max_length=32,
+        description="Env of the driver and the workers from Secrets (WANDB_API_KEY for --use-wandb), by secretKeyRef "
+        "only; credentials never go in extraArgs. The runtime's defaults.secretEnv adds the names the run leaves out.",
+        json_schema_extra=SECRET_ENV_LIST,
     )
     extra_args: list[Arg] = Field(
         default_factory=list,

@@ -39,6 +39,7 @@ from grpo_operator.render.evidence import evidence_config_map
 from grpo_operator.render.job import checkpoint_request
 from grpo_operator.render.joblogs import KEY as LOG_KEY
 from grpo_operator.render.joblogs import job_logs_config_map
+from grpo_operator.render.redaction import redact, run_secrets
 from grpo_operator.status import admission, attempts, summary
 from grpo_operator.status.decision import (
     Action,
@@ -400,11 +401,35 @@ class Reconciler:
             return None, str(exc)
 
     def _find(self, ctx: _Context, submission_id: str) -> JobObservation | None:
+        """The job as Ray reports it; an ended job's message (Ray puts the log's last lines in it, and the status
+        quotes it) redacted of the run's secrets."""
         try:
-            return ctx.ray.find(submission_id)
+            found = ctx.ray.find(submission_id)
         except RayUnavailable as exc:
             log.info("%s/%s: %s", ctx.run.metadata.namespace, ctx.run.metadata.name, exc)
             return None
+        if found is None or found.state.active or not found.message:
+            return found
+        return dataclasses.replace(found, message=redact(found.message, self._secrets(ctx)))
+
+    def _secrets(self, ctx: _Context) -> list[str]:
+        """What a log the operator keeps of the run is redacted of (render/redaction.py), read once per reconcile:
+        the Ray token, the values of the Secrets the run's secretEnv names as they are now, and credentials in its
+        extraArgs. A Secret that cannot be read is said in the operator's log; the rest is still redacted."""
+        run = ctx.run
+        if ctx.secret_values is None:
+            refs = [(e.secret_key_ref.name, e.secret_key_ref.key) for e in run.spec.secret_env]
+            values, missed = self.kube.secret_values(run.metadata.namespace, refs) if refs else ([], [])
+            for what in missed:
+                log.warning(
+                    "%s/%s: %s cannot be read, so the logs kept now are not redacted of its value (spec.secretEnv); "
+                    "grant the operator get on it, or check the name and key",
+                    run.metadata.namespace,
+                    run.metadata.name,
+                    what,
+                )
+            ctx.secret_values = values
+        return run_secrets(run, [ctx.ray.token, *ctx.secret_values])
 
     def _read_log(self, ctx: _Context, obs: Observation, submission_id: str | None = None) -> Observation:
         """An ended job's log: the end-of-run summary in it, and the ConfigMap its tail is kept in (a KeepLogs
@@ -419,7 +444,7 @@ class Reconciler:
         except RayUnavailable as exc:
             log.info("%s/%s: the log of %s cannot be read: %s", ns, name, submission_id, exc)
             return obs
-        manifest, ref = job_logs_config_map(ns, name, run.metadata.uid, submission_id, text)
+        manifest, ref = job_logs_config_map(ns, name, run.metadata.uid, submission_id, text, secrets=self._secrets(ctx))
         ctx.log_manifests[submission_id] = manifest
         return dataclasses.replace(obs, summary=summary.parse(text), logs=ref, log_text=manifest["data"][LOG_KEY])
 
@@ -498,7 +523,7 @@ class Reconciler:
             pieces["reward-metrics.txt"] = self._reward_metrics_text(ns, name)
         header = {"trigger": action.trigger, "submission_id": action.submission_id, "captured": rfc3339(self.clock())}
         manifest = evidence_config_map(
-            ns, name, run.metadata.uid, action.config_map, header=header, pieces=pieces, secrets=[ctx.ray.token or ""]
+            ns, name, run.metadata.uid, action.config_map, header=header, pieces=pieces, secrets=self._secrets(ctx)
         )
         # Best effort: a bundle that cannot be written (a quota, a webhook, a 5xx) must not hold back the stop after
         # it, or the hung job keeps its GPUs while kopf retries the capture (edges/errors.py).
@@ -590,6 +615,7 @@ class _Context:
     unwritten: dict[str, str] = field(default_factory=dict)  # what a record-only write could not write, and why
     unkept: list[str] = field(default_factory=list)  # the same, said as the Warning events of this reconcile
     submit_failed: str | None = None
+    secret_values: list[str] | None = None  # of the run's secretEnv, once read (Reconciler._secrets)
 
 
 def _capture_request(meta: Mapping[str, Any]) -> str | None:

@@ -7,6 +7,7 @@ between reconciles (applied manifests, tokens, the watches' copies) is its `cach
 The run's Ray auth token is the one child made here rather than rendered: a random value has no place in the
 pure core. `ray_auth_token` creates the Secret once (owned by the run, immutable) and reads it back after; a
 Secret of that name made before the run is used as it is (bring your own token). The value goes nowhere else.
+`secret_values` reads the Secrets a run's `secretEnv` names, by name, only to redact the logs the operator keeps.
 """
 
 from __future__ import annotations
@@ -16,8 +17,10 @@ import hashlib
 import json
 import logging
 import secrets
+from collections.abc import Sequence
 from typing import Any, cast
 
+import urllib3
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 from kubernetes.dynamic import DynamicClient
@@ -319,6 +322,33 @@ class Kube:
                 f"Secret {namespace}/{name} has no key {names.AUTH_TOKEN_KEY!r}: delete it to get a new one"
             )
         return base64.b64decode(raw).decode()
+
+    def secret_values(self, namespace: str, refs: Sequence[tuple[str, str]]) -> tuple[list[str], list[str]]:
+        """The values of the Secret keys `refs` ((Secret, key) in `namespace`) as they are now, for redacting a log the
+        operator keeps; and, for each that could not be read, what and why (no such Secret or key, no RBAC, the API
+        server unreachable). Best effort: it never raises, and nothing is kept (a rotated key is read anew)."""
+        keys: dict[str, list[str]] = {}
+        for name, key in refs:
+            keys.setdefault(name, []).append(key)
+        values: list[str] = []
+        missed: list[str] = []
+        for name, wanted in keys.items():
+            try:
+                secret: client.V1Secret = self.core.read_namespaced_secret(name, namespace)
+            except ApiException as exc:
+                missed += [f"Secret {namespace}/{name} key {key} ({exc.status} {exc.reason})" for key in wanted]
+                continue
+            except (urllib3.exceptions.HTTPError, OSError) as exc:
+                missed += [f"Secret {namespace}/{name} key {key} ({type(exc).__name__})" for key in wanted]
+                continue
+            data = secret.data or {}
+            for key in wanted:
+                raw = data.get(key)
+                if raw is None:
+                    missed.append(f"Secret {namespace}/{name} key {key} (the Secret has no such key)")
+                    continue
+                values.append(base64.b64decode(raw).decode("utf-8", errors="replace"))
+        return values, missed
 
     def get_run(self, namespace: str, run: str) -> dict[str, Any] | None:
         """The GRPORun at the newest version this process knows: the watch's copy when it is that one

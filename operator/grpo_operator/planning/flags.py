@@ -5,12 +5,14 @@ Rendering emits these flags from the spec; `spec.extraArgs` may not set them aga
 would refuse or read differently from what it looks like: unknown flags, abbreviations (argparse expands an
 unambiguous prefix), `--help`, empty strings, flags without their values, flags that exist only under a
 condition. A few flags the operator does not render are refused because they change what the operator
-reads: the rollout numbering, the `rollout/step` gauge, or the resume.
+reads: the rollout numbering, the `rollout/step` gauge, or the resume. A flag that takes a credential
+(`--wandb-key`) is refused too: the value would be printed into the kept log; it goes by `spec.secretEnv`.
 """
 
 from __future__ import annotations
 
 import difflib
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cache
 
@@ -123,6 +125,81 @@ REFUSED_FLAGS: dict[str, str] = {
 }
 
 
+# Flags that take a credential, by their dest's last words: Megatron prints every argument on rank 0 and the
+# operator keeps the driver's log (its tail, evidence bundles), so a credential goes by spec.secretEnv instead.
+CREDENTIAL_SUFFIXES = ("_key", "_token", "_password", "_secret", "_api_keys")
+# Dests named so that hold no credential, each with what it is (a new flag of the table is a credential until
+# listed here).
+NOT_CREDENTIALS: dict[str, str] = {
+    **dict.fromkeys(
+        (
+            "input_key",
+            "label_key",
+            "metadata_key",
+            "tool_key",
+            "eval_input_key",
+            "eval_label_key",
+            "eval_tool_key",
+            "eval_reward_key",
+            "reward_key",
+        ),
+        "the name of a field in the data's records or in a reward's dict",
+    ),
+    "ci_metric_checker_key": "the name of the metric miles's CI check reads",
+    **dict.fromkeys(
+        ("fim_eod_token", "fim_middle_token", "fim_pad_token", "fim_prefix_token", "fim_suffix_token"),
+        "a special token of the tokenizer (fill-in-the-middle)",
+    ),
+    "rl_skip_bos_token": "a switch: skip the tokenizer's BOS token",
+    "sglang_bucket_time_to_first_token": "the buckets of a latency histogram",
+    "sglang_kt_max_deferred_experts_per_token": "a count of experts per token",
+}
+# The variable the program reads the credential from, where it reads one (wandb: WANDB_API_KEY).
+CREDENTIAL_ENV = {"wandb_key": "WANDB_API_KEY"}
+
+
+def is_credential(dest: str) -> bool:
+    """Whether the flag of argparse dest `dest` takes a credential."""
+    return dest.endswith(CREDENTIAL_SUFFIXES) and dest not in NOT_CREDENTIALS
+
+
+def _credential_flag(name: str) -> bool:
+    """Whether the flag `name` takes a credential; a name miles does not know is judged by its own words."""
+    flag = miles_flags().get(name)
+    return is_credential(flag.dest if flag is not None else name.lstrip("-").replace("-", "_"))
+
+
+def _credential_problem(dest: str) -> str:
+    env = CREDENTIAL_ENV.get(dest)
+    fix = (
+        f"set spec.secretEnv: [{{name: {env}, secretKeyRef: {{name: <secret>, key: <key>}}}}] instead ({env} is "
+        "read from the environment)"
+        if env
+        else "pass the credential by spec.secretEnv instead (an environment variable from a Secret, by secretKeyRef)"
+    )
+    return (
+        "takes a credential, and Megatron prints every argument into the driver's log, which the operator keeps "
+        f"(its tail, evidence bundles); remove it from extraArgs and {fix}"
+    )
+
+
+def credential_values(args: Sequence[str]) -> list[str]:
+    """The values `args` give flags that take a credential (`--wandb-key x`, `--wandb-key=x`), for redaction."""
+    out: list[str] = []
+    for i, arg in enumerate(args):
+        name, has_inline, inline = arg.partition("=")
+        if not name.startswith("--") or not _credential_flag(name):
+            continue
+        if has_inline:
+            out.append(inline)
+            continue
+        j = i + 1
+        while j < len(args) and args[j].strip() and _looks_like_value(args[j]):
+            out.append(args[j])
+            j += 1
+    return [v for v in out if v.strip()]
+
+
 def flag_name(arg: str) -> str | None:
     """The flag an argument names (`--x=1` -> `--x`), or None for a value."""
     if not arg.startswith("--"):
@@ -189,6 +266,8 @@ def _flag_problem(name: str) -> str | None:
                 f"{f' or {len(longer) - 1} other flag(s)' if len(longer) > 1 else ''}); write the full flag"
             )
         return f"is not a flag of {PINNED}{_nearest(name)}"
+    if is_credential(flag.dest):
+        return _credential_problem(flag.dest)
     if flag.condition:
         return f"exists {flag.condition}, so miles may not know it; remove it"
     if name in REFUSED_FLAGS:
@@ -217,9 +296,10 @@ def check_extra_args(args: list[str]) -> list[tuple[int, str]]:
         name, has_inline, _ = arg.partition("=")
         why = _flag_problem(name)
         flag = miles_flags().get(name)
+        shown = name if has_inline and _credential_flag(name) else arg  # a message never quotes a credential
         i += 1
         if why is not None or flag is None:
-            problems.append((i - 1, f"{echo(arg)} {why}"))
+            problems.append((i - 1, f"{echo(shown)} {why}"))
             while i < len(args) and args[i].strip() and _looks_like_value(args[i]):
                 i += 1
             continue

@@ -115,6 +115,18 @@ def _fill_defaults(spec: dict[str, Any], runtime: GRPORuntime) -> None:
         scheduling = spec.setdefault("scheduling", {})
         own = scheduling.get("tolerations") if isinstance(scheduling.get("tolerations"), list) else []
         scheduling["tolerations"] = own + [t for t in tolerations if t not in own]
+    _fill_secret_env(spec, runtime)
+
+
+def _fill_secret_env(spec: dict[str, Any], runtime: GRPORuntime) -> None:
+    """The runtime's secretEnv entries whose variable the run does not name itself, after the run's own: a run
+    points a variable at its own Secret by naming it."""
+    wanted = [e.model_dump(mode="json", by_alias=True) for e in runtime.spec.defaults.secret_env]
+    own = spec.get("secretEnv", [])
+    if not wanted or not isinstance(own, list):
+        return  # nothing to add, or a wrong type: the run's own problem, reported by parsing
+    named = {e.get("name") for e in own if isinstance(e, dict)}
+    spec["secretEnv"] = own + [e for e in wanted if e["name"] not in named]
 
 
 def effective_document(doc: dict[str, Any], runtime: GRPORuntime) -> dict[str, Any]:

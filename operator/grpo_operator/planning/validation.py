@@ -34,6 +34,7 @@ from grpo_operator.planning.instances import InstanceType, instance_of, runtime_
 from grpo_operator.planning.memory import GIB
 from grpo_operator.planning.plan import HOST_MEMORY_USABLE, Planned, plan_run, worker_replicas
 from grpo_operator.planning.profiles import PROFILES
+from grpo_operator.planning.secretenv import check_secret_env
 
 
 class Severity(StrEnum):
@@ -461,6 +462,7 @@ def _field_rules(run: GRPORun) -> list[Problem]:
             )
         )
     out += [Problem(f"spec.extraArgs[{i}]", why) for i, why in check_extra_args(list(spec.extra_args))]
+    out += [Problem(f"spec.secretEnv[{i}].name", why) for i, why in check_secret_env(spec)]
     if spec.eval is not None and spec.eval.interval > spec.rollout.num_rollout:
         out.append(
             Problem(

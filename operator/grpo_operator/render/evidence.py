@@ -3,32 +3,24 @@ degenerate-output guard under `guards.action: Stop`): Ray's view of the job, the
 and the driver's log tail. Pure. Owned by the run, so it outlives the RayCluster and goes with the run. Bounded:
 each piece keeps its last `PIECE_BYTES` (cut at a line start) and is gzip-compressed into `binaryData`; pieces
 that would take the whole past `TOTAL_BYTES` as base64 (a ConfigMap holds at most 1 MiB) are listed as left out. Every
-secret the caller names (the run's Ray token) and anything shaped like a Hugging Face token is redacted first.
+secret the caller names (render/redaction.py: the run's Ray token, its secretEnv values) and anything shaped like a
+Hugging Face token is redacted first.
 """
 
 from __future__ import annotations
 
 import base64
 import gzip
-import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from grpo_operator.render import names
 from grpo_operator.render.joblogs import tail
+from grpo_operator.render.redaction import redact
 
 PIECE_BYTES = 256 * 1024
 TOTAL_BYTES = 900 * 1024
 INDEX = "index.txt"
-REDACTED = "<redacted>"
-_HF_TOKEN = re.compile(r"\bhf_[A-Za-z0-9]{20,}")
-
-
-def redact(text: str, secrets: Sequence[str]) -> str:
-    for secret in secrets:
-        if secret:
-            text = text.replace(secret, REDACTED)
-    return _HF_TOKEN.sub(REDACTED, text)
 
 
 def _compressed(text: str) -> bytes:

@@ -3,15 +3,17 @@
 Pure: the reconciler reads the log through the Ray Jobs API (`RayJobs.logs`) before it deletes the RayCluster
 and applies this manifest, owned by the run (so it goes when the run is deleted); `status.logs` says where it
 is. The tail is bounded: a ConfigMap holds at most 1 MiB in all, so the last `TAIL_BYTES` bytes are kept,
-cut at a line start.
+cut at a line start. The run's secrets are redacted first (render/redaction.py), as in an evidence bundle.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from grpo_operator.api.status import RunLogs
 from grpo_operator.render import names
+from grpo_operator.render.redaction import redact
 
 TAIL_BYTES = 900 * 1024
 KEY = "job.log"
@@ -31,9 +33,10 @@ def tail(text: str, limit: int = TAIL_BYTES) -> tuple[str, bool]:
 
 
 def job_logs_config_map(
-    namespace: str, run: str, uid: str | None, submission_id: str, text: str
+    namespace: str, run: str, uid: str | None, submission_id: str, text: str, *, secrets: Sequence[str] = ()
 ) -> tuple[dict[str, Any], RunLogs]:
-    kept, truncated = tail(text)
+    """The ConfigMap keeping the tail of `text`, redacted of `secrets` (render/redaction.py), and where it is."""
+    kept, truncated = tail(redact(text, secrets))
     meta: dict[str, Any] = {
         "name": names.job_logs(run),
         "namespace": namespace,

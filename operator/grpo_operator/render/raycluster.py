@@ -3,8 +3,8 @@
 The head advertises no CPUs or GPUs (`num-cpus: "0"`, `num-gpus: "0"`, on a CPU node), so no actor that imports
 CUDA lands where there is no libcuda. Each worker of a multi-node run asks for all of its node's fabric devices
 and gets the fabric's env, both as the runtime's instance type describes them. `enableServiceLinks: false` everywhere, so a Service named `prometheus` cannot
-inject `PROMETHEUS_PORT=tcp://...` into miles. The HF token and the Ray auth token reach pods only by
-secretKeyRef, never in a runtime env.
+inject `PROMETHEUS_PORT=tcp://...` into miles. The HF token, the Ray auth token and `spec.secretEnv` reach pods
+only by secretKeyRef, never in a runtime env.
 """
 
 from __future__ import annotations
@@ -71,6 +71,11 @@ def pod_env(run: GRPORun) -> list[dict[str, Any]]:
     secret = run.spec.hf_token_secret
     if secret is not None:
         env.append({"name": "HF_TOKEN", "valueFrom": {"secretKeyRef": {"name": secret.name, "key": secret.key}}})
+    # Tracker keys and other credentials, by reference only (planning/secretenv.py keeps the names apart from
+    # those set above).
+    for entry in run.spec.secret_env:
+        ref = entry.secret_key_ref
+        env.append({"name": entry.name, "valueFrom": {"secretKeyRef": {"name": ref.name, "key": ref.key}}})
     return env
 
 
