@@ -78,6 +78,10 @@ class Reason(StrEnum):
     REWARD_SERVICE_FAILED = "RewardServiceFailed"
     INPUT_ERROR = "InputError"
     CHECKPOINT_WRITE_FAILED = "CheckpointWriteFailed"
+    GPU_HARDWARE_ERROR = "GPUHardwareError"
+    CUDA_KERNEL_ERROR = "CUDAKernelError"
+    # a worker pod waited unschedulable past spec.recovery.provisioningTimeoutSeconds (status/recovery.py)
+    PROVISIONING_TIMEOUT = "ProvisioningTimeout"
     # conditions
     VALID = "Valid"
     READY = "Ready"
@@ -125,12 +129,15 @@ FAILURE_CLASSES = (
     R.REWARD_SERVICE_FAILED,
     R.INPUT_ERROR,
     R.CHECKPOINT_WRITE_FAILED,
+    R.GPU_HARDWARE_ERROR,
+    R.CUDA_KERNEL_ERROR,
 )
 _ENDINGS = (
     R.DEGENERATE_OUTPUT,
     R.STALLED,
     R.UNVERIFIED,
     R.PREFLIGHT_FAILED,
+    R.PROVISIONING_TIMEOUT,
     *FAILURE_CLASSES,
     R.JOB_FAILED,
     R.JOB_STOPPED,

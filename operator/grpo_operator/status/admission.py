@@ -10,7 +10,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 from grpo_operator.api.status import KUEUE_EVICTIONS, ConditionType, GRPORunStatus, Phase, Reason
-from grpo_operator.status import attempts
+from grpo_operator.status import attempts, recovery
 from grpo_operator.status.conditions import Conditions
 from grpo_operator.status.decision import Decision, Draft, Event, StopJob, Submit
 from grpo_operator.status.observation import KueueEviction, Observation, rfc3339
@@ -186,7 +186,7 @@ def before_submit(draft: Draft, ready: bool) -> Decision:
         if obs.reward_required and not (obs.reward is not None and obs.reward.ready):
             message = f"{message}; reward service: {obs.reward.message if obs.reward else 'not created yet'}"
         phase = Phase.PENDING if cluster is None else Phase.PROVISIONING
-        return draft.decide(phase, R.PROVISIONING, message)
+        return recovery.unschedulable(draft) or draft.decide(phase, R.PROVISIONING, message)
     submission = obs.submission_id
     fresh = attempts.submitted(draft, submission)
     if fresh:  # the verdict on the attempt before (a stall that restarted it) says nothing of this one
