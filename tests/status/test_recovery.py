@@ -318,6 +318,11 @@ OPEN_ATTEMPT_STOPS = [
         (Phase.PROVISIONING, R.RESTARTING),
         id="a pod of this attempt drained: not counted",
     ),
+    pytest.param(
+        GpuObservation(8, T0, 60, stopped_by="Deleted", stopped_at=T0 + timedelta(seconds=40, milliseconds=300)),
+        (Phase.PROVISIONING, R.RESTARTING),
+        id="a pod deleted within the second the attempt was submitted: this attempt's",
+    ),
 ]
 
 
@@ -331,6 +336,18 @@ def test_only_a_planned_stop_of_the_open_attempt_leaves_its_failure_uncounted(
         running.status, s, 60, job=job(JobState.FAILED, FAILED_WITH + NODE_DIED, submission_id=sid), gpus=seen
     )
     assert (failed.status.phase, failed.status.reason) == after
+
+
+def test_a_failure_first_seen_ended_is_judged_from_the_end_of_the_attempt_before() -> None:
+    # The submission's status write was lost and the job ran and failed between two reconciles: the ledger's last
+    # attempt is the one before, ended at the restart (30 s), and the pod it left terminating is not this attempt's.
+    s = spec()
+    stuck = GpuObservation(8, T0, 60, stopped_by="EvictionByEvictionAPI", stopped_at=T0 + timedelta(seconds=15))
+    restarting = _stopped_then_failing(s, "EvictionByEvictionAPI", NODE_DIED)
+    assert restarting.status.reason == R.RESTARTING
+    unseen = job(JobState.FAILED, FAILED_WITH + NODE_DIED, submission_id=_sid(restarting.status))
+    failed = _step(restarting.status, s, 60, job=unseen, gpus=stuck)
+    assert (failed.status.attempt, failed.status.phase, failed.status.reason) == (2, Phase.FAILED, R.NODE_LOST)
 
 
 OOM_AT = T0 + timedelta(seconds=15)
