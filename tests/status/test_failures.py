@@ -22,6 +22,16 @@ CUDA_OOM = (
     "(MegatronTrainRayActor pid=4712, ip=10.0.1.8) torch.OutOfMemoryError: CUDA out of memory. Tried to allocate"
     " 2.00 GiB. GPU 0 has a total capacity of 139.81 GiB of which 1.06 GiB is free."
 )
+# torch >= 2.8 raises CUDA errors as torch.AcceleratorError with the runtime's cudaGetErrorString text.
+ECC = "(MegatronTrainRayActor pid=4714, ip=10.0.1.9) torch.AcceleratorError: CUDA error: uncorrectable ECC error encountered"
+ILLEGAL_ADDRESS = (
+    "(MegatronTrainRayActor pid=4715, ip=10.0.1.9) RuntimeError: CUDA error: an illegal memory access was encountered"
+)
+# What the peers of a rank that died print (NCCL's ncclRemoteError, through torch's DistBackendError).
+REMOTE_ERROR = (
+    "(MegatronTrainRayActor pid={pid}, ip={ip}) torch.distributed.DistBackendError: NCCL error in:"
+    " ProcessGroupNCCL.cpp:3353, remote process exited or there was a network error, NCCL version 2.28.9"
+)
 
 # One real line per signature: (the line, the class, the node it names).
 LINES = [
@@ -101,6 +111,23 @@ LINES = [
         R.ROLLOUT_ENGINE_DIED,
         None,
     ),
+    (ECC, R.GPU_HARDWARE_ERROR, "10.0.1.9"),
+    (
+        "node-9:77:81 [2] NCCL WARN Cuda failure 'uncorrectable NVLink error detected during the execution'",
+        R.GPU_HARDWARE_ERROR,
+        None,
+    ),
+    (
+        "(SGLangEngine pid=951) cuLaunchKernel failed: <CUresult.CUDA_ERROR_ECC_UNCORRECTABLE: 214>",
+        R.GPU_HARDWARE_ERROR,
+        None,
+    ),
+    (ILLEGAL_ADDRESS, R.CUDA_KERNEL_ERROR, "10.0.1.9"),
+    ("RuntimeError: CUDA error: unspecified launch failure", R.CUDA_KERNEL_ERROR, None),
+    ("torch.AcceleratorError: CUDA error: device-side assert triggered", R.CUDA_KERNEL_ERROR, None),
+    ("RuntimeError: CUDA error: misaligned address", R.CUDA_KERNEL_ERROR, None),
+    ("RuntimeError: CUDA error: hardware stack error", R.CUDA_KERNEL_ERROR, None),
+    ("Triton Error [CUDA]: an illegal instruction was encountered", R.CUDA_KERNEL_ERROR, None),
 ]
 
 
@@ -147,8 +174,49 @@ def test_the_nccl_timeout_says_which_rank_waited_how_long_in_which_collective_on
 def test_only_infrastructure_classes_are_retryable() -> None:
     # HeadLost is observed (the head answers without the job: status/completion.py head_lost), not read from a log.
     infrastructure = {R.NCCL_TIMEOUT, R.FABRIC_ERROR, R.NODE_LOST, R.ROLLOUT_ENGINE_DIED, R.HOST_OUT_OF_MEMORY}
-    assert infrastructure | {R.HEAD_LOST} == RETRYABLE
+    assert infrastructure | {R.GPU_HARDWARE_ERROR, R.HEAD_LOST} == RETRYABLE
     assert R.INPUT_ERROR not in RETRYABLE and R.DEGENERATE_OUTPUT not in RETRYABLE
+    assert R.CUDA_KERNEL_ERROR not in RETRYABLE  # a kernel's bug faults again on the same input
+
+
+# (log lines in the order the driver printed them, the class the earliest gives). A cascade prints its cause first;
+# before, the most specific class found anywhere won, so a consequence printed earlier could not lose to it and a
+# class with no signature fell through to its peers' fabric lines.
+EARLIEST = [
+    pytest.param(
+        [ILLEGAL_ADDRESS, REMOTE_ERROR.format(pid=4716, ip="10.0.1.7"), REMOTE_ERROR.format(pid=4717, ip="10.0.1.8")],
+        R.CUDA_KERNEL_ERROR,
+        id="a kernel fault on one rank, then its peers' remote errors: a kernel fault, never retried as fabric",
+    ),
+    pytest.param(
+        [ECC, WATCHDOG, WATCHDOG.replace("pid=4711", "pid=4718")],
+        R.GPU_HARDWARE_ERROR,
+        id="an ECC error on one rank, then the others' watchdog timeouts: the GPU's hardware",
+    ),
+    pytest.param(
+        [REMOTE_ERROR.format(pid=4716, ip="10.0.1.7"), WATCHDOG],
+        R.FABRIC_ERROR,
+        id="a remote error before a watchdog timeout: the fabric, not the timeout a later collective hit",
+    ),
+    pytest.param(
+        ["\tclass_name: SGLangEngine", CUDA_OOM],
+        R.ROLLOUT_ENGINE_DIED,
+        id="a rollout engine's death printed before a GPU's out-of-memory: the death",
+    ),
+]
+
+
+@pytest.mark.parametrize(("lines", "reason"), EARLIEST)
+def test_the_earliest_line_that_shows_a_class_names_the_failure(lines: list[str], reason: Reason) -> None:
+    found = classify("\n".join(["rollout 4: {...}", *lines, "Traceback (most recent call last):"]))
+    assert found is not None and found.reason is reason and found.line == lines[0].strip()
+
+
+def test_within_one_line_the_more_specific_class_wins() -> None:
+    # NCCL's own CUDA failure, wrapped in torch's NCCL error on the same line: the GPU, not the fabric
+    line = "RuntimeError: NCCL error in: x.cpp:1, unhandled system error, Cuda failure 'uncorrectable ECC error encountered'"
+    found = classify(line)
+    assert found is not None and found.reason is R.GPU_HARDWARE_ERROR
 
 
 def test_a_very_long_line_is_cut_in_the_message() -> None:
@@ -176,3 +244,92 @@ def test_the_whole_kept_log_tail_is_read_not_only_the_tail_ray_put_in_the_messag
     log_text = f"{CUDA_OOM}\n" + "filler\n" * 5000 + "boom\n"
     d = run_through(spec(), observe(cluster=READY, job=job(JobState.FAILED, message), log_text=log_text))
     assert d.status.reason == "CUDAOutOfMemory"
+
+
+def _watchdog(pid: int, ip: str | None) -> str:
+    where = f"pid={pid}, ip={ip}" if ip else f"pid={pid}"  # Ray leaves out ip= for a process on the driver's node
+    return WATCHDOG.replace("pid=4711, ip=10.0.1.7", where)
+
+
+NODE_DEAD = (
+    "The node with node id: 5e1f and address: 10.0.1.8 and node name: 10.0.1.8 has been marked dead because"
+    " the detector has missed too many heartbeats from it."
+)
+
+# (the log's lines, the driver's node, the node blamed, why). Before, the node of the first matching line was blamed,
+# whoever printed it.
+BLAME = [
+    pytest.param([ECC, WATCHDOG], None, "10.0.1.9", "its own process", id="a rank's own ECC error blames its node"),
+    pytest.param(
+        [ECC.replace(", ip=10.0.1.9", ""), WATCHDOG],
+        "10.0.1.5",
+        "10.0.1.5",
+        "its own process",
+        id="an ECC error of a process on the driver's node (no ip=) blames the driver's node",
+    ),
+    pytest.param(
+        [REMOTE_ERROR.format(pid=4716, ip="10.0.1.7")],
+        None,
+        None,
+        "",
+        id="a peer's remote error blames no node",
+    ),
+    pytest.param(
+        [
+            "(MegatronTrainRayActor pid=4716, ip=10.0.1.7) NCCL WARN NET/IB: Got completion from peer 10.0.1.8<1> with status=12"
+        ],
+        None,
+        None,
+        "",
+        id="an IB completion error names a peer, not a culprit",
+    ),
+    pytest.param(
+        [_watchdog(1, "10.0.1.7"), _watchdog(2, "10.0.1.8"), _watchdog(3, "10.0.1.7"), _watchdog(4, "10.0.1.8")],
+        None,
+        None,
+        "",
+        id="every rank's watchdog over two nodes: no majority, no node",
+    ),
+    pytest.param(
+        [_watchdog(1, "10.0.1.7"), _watchdog(2, "10.0.1.8"), _watchdog(3, "10.0.1.8"), _watchdog(4, "10.0.1.8")],
+        None,
+        "10.0.1.8",
+        "3 of the 4 processes whose NCCL watchdog timed out ran there",
+        id="three of four timed-out processes on one node blame it, not the first line's",
+    ),
+    pytest.param(
+        [_watchdog(1, None), _watchdog(2, None), _watchdog(3, "10.0.1.8")],
+        "10.0.1.5",
+        "10.0.1.5",
+        "2 of the 3 processes",
+        id="timed-out processes on the driver's node are counted on it",
+    ),
+    pytest.param([WATCHDOG], None, None, "", id="a lone watchdog line is the first waiter, not a majority"),
+    pytest.param(
+        [_watchdog(1, "10.0.1.7"), _watchdog(1, "10.0.1.7"), _watchdog(2, "10.0.1.8")],
+        None,
+        None,
+        "",
+        id="a process's second watchdog line (another process group) counts once",
+    ),
+    pytest.param(
+        [NODE_DEAD], None, "10.0.1.8", "Ray marked it dead", id="the node Ray marked dead is blamed by its address"
+    ),
+    pytest.param(
+        ["(RolloutManager pid=900, ip=10.0.1.10) The actor died because its node has died. Node Id: 5e1f"],
+        None,
+        None,
+        "",
+        id="an actor's death for its node's blames not the node that printed it",
+    ),
+    pytest.param([ILLEGAL_ADDRESS], None, None, "", id="a kernel fault blames no node: the same bug faults anywhere"),
+    pytest.param([CUDA_OOM], None, None, "", id="a GPU out-of-memory blames no node: the run's own demand"),
+]
+
+
+@pytest.mark.parametrize(("lines", "driver", "blamed", "why"), BLAME)
+def test_a_node_is_blamed_only_on_evidence_against_it(
+    lines: list[str], driver: str | None, blamed: str | None, why: str
+) -> None:
+    found = classify("\n".join(["rollout 4: {...}", *lines]), driver)
+    assert found is not None and found.blamed == blamed and why in found.evidence

@@ -151,7 +151,8 @@ def test_a_failed_job_is_captured_after_its_log_is_kept_with_the_failure_class_a
 
 
 def test_an_nccl_failure_bundle_holds_the_nccl_lines_and_is_taken_before_the_restart_remakes_the_cluster() -> None:
-    d = _failed(WATCHDOG, patch={"recovery": {"maxRestarts": 1}}, worker_nodes=(("10.0.1.7", "node-7"),))
+    hang = f"{WATCHDOG}\n{WATCHDOG.replace('pid=4711', 'pid=4712')}"  # both timed-out ranks on node-7: it is blamed
+    d = _failed(hang, patch={"recovery": {"maxRestarts": 1}}, worker_nodes=(("10.0.1.7", "node-7"),))
     assert d.status.reason == R.RESTARTING and d.status.forensics is not None
     kinds = [type(a) for a in d.actions if isinstance(a, CaptureEvidence | DeleteRayCluster)]
     assert kinds == [CaptureEvidence, DeleteRayCluster]  # the failed attempt's processes are read before they go

@@ -16,7 +16,7 @@ from grpo_operator.status.observation import Failure, GpuObservation, JobState, 
 
 from tests.status.runs import READY, T0, cond, healthy, job, observe, spec
 from tests.status.test_completion import LOGS
-from tests.status.test_failures import CUDA_OOM, WATCHDOG
+from tests.status.test_failures import CUDA_OOM, ECC, NODE_DEAD, REMOTE_ERROR, WATCHDOG
 
 R = Reason
 FAILED_WITH = "Job entrypoint command failed with exit code 1, last available logs (truncated to 20,000 chars):\n"
@@ -124,16 +124,19 @@ def test_a_stall_stop_is_never_restarted() -> None:
     assert after.status.phase is Phase.FAILED and not after.has(Submit)
 
 
-def test_a_restart_keeps_the_workers_off_the_node_the_failure_names_and_remakes_the_ray_cluster() -> None:
+def test_a_restart_keeps_the_workers_off_the_node_the_evidence_blames_and_remakes_the_ray_cluster() -> None:
     s = spec({"recovery": {"maxRestarts": 2}})
-    workers = (("10.0.1.7", "ip-10-0-1-7.ec2.internal"), ("10.0.1.8", "ip-10-0-1-8.ec2.internal"))
-    _, restarting = _running_then_failing(s, WATCHDOG, worker_nodes=workers)  # the line says ip=10.0.1.7
-    assert restarting.status.avoided_nodes == ["ip-10-0-1-7.ec2.internal"]
+    workers = (("10.0.1.9", "ip-10-0-1-9.ec2.internal"), ("10.0.1.7", "ip-10-0-1-7.ec2.internal"))
+    _, restarting = _running_then_failing(s, f"{ECC}\n{WATCHDOG}", worker_nodes=workers)  # its own ECC error on .9
+    assert restarting.status.reason == R.RESTARTING and restarting.status.avoided_nodes == ["ip-10-0-1-9.ec2.internal"]
     assert restarting.has(DeleteRayCluster)
     assert restarting.status.message is not None
-    assert restarting.status.message.endswith("; the workers now keep off node ip-10-0-1-7.ec2.internal")
-    later = _step(restarting.status, s, 30)  # the avoided node stays avoided for the rest of the run
-    assert later.status.avoided_nodes == ["ip-10-0-1-7.ec2.internal"]
+    assert restarting.status.message.startswith("restart 1 of recovery.maxRestarts 2, from the last checkpoint, after ")
+    assert restarting.status.message.endswith(
+        "; the next attempt's workers keep off node ip-10-0-1-9.ec2.internal (its own process printed the error)"
+    )
+    later = _step(restarting.status, s, 30)  # the next attempt is submitted with the node still kept off
+    assert later.has(Submit) and later.status.avoided_nodes == ["ip-10-0-1-9.ec2.internal"]
 
 
 def test_a_failure_whose_line_names_no_worker_restarts_in_the_same_ray_cluster() -> None:
@@ -221,16 +224,166 @@ def test_a_stop_first_seen_in_the_reconcile_that_sees_the_failure_counts_as_plan
     assert (restarting.status.phase, restarting.status.reason) == (Phase.PROVISIONING, R.RESTARTING)
 
 
-def test_a_second_restart_keeps_the_first_avoided_node_off_limits_too_and_the_run_is_not_complete() -> None:
+WORKERS = (("10.0.1.7", "node-a"), ("10.0.1.8", "node-b"), ("10.0.1.9", "node-c"), ("10.0.0.5", "node-d"))
+
+
+def _watchdogs(*ips: str) -> str:
+    return "\n".join(WATCHDOG.replace("pid=4711, ip=10.0.1.7", f"pid={100 + i}, ip={ip}") for i, ip in enumerate(ips))
+
+
+# (the failed job's log, the nodes the next attempt keeps off). Before, the node of the first line that matched was
+# kept off, whoever printed it: a healthy peer for a remote error, the first waiter for a hang.
+BLAMED = [
+    pytest.param(REMOTE_ERROR.format(pid=4716, ip="10.0.1.7"), None, id="a peer's remote error keeps off no node"),
+    pytest.param(_watchdogs("10.0.1.7", "10.0.1.8", "10.0.1.7", "10.0.1.8"), None, id="a hang on every node: none"),
+    pytest.param(
+        _watchdogs("10.0.1.7", "10.0.1.8", "10.0.1.8", "10.0.1.8"),
+        ["node-b"],
+        id="most timed-out processes on one node: that node, not the first line's",
+    ),
+    pytest.param(f"{ECC}\n{WATCHDOG}", ["node-c"], id="a rank's own ECC error before the hang it caused: its node"),
+    pytest.param(
+        ECC.replace(", ip=10.0.1.9", ""), ["node-d"], id="an ECC error on the driver's node (no ip=): the driver's"
+    ),
+    pytest.param(NODE_DEAD, ["node-b"], id="the node Ray marked dead"),
+]
+
+
+@pytest.mark.parametrize(("log", "avoided"), BLAMED)
+def test_the_next_attempt_keeps_off_only_a_node_the_evidence_blames(log: str, avoided: list[str] | None) -> None:
+    _, restarting = _running_then_failing(spec({"recovery": {"maxRestarts": 1}}), log, worker_nodes=WORKERS)
+    assert restarting.status.reason == R.RESTARTING and restarting.status.avoided_nodes == avoided
+    assert restarting.has(DeleteRayCluster) is (avoided is not None)
+
+
+def _second_failure(second: str) -> Decision:
     s = spec({"recovery": {"maxRestarts": 2}})
-    workers = (("10.0.1.7", "node-a"), ("10.0.1.8", "node-b"))
-    _, first = _running_then_failing(s, WATCHDOG, worker_nodes=workers)  # the line says ip=10.0.1.7
-    assert first.status.avoided_nodes == ["node-a"]
+    _, first = _running_then_failing(s, f"{ECC}\n{WATCHDOG}", worker_nodes=WORKERS)
+    assert first.status.avoided_nodes == ["node-c"]
     assert cond(first, ConditionType.COMPLETE) == ("False", R.IN_PROGRESS)
     resubmit = _step(first.status, s, 30)
     [submit] = [a for a in resubmit.actions if isinstance(a, Submit)]
     again = _step(resubmit.status, s, 40, job=job(JobState.RUNNING, submission_id=submit.submission_id))
-    line = WATCHDOG.replace("ip=10.0.1.7", "ip=10.0.1.8")
-    failed = job(JobState.FAILED, FAILED_WITH + line, submission_id=submit.submission_id)
-    second = _step(again.status, s, 50, job=failed, worker_nodes=workers)
-    assert second.status.reason == R.RESTARTING and second.status.avoided_nodes == ["node-a", "node-b"]
+    failed = job(JobState.FAILED, FAILED_WITH + second, submission_id=submit.submission_id)
+    return _step(again.status, s, 50, job=failed, worker_nodes=WORKERS)
+
+
+# (the second attempt's failure, the nodes the third keeps off, whether its RayCluster is made again). An avoidance
+# lasts one attempt: before, a node once blamed stayed off for the rest of the run, and in a pool of the run's
+# exact size no later attempt could be scheduled.
+EXPIRY = [
+    pytest.param(REMOTE_ERROR.format(pid=4716, ip="10.0.1.7"), None, False, id="no node blamed: none kept off"),
+    pytest.param(ECC.replace("10.0.1.9", "10.0.1.8"), ["node-b"], True, id="another node blamed: only that one"),
+]
+
+
+@pytest.mark.parametrize(("second", "avoided", "remade"), EXPIRY)
+def test_a_node_is_kept_off_for_the_attempt_after_its_failure_only(
+    second: str, avoided: list[str] | None, remade: bool
+) -> None:
+    restarting = _second_failure(second)
+    assert restarting.status.reason == R.RESTARTING and restarting.status.restarts == 2
+    assert restarting.status.avoided_nodes == avoided and restarting.has(DeleteRayCluster) is remade
+
+
+def _second_attempt_running(s: object) -> tuple[Decision, str]:
+    """Attempt 1 failed after a drain of a worker pod that then stuck terminating (its node's kubelet gone), and
+    restarted uncounted; attempt 2 runs at 50 s with that pod still observed."""
+    stuck = GpuObservation(8, T0, 60, stopped_by="EvictionByEvictionAPI", stopped_at=T0 + timedelta(seconds=15))
+    submitted = _step(None, s, 0)
+    sid = _sid(submitted.status)
+    running = _step(submitted.status, s, 10, job=job(JobState.RUNNING, submission_id=sid), gpus=GpuObservation(8, T0))
+    seen = _step(running.status, s, 20, job=job(JobState.RUNNING, submission_id=sid), gpus=stuck)
+    restarting = _step(
+        seen.status, s, 30, job=job(JobState.FAILED, FAILED_WITH + NODE_DIED, submission_id=sid), gpus=stuck
+    )
+    assert restarting.status.reason == R.RESTARTING and restarting.status.restarts is None
+    resubmit = _step(restarting.status, s, 40, gpus=stuck)
+    [submit] = [a for a in resubmit.actions if isinstance(a, Submit)]
+    again = _step(resubmit.status, s, 50, job=job(JobState.RUNNING, submission_id=submit.submission_id), gpus=stuck)
+    return again, submit.submission_id
+
+
+# (the pods the second attempt's failure sees, the run's phase and reason after it, with maxRestarts 0). Before, any
+# terminating pod of the run made the failure a planned stop: one pod stuck Terminating left every later failure
+# uncounted, restarting for ever.
+OPEN_ATTEMPT_STOPS = [
+    pytest.param(
+        GpuObservation(8, T0, 60, stopped_by="EvictionByEvictionAPI", stopped_at=T0 + timedelta(seconds=15)),
+        (Phase.FAILED, R.NODE_LOST),
+        id="only the pod of the attempt before, still terminating: counted, none left",
+    ),
+    pytest.param(
+        GpuObservation(8, T0, 60, stopped_by="EvictionByEvictionAPI", stopped_at=T0 + timedelta(seconds=55)),
+        (Phase.PROVISIONING, R.RESTARTING),
+        id="a pod of this attempt drained: not counted",
+    ),
+    pytest.param(
+        GpuObservation(8, T0, 60, stopped_by="Deleted", stopped_at=T0 + timedelta(seconds=40, milliseconds=300)),
+        (Phase.PROVISIONING, R.RESTARTING),
+        id="a pod deleted within the second the attempt was submitted: this attempt's",
+    ),
+]
+
+
+@pytest.mark.parametrize(("seen", "after"), OPEN_ATTEMPT_STOPS)
+def test_only_a_planned_stop_of_the_open_attempt_leaves_its_failure_uncounted(
+    seen: GpuObservation, after: tuple[Phase, str]
+) -> None:
+    s = spec()
+    running, sid = _second_attempt_running(s)
+    failed = _step(
+        running.status, s, 60, job=job(JobState.FAILED, FAILED_WITH + NODE_DIED, submission_id=sid), gpus=seen
+    )
+    assert (failed.status.phase, failed.status.reason) == after
+
+
+def test_a_failure_first_seen_ended_is_judged_from_the_end_of_the_attempt_before() -> None:
+    # The submission's status write was lost and the job ran and failed between two reconciles: the ledger's last
+    # attempt is the one before, ended at the restart (30 s), and the pod it left terminating is not this attempt's.
+    s = spec()
+    stuck = GpuObservation(8, T0, 60, stopped_by="EvictionByEvictionAPI", stopped_at=T0 + timedelta(seconds=15))
+    restarting = _stopped_then_failing(s, "EvictionByEvictionAPI", NODE_DIED)
+    assert restarting.status.reason == R.RESTARTING
+    unseen = job(JobState.FAILED, FAILED_WITH + NODE_DIED, submission_id=_sid(restarting.status))
+    failed = _step(restarting.status, s, 60, job=unseen, gpus=stuck)
+    assert (failed.status.attempt, failed.status.phase, failed.status.reason) == (2, Phase.FAILED, R.NODE_LOST)
+
+
+OOM_AT = T0 + timedelta(seconds=15)
+KILLED = ("pod x-gpu-worker-abcde container ray-worker on node node-b", OOM_AT)
+
+
+def test_a_kubelet_oom_kill_during_the_attempt_is_host_memory_whatever_the_log_shows_and_blames_no_node() -> None:
+    # the raylet died with its container: Ray marks the node dead, its peers see remote errors
+    log = f"{NODE_DEAD}\n{REMOTE_ERROR.format(pid=4716, ip='10.0.1.7')}"
+    s = spec({"recovery": {"maxRestarts": 1}})
+    _, restarting = _running_then_failing(s, log, worker_nodes=WORKERS, oom_killed=KILLED, logs=LOGS)
+    assert (restarting.status.reason, restarting.status.restarts) == (R.RESTARTING, 1)
+    assert restarting.status.message is not None
+    assert (
+        "after HostOutOfMemory: a pod ran out of host memory: the kubelet reports pod x-gpu-worker-abcde container "
+        "ray-worker on node node-b OOMKilled at 2026-11-30T12:00:15Z (log tail: ConfigMap " in restarting.status.message
+    )
+    assert restarting.status.avoided_nodes is None and not restarting.has(DeleteRayCluster)
+
+
+def test_an_oom_kill_with_no_restart_left_ends_the_run_host_out_of_memory() -> None:
+    _, failed = _running_then_failing(spec(), REMOTE_ERROR.format(pid=4716, ip="10.0.1.7"), oom_killed=KILLED)
+    assert (failed.status.phase, failed.status.reason) == (Phase.FAILED, R.HOST_OUT_OF_MEMORY)
+    assert (
+        failed.status.message is not None and "container ray-worker on node node-b OOMKilled" in failed.status.message
+    )
+
+
+def test_an_oom_kill_of_an_attempt_before_says_nothing_of_this_attempts_failure() -> None:
+    # attempt 1 was OOM-killed and restarted; the container's lastState keeps saying so through attempt 2
+    s = spec({"recovery": {"maxRestarts": 1}})
+    _, restarting = _running_then_failing(s, NODE_DIED, oom_killed=KILLED)
+    assert restarting.status.reason == R.RESTARTING
+    resubmit = _step(restarting.status, s, 30, oom_killed=KILLED)
+    [submit] = [a for a in resubmit.actions if isinstance(a, Submit)]
+    again = _step(resubmit.status, s, 40, job=job(JobState.RUNNING, submission_id=submit.submission_id))
+    failing = job(JobState.FAILED, FAILED_WITH + FABRIC, submission_id=submit.submission_id)
+    failed = _step(again.status, s, 50, job=failing, oom_killed=KILLED)
+    assert (failed.status.phase, failed.status.reason) == (Phase.FAILED, R.FABRIC_ERROR)

@@ -807,8 +807,18 @@ class RecoverySpec(ApiModel):
         ge=0,
         le=10,
         description="Restarts from the last checkpoint, each a new attempt, after a failure a restart can fix: an "
-        "NCCL timeout or fabric error, a lost node, a dead rollout engine, host memory pressure. Input errors, "
-        "GPU out-of-memory, degenerate output, stalls and invalid specs are never restarted.",
+        "NCCL timeout or fabric error, a lost node, a dead rollout engine, host memory pressure, a GPU hardware "
+        "error. Input errors, GPU out-of-memory, CUDA kernel faults, degenerate output, stalls and invalid specs are "
+        "never restarted.",
+    )
+    provisioning_timeout_seconds: int | None = Field(
+        default=None,
+        ge=0,
+        le=86400,
+        description="Longest a pod of the RayCluster may wait unschedulable (its PodScheduled condition False, "
+        "Unschedulable) before the operator deletes the RayCluster, freeing the GPUs its scheduled pods hold: the "
+        "run restarts without its avoidedNodes when it keeps off some, else ends Failed/ProvisioningTimeout. "
+        "Unset: 30 minutes plus one per GPU node of the plan. 0: wait without limit.",
     )
 
 

@@ -79,6 +79,10 @@ class Reason(StrEnum):
     INPUT_ERROR = "InputError"
     CHECKPOINT_WRITE_FAILED = "CheckpointWriteFailed"
     HEAD_LOST = "HeadLost"  # the Ray head answers but the attempt's job is gone: the head (and its job table) was lost
+    GPU_HARDWARE_ERROR = "GPUHardwareError"
+    CUDA_KERNEL_ERROR = "CUDAKernelError"
+    # a worker pod waited unschedulable past spec.recovery.provisioningTimeoutSeconds (status/recovery.py)
+    PROVISIONING_TIMEOUT = "ProvisioningTimeout"
     # conditions
     VALID = "Valid"
     READY = "Ready"
@@ -127,12 +131,15 @@ FAILURE_CLASSES = (
     R.REWARD_SERVICE_FAILED,
     R.INPUT_ERROR,
     R.CHECKPOINT_WRITE_FAILED,
+    R.GPU_HARDWARE_ERROR,
+    R.CUDA_KERNEL_ERROR,
 )
 _ENDINGS = (
     R.DEGENERATE_OUTPUT,
     R.STALLED,
     R.UNVERIFIED,
     R.PREFLIGHT_FAILED,
+    R.PROVISIONING_TIMEOUT,
     *FAILURE_CLASSES,
     R.HEAD_LOST,
     R.JOB_FAILED,

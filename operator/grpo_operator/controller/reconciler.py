@@ -323,6 +323,8 @@ class Reconciler:
             worker_nodes=childstate.worker_nodes(pods),
             gpu_hour_price_usd=self._price(run),
             evidence_config_map=names.forensics(name, len(prev.forensics or []) + 1 if prev else 1),
+            oom_killed=childstate.oom_killed(run_pods),
+            unschedulable_since=childstate.unschedulable_since(cluster_obj, pods),
         )
         return self._job_log(ctx, prev, obs)
 

@@ -233,3 +233,45 @@ def gpu_observation(pods: list[client.V1Pod]) -> GpuObservation:
         stopped_by=stop[0] if stop else None,
         stopped_at=stop[1] if stop else None,
     )
+
+
+RAY_COMPONENTS = ("ray-head", "ray-worker")
+
+
+def oom_killed(pods: list[client.V1Pod]) -> tuple[str, datetime] | None:
+    """The latest container of the run's Ray pods the kernel killed for memory, in the kubelet's words: its state or,
+    once restarted (KubeRay leaves restartPolicy to Kubernetes' Always), its last state `terminated.reason:
+    OOMKilled`; named "pod <p> container <c> on node <n>", with when it ended. On cgroup v2 the kubelet makes each
+    container one OOM unit (memory.oom.group), so the kill of any process in it ends the container and shows here.
+    The reward service's pods are not the job's: their restarts show as scoring errors."""
+    found: tuple[str, datetime] | None = None
+    for pod in pods:
+        labels = (pod.metadata.labels if pod.metadata else None) or {}
+        if labels.get(names.COMPONENT_LABEL) not in RAY_COMPONENTS:
+            continue
+        name = pod.metadata.name if pod.metadata else "?"
+        node = pod.spec.node_name if pod.spec and pod.spec.node_name else "?"
+        for container in (pod.status.container_statuses or []) if pod.status else []:
+            for state in (container.state, container.last_state):
+                ended = state.terminated if state else None
+                at = ended.finished_at if ended is not None and ended.reason == "OOMKilled" else None
+                if at is not None and (found is None or at > found[1]):
+                    found = (f"pod {name} container {container.name} on node {node}", at)
+    return found
+
+
+def unschedulable_since(cluster: dict[str, Any] | None, pods: list[client.V1Pod]) -> datetime | None:
+    """Since when the RayCluster's longest-waiting pod has been unschedulable, as the scheduler set its PodScheduled
+    condition (False, Unschedulable); None while none is. A RayCluster being deleted has none: its pods go with it,
+    and a restart that deleted it is not to be judged by them."""
+    if cluster is None or (cluster.get("metadata") or {}).get("deletionTimestamp"):
+        return None
+    waiting: list[datetime] = []
+    for pod in pods:
+        if pod.metadata is not None and pod.metadata.deletion_timestamp is not None:
+            continue
+        for cond in (pod.status.conditions or []) if pod.status else []:
+            unschedulable = cond.type == "PodScheduled" and cond.status == "False" and cond.reason == "Unschedulable"
+            if unschedulable and cond.last_transition_time is not None:
+                waiting.append(cond.last_transition_time)
+    return min(waiting) if waiting else None

@@ -10,7 +10,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 from grpo_operator.api.status import KUEUE_EVICTIONS, TERMINAL_PHASES, ConditionType, GRPORunStatus, Phase, Reason
-from grpo_operator.status import attempts
+from grpo_operator.status import attempts, recovery
 from grpo_operator.status.conditions import Conditions
 from grpo_operator.status.decision import Decision, Draft, Event, StopJob, Submit
 from grpo_operator.status.observation import KueueEviction, Observation, rfc3339
@@ -191,7 +191,7 @@ def before_submit(draft: Draft, ready: bool) -> Decision:
         if obs.reward_required and not (obs.reward is not None and obs.reward.ready):
             message = f"{message}; reward service: {obs.reward.message if obs.reward else 'not created yet'}"
         phase = Phase.PENDING if cluster is None else Phase.PROVISIONING
-        return draft.decide(phase, R.PROVISIONING, message)
+        return recovery.unschedulable(draft) or draft.decide(phase, R.PROVISIONING, message)
     if obs.problems:  # an edit that cannot run (lifecycle._edit_refused): no attempt starts from it
         message = (
             f"the next attempt is not submitted: generation {obs.generation} cannot run: {'; '.join(obs.problems)}"

@@ -89,7 +89,7 @@ def ended(draft: Draft, trip: Trip | None) -> Decision:
     elif job.state is JobState.STOPPED:
         decision = _failed(draft, R.JOB_STOPPED, "the Ray job was stopped outside the operator")
     else:
-        reason, message = job_failure(job.message, obs.summary, obs.logs, obs.log_text)
+        reason, message = recovery.host_oom(draft) or job_failure(job.message, obs.summary, obs.logs, obs.log_text)
         capture, bundles = forensics.after_failure(draft, reason)
         decision = recovery.restart(draft, reason, message) or _failed(draft, reason, _after(draft, message))
         status = decision.status.model_copy(update={"forensics": bundles})

@@ -151,6 +151,12 @@ class Observation:
     capture_request: str | None = None  # the run's grpo.dev/capture annotation (status/forensics.py)
     runtime: RuntimeRecord | None = None  # the runtime this reconcile planned against (kept in status.runtime)
     runtime_missing: str | None = None  # the GRPORuntime a run not yet started names and the API server lacks
+    # The latest container of the run's pods the kernel killed for memory ("pod <p> container <c> on node <n>", and
+    # when it ended), as the kubelet reports it: its state or last state `terminated.reason: OOMKilled`.
+    oom_killed: tuple[str, datetime] | None = None
+    # Since when the RayCluster's longest-waiting pod is unschedulable (its PodScheduled condition False,
+    # Unschedulable); None while none is, or while the RayCluster is being deleted.
+    unschedulable_since: datetime | None = None
 
 
 def rfc3339(moment: datetime) -> str:
