@@ -49,6 +49,7 @@ OPERATOR_RULES = (
     Rule("", ("pods",), ("list", "watch")),
     Rule("", ("secrets",), ("get", "create")),
     Rule("", ("podtemplates",), ("create",)),
+    Rule("kueue.x-k8s.io", ("workloads",), ("list",)),  # why Kueue suspended a run (edges/kube.py kueue_workloads)
     Rule("kopf.dev", ("clusterkopfpeerings",), ("get", "list", "watch", "patch"), when="peering, all namespaces"),
     Rule("kopf.dev", ("kopfpeerings",), ("get", "list", "watch", "patch"), when="peering, some namespaces"),
     Rule("networking.k8s.io", ("networkpolicies",), ("create", "patch"), when="network policies"),
