@@ -3,7 +3,8 @@ actions in order, write the status once. Level-triggered and idempotent: every c
 crash at any point converges on the next call. One reconcile at a time per run, started from the newest version
 of the run this process knows (edges/kubecache.py `get_run`), and the status is written with that version's
 resourceVersion: a status written meanwhile fails the write with 409 and the reconcile starts over from a GET,
-so no update (e.g. the repetition streak) is silently lost.
+so no update (e.g. the repetition streak) is silently lost. The runtime copy in `status.runtime` is used only when
+its digest, sealed with the operator's key in that same write, verifies (`_runtime`).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from pydantic import ValidationError
 
 from grpo_operator.api import GRPORun
 from grpo_operator.api.quote import echo
-from grpo_operator.api.runtime import DEFAULT_RUNTIME_NAME, GRPORuntime
+from grpo_operator.api.runtime import DEFAULT_RUNTIME_NAME, GRPORuntime, RuntimeRecord
 from grpo_operator.api.spec import RewardType
 from grpo_operator.api.status import TERMINAL_PHASES, GRPORunStatus, Phase
 from grpo_operator.controller.config import OperatorSettings
@@ -33,6 +34,7 @@ from grpo_operator.planning import grace
 from grpo_operator.planning.documents import parse_run, parse_runtime
 from grpo_operator.planning.instances import DEFAULT_RUNTIME
 from grpo_operator.planning.runtime import record_of, runtime_from_record, runtime_name
+from grpo_operator.planning.runtimeseal import RunRef, broken_seal, seal
 from grpo_operator.planning.validation import check, errors
 from grpo_operator.render import MissingRewardImage, Rendered, names, queueing, render
 from grpo_operator.render.evidence import evidence_config_map
@@ -76,6 +78,7 @@ class Outcome:
     status: GRPORunStatus
     warnings: list[str] = field(default_factory=list)
     notes: list[tuple[str, str]] = field(default_factory=list)  # (reason, message) of Normal events
+    alerts: list[tuple[str, str]] = field(default_factory=list)  # (reason, message) of Warning events of a reason
     decision: Decision | None = None  # what the reconcile decided and carried out
 
     @property
@@ -162,14 +165,24 @@ class Reconciler:
         now, generation = self.clock(), int(meta.get("generation") or 1)
         avoided = tuple(prev.avoided_nodes or ()) if prev is not None else ()
         recent = grace.observed_rollout_seconds(prev.accounting if prev is not None else None)
-        runtime, missing, unreadable = self._runtime(body, prev)
-        if runtime is None:
-            obs = Observation(now=now, generation=generation, runtime_missing=missing, problems=unreadable)
+        found = self._runtime(body, prev, generation)
+        altered = found.altered
+        if found.runtime is None:
+            obs = Observation(
+                now=now,
+                generation=generation,
+                runtime_missing=found.missing,
+                runtime_altered=altered,
+                problems=found.unreadable,
+            )
             return self._finish(body, prev, decide(prev, obs, None))
-        run, rendered, problems = self._checked(body, runtime, avoided, recent)
+        if prev is not None and altered is not None:  # the copy is replaced by the runtime found instead
+            prev = prev.model_copy(update={"runtime": None})
+        trusted = record_of(found.runtime)
+        run, rendered, problems = self._checked(body, found.runtime, avoided, recent, found.live)
         if run is None or rendered is None:
-            obs = Observation(now=now, generation=generation, problems=tuple(problems))
-            return self._finish(body, prev, decide(prev, obs, None))
+            obs = Observation(now=now, generation=generation, problems=tuple(problems), runtime_altered=altered)
+            return self._finish(body, prev, decide(prev, obs, None), trusted=trusted)
         token = self.kube.ray_auth_token(namespace, name, run.metadata.uid, create=False)
         ray = self.ray_for(endpoints.ray_address(namespace, name, self.settings), token)
         ctx = _Context(run, rendered, ray)
@@ -177,38 +190,75 @@ class Reconciler:
             obs = self._observe_ended_run(ctx, prev, now, generation)
         else:
             obs = self._observe(ctx, prev, now=now, generation=generation, token_secret=token is not None)
-        obs = dataclasses.replace(obs, capture_request=_capture_request(meta), runtime=record_of(runtime))
+        obs = dataclasses.replace(obs, capture_request=_capture_request(meta), runtime=trusted, runtime_altered=altered)
         decision = decide(prev, obs, run.spec)
         refused = self._carry_out(ctx, decision)
         if refused is not None:  # the API server refused a child: the spec cannot run, in the server's words
-            obs = Observation(now=now, generation=generation, problems=(refused,))
+            obs = Observation(now=now, generation=generation, problems=(refused,), runtime_altered=altered)
             decision = decide(prev, obs, None)
         if ctx.submit_failed is not None:  # the job does not exist: the status must not claim the new attempt
             decision = attempts.submit_refused(decision, prev, ctx.submit_failed)
-        return self._finish(body, prev, decision, ctx.failures)
+        return self._finish(body, prev, decision, ctx.failures, trusted=trusted)
 
-    def _runtime(
-        self, body: Mapping[str, Any], prev: GRPORunStatus | None
-    ) -> tuple[GRPORuntime | None, str | None, tuple[str, ...]]:
-        """The runtime the run resolves against: the copy in its status once it was planned; before, the
-        GRPORuntime it names (the built-in AWS types when the default one is not installed). Otherwise None and
-        why: the named one does not exist (the run waits for it), or it cannot be read (the run cannot start)."""
-        if prev is not None and prev.runtime is not None:
-            return runtime_from_record(prev.runtime), None, ()
+    def _runtime(self, body: Mapping[str, Any], prev: GRPORunStatus | None, generation: int) -> _RuntimeFound:
+        """The runtime the run resolves against: the copy in its status once it was planned, if its digest
+        verifies, with the live GRPORuntime's locks for an edit (a generation the status has not judged); a copy
+        that does not verify is not used: the GRPORuntime the run names is, as before the run was planned (the
+        built-in AWS types when the default one is not installed), and the run is held when it does not exist."""
+        record = prev.runtime if prev is not None else None
+        if prev is None or record is None:
+            return self._named(runtime_name(body))
+        run = _run_ref(body)
+        broken = broken_seal(self._key(), run, prev.observed_generation, record, prev.runtime_digest)
+        if broken is None:
+            edited = generation != prev.observed_generation
+            return _RuntimeFound(runtime_from_record(record), live=self._live(record.name) if edited else None)
         name = runtime_name(body)
+        found = self._named(name)
+        what = (
+            f"status.runtime (the copy of GRPORuntime {echo(record.name)} GRPORun {echo(run.namespace)}/"
+            f"{echo(run.name)} was planned against) {broken}: it was changed after the operator wrote it, so it is "
+            "not used"
+        )
+        who = "; only the operator should patch grporuns/status (grpo doctor names who else may)"
+        if found.runtime is not None:
+            return dataclasses.replace(found, altered=f"{what}; the run is checked against GRPORuntime {name} {who}")
+        why = found.missing or "; ".join(found.unreadable)
+        held = (
+            f"{what}, and there is no GRPORuntime to check the run against instead ({why}): the run is not planned "
+            f"again, nothing is applied and its job is left as it is until GRPORuntime {echo(name)} exists; create "
+            f"it (kubectl apply -f <runtime>.yaml){who}"
+        )
+        return _RuntimeFound(missing=held, altered=held)
+
+    def _named(self, name: str) -> _RuntimeFound:
+        """The GRPORuntime `name` from the API server (the built-in AWS types for the default one when it is not
+        installed); else why not: it does not exist (the run waits for it), or it cannot be read."""
         found = self.kube.runtime(name)
         if found is None:
             if name == DEFAULT_RUNTIME_NAME:
-                return DEFAULT_RUNTIME, None, ()
+                return _RuntimeFound(DEFAULT_RUNTIME)
             missing = (
                 f"spec.runtimeRef.name: GRPORuntime {echo(name)} does not exist; create it (kubectl apply -f "
                 "<runtime>.yaml) or name one of kubectl get grporuntimes; the run starts once it exists"
             )
-            return None, missing, ()
+            return _RuntimeFound(missing=missing)
         runtime, problems = parse_runtime(found)
         if runtime is None:  # the API server's schema let through what the operator's model refuses
-            return None, None, tuple(f"GRPORuntime {echo(name)}: {p}" for p in problems)
-        return runtime, None, ()
+            return _RuntimeFound(unreadable=tuple(f"GRPORuntime {echo(name)}: {p}" for p in problems))
+        return _RuntimeFound(runtime)
+
+    def _live(self, name: str) -> GRPORuntime | None:
+        """The GRPORuntime a started run was planned against as it is now, whose locks an edit must keep too; None
+        when it is gone or unreadable (the recorded copy alone judges then)."""
+        found = self.kube.runtime(name)
+        runtime, problems = parse_runtime(found) if found is not None else (None, [])
+        if problems:
+            log.info("GRPORuntime %s cannot be read, so its locks do not judge an edit: %s", name, problems[0])
+        return runtime
+
+    def _key(self) -> bytes:
+        return self.kube.status_key(*self.settings.status_key_ref)
 
     def _checked(
         self,
@@ -216,12 +266,13 @@ class Reconciler:
         runtime: GRPORuntime,
         avoided_nodes: tuple[str, ...] = (),
         rollout_seconds: tuple[int, ...] = (),
+        live: GRPORuntime | None = None,
     ) -> tuple[GRPORun | None, Rendered | None, list[str]]:
-        """The run resolved against its runtime, its children rendered from the one plan of this reconcile, or the
-        problems that stop it."""
+        """The run resolved against its runtime (and held to the live one's locks when given), its children rendered
+        from the one plan of this reconcile, or the problems that stop it."""
         namespace = body["metadata"]["namespace"]
         doc = {k: body[k] for k in ("apiVersion", "kind", "metadata", "spec") if k in body}
-        run, structural = parse_run(doc, runtime)
+        run, structural = parse_run(doc, runtime, live)
         problems = [str(p) for p in structural]
         if run is None:
             return None, None, problems
@@ -490,11 +541,19 @@ class Reconciler:
         return None
 
     def _finish(
-        self, body: Mapping[str, Any], prev: GRPORunStatus | None, decision: Decision, failures: list[str] | None = None
+        self,
+        body: Mapping[str, Any],
+        prev: GRPORunStatus | None,
+        decision: Decision,
+        failures: list[str] | None = None,
+        *,
+        trusted: RuntimeRecord | None = None,
     ) -> Outcome:
-        """The one status write of this reconcile, when the status changed."""
+        """The one status write of this reconcile, when the status changed, with status.runtime sealed when it is
+        the copy this reconcile resolved against (`trusted`); any other copy is written unsealed, never signed."""
         meta = body["metadata"]
         namespace, name = meta["namespace"], meta["name"]
+        decision = dataclasses.replace(decision, status=self._sealed(body, decision.status, trusted))
         patch = status_patch(body.get("status"), decision.status)
         if patch is not None:
             self.kube.patch_status(namespace, name, patch, resource_version=meta.get("resourceVersion"))
@@ -505,8 +564,16 @@ class Reconciler:
             status=decision.status,
             warnings=[*decision.warnings, *(failures or [])],
             notes=notes,
+            alerts=decision.alerts,
             decision=decision,
         )
+
+    def _sealed(self, body: Mapping[str, Any], status: GRPORunStatus, trusted: RuntimeRecord | None) -> GRPORunStatus:
+        record = status.runtime
+        if record is None or trusted is None or record != trusted:
+            return status.model_copy(update={"runtime_digest": None})
+        digest = seal(self._key(), _run_ref(body), status.observed_generation, record)
+        return status.model_copy(update={"runtime_digest": digest})
 
     # --- deletion ----------------------------------------------------------------------------------
     def stop_for_deletion(self, body: Mapping[str, Any]) -> Decision | None:
@@ -529,6 +596,23 @@ class Reconciler:
             if isinstance(action, StopJob):
                 ray.stop(action.submission_id)
         return decision
+
+
+@dataclass(frozen=True)
+class _RuntimeFound:
+    """The runtime a reconcile resolves the run against, or why there is none (`missing`, `unreadable`); the live
+    GRPORuntime whose locks an edit keeps too; and, when status.runtime failed its digest, what the event says."""
+
+    runtime: GRPORuntime | None = None
+    live: GRPORuntime | None = None
+    missing: str | None = None
+    unreadable: tuple[str, ...] = ()
+    altered: str | None = None
+
+
+def _run_ref(body: Mapping[str, Any]) -> RunRef:
+    meta = body["metadata"]
+    return RunRef(meta["namespace"], meta["name"], meta.get("uid"))
 
 
 @dataclass

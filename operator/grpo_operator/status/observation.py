@@ -150,6 +150,9 @@ class Observation:
     capture_request: str | None = None  # the run's grpo.dev/capture annotation (status/forensics.py)
     runtime: RuntimeRecord | None = None  # the runtime this reconcile planned against (kept in status.runtime)
     runtime_missing: str | None = None  # the GRPORuntime a run not yet started names and the API server lacks
+    # status.runtime failed its digest (planning/runtimeseal.py): what the Warning event says. With runtime_missing
+    # too, there is no live GRPORuntime to check the run against either, and the run is held as it is.
+    runtime_altered: str | None = None
 
 
 def rfc3339(moment: datetime) -> str:
