@@ -142,6 +142,24 @@ def test_a_rewritten_copy_is_not_used_and_an_edit_to_a_locked_value_is_refused_n
     assert "runtime" not in status and "runtimeDigest" not in status
 
 
+def test_a_rewritten_copys_image_and_env_never_reach_the_pods() -> None:
+    """No edit at all: the copy alone decides what the RayCluster runs, so a rewritten one must not be rendered."""
+    world = World(runtime_doc())
+    before = planned(world)
+    image = before["runtime"]["spec"]["defaults"]["trainerImage"]
+    rewritten = permissive(before["runtime"])
+    rewritten["spec"]["defaults"]["trainerImage"] = "docker.io/mallory/trainer:1"
+    rewritten["spec"]["defaults"]["env"] = {"LD_PRELOAD": "/shared/mallory.so"}
+    world.tamper(runtime=rewritten)
+    outcome = world.reconcile()
+    cluster = world.kube.applied[("RayCluster", f"{RUN}-ray")]
+    for group in (cluster["spec"]["headGroupSpec"], *cluster["spec"]["workerGroupSpecs"]):
+        [container] = [c for c in group["template"]["spec"]["containers"] if c["name"] != "preflight"][:1]
+        assert container["image"] == image
+        assert "LD_PRELOAD" not in {e["name"] for e in container.get("env", [])}
+    assert world.status["runtime"] == before["runtime"] and [r for r, _ in outcome.alerts] == [Reason.RUNTIME_ALTERED]
+
+
 def test_with_the_seal_intact_an_edit_is_judged_by_the_copy_as_before() -> None:
     world = World(runtime_doc("guards"))
     planned(world)

@@ -33,14 +33,14 @@ def _as_stored(value: Any) -> Any:
     return value
 
 
-def _merge(into: dict[str, Any], patch: dict[str, Any]) -> dict[str, Any]:
+def merge_patch(into: dict[str, Any], patch: dict[str, Any]) -> dict[str, Any]:
     """RFC 7386: a null removes its key, at any depth (a mapping merged where there was none is merged into {})."""
     out = dict(into)
     for key, value in patch.items():
         if value is None:
             out.pop(key, None)
         elif isinstance(value, dict):
-            out[key] = _merge(out[key] if isinstance(out.get(key), dict) else {}, value)
+            out[key] = merge_patch(out[key] if isinstance(out.get(key), dict) else {}, value)
         else:
             out[key] = value
     return out
@@ -51,6 +51,7 @@ class FakeKube:
         self.runs: dict[tuple[str, str], dict[str, Any]] = {}
         self.runtimes: dict[str, dict[str, Any]] = {}
         self.calls: list[str] = []
+        self.applied: dict[tuple[str, str], dict[str, Any]] = {}  # (kind, name) -> the last manifest applied
         self._key: bytes | None = None
         self._tokens: set[tuple[str, str]] = set()
         self._version = 100
@@ -71,14 +72,14 @@ class FakeKube:
     def edit_spec(self, namespace: str, name: str, patch: dict[str, Any]) -> None:
         """A spec edit: the generation moves, as the API server moves it on a spec change."""
         body = copy.deepcopy(self.runs[(namespace, name)])
-        body["spec"] = _merge(body["spec"], patch)
+        body["spec"] = merge_patch(body["spec"], patch)
         body["metadata"]["generation"] = int(body["metadata"].get("generation", 1)) + 1
         self.put_run(body)
 
     def edit_status(self, namespace: str, name: str, patch: dict[str, Any]) -> None:
         """A merge patch of the status subresource by someone other than the operator."""
         body = copy.deepcopy(self.runs[(namespace, name)])
-        body["status"] = _merge(body.get("status") or {}, patch)
+        body["status"] = merge_patch(body.get("status") or {}, patch)
         self.put_run(body)
 
     def status_of(self, namespace: str, name: str) -> dict[str, Any]:
@@ -128,6 +129,7 @@ class FakeKube:
 
     def apply(self, manifest: dict[str, Any]) -> None:
         self.calls.append(f"apply {manifest['kind']} {manifest['metadata']['name']}")
+        self.applied[(manifest["kind"], manifest["metadata"]["name"])] = copy.deepcopy(manifest)
 
     def create(self, manifest: dict[str, Any]) -> bool:
         self.calls.append(f"create {manifest['kind']} {manifest['metadata']['name']}")

@@ -107,10 +107,19 @@ def status_patch(old: Mapping[str, Any] | None, new: GRPORunStatus) -> dict[str,
     current = dict(old or {})
     if _present(wanted) == _present(current):
         return None
-    patch = dict(wanted)
-    for key in current:
-        patch.setdefault(key, None)
+    patch: dict[str, Any] = _removing(wanted, current)
     return patch
+
+
+def _removing(wanted: Any, current: Any) -> Any:
+    """`wanted` with a null for every key of `current` it lacks, at any depth: a merge patch keeps the keys of a
+    mapping it does not name (a key of status.runtime's env that the copy written now does not have would stay)."""
+    if not (isinstance(wanted, dict) and isinstance(current, dict)):
+        return wanted
+    out = {key: _removing(value, current.get(key)) for key, value in wanted.items()}
+    for key in current:
+        out.setdefault(key, None)
+    return out
 
 
 def _present(value: Any) -> Any:
