@@ -4,7 +4,7 @@ crash at any point converges on the next call. One reconcile at a time per run, 
 of the run this process knows (edges/kubecache.py `get_run`), and the status is written with that version's
 resourceVersion: a status written meanwhile fails the write with 409 and the reconcile starts over from a GET,
 so no update (e.g. the repetition streak) is silently lost. The runtime copy in `status.runtime` is used only when
-its digest, sealed with the operator's key in that same write, verifies (`_runtime`).
+its digest, sealed with the operator's key in that same write, verifies (`controller/runtimes.py`).
 """
 
 from __future__ import annotations
@@ -21,20 +21,18 @@ from typing import Any
 from pydantic import ValidationError
 
 from grpo_operator.api import GRPORun
-from grpo_operator.api.quote import echo
-from grpo_operator.api.runtime import DEFAULT_RUNTIME_NAME, GRPORuntime, RuntimeRecord
+from grpo_operator.api.runtime import GRPORuntime, RuntimeRecord
 from grpo_operator.api.spec import RewardType
 from grpo_operator.api.status import TERMINAL_PHASES, GRPORunStatus, Phase
 from grpo_operator.controller.config import OperatorSettings
+from grpo_operator.controller.runtimes import Runtimes
 from grpo_operator.edges import childstate, endpoints, scrape
 from grpo_operator.edges.kube import ChildRefused, Kube, StatusConflict
 from grpo_operator.edges.opmetrics import OperatorMetrics
 from grpo_operator.edges.rayjobs import RayJobs, RayUnavailable
 from grpo_operator.planning import grace
-from grpo_operator.planning.documents import parse_run, parse_runtime
-from grpo_operator.planning.instances import DEFAULT_RUNTIME
-from grpo_operator.planning.runtime import record_of, runtime_from_record, runtime_name
-from grpo_operator.planning.runtimeseal import RunRef, broken_seal, seal
+from grpo_operator.planning.documents import parse_run
+from grpo_operator.planning.runtime import record_of
 from grpo_operator.planning.validation import check, errors
 from grpo_operator.render import MissingRewardImage, Rendered, names, queueing, render
 from grpo_operator.render.evidence import evidence_config_map
@@ -144,6 +142,9 @@ class Reconciler:
     _locks_guard: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
     conflict_retries: int = 5
 
+    def __post_init__(self) -> None:
+        self.runtimes = Runtimes(self.kube, self.settings)  # the runtime a run resolves against, the copy's seal
+
     def reconcile(self, body: Mapping[str, Any]) -> Outcome:
         """One reconcile of the run `body` names, serialised per run and started from the API server's copy."""
         meta = body["metadata"]
@@ -174,7 +175,7 @@ class Reconciler:
         now, generation = self.clock(), int(meta.get("generation") or 1)
         avoided = tuple(prev.avoided_nodes or ()) if prev is not None else ()
         recent = grace.observed_rollout_seconds(prev.accounting if prev is not None else None)
-        found = self._runtime(body, prev, generation)
+        found = self.runtimes.find(body, prev, generation)
         altered = found.altered
         if found.runtime is None:
             obs = Observation(
@@ -208,66 +209,6 @@ class Reconciler:
         if ctx.submit_failed is not None:  # the job does not exist: the status must not claim the new attempt
             decision = attempts.submit_refused(decision, prev, ctx.submit_failed)
         return self._finish(body, prev, decision, ctx.failures, trusted=trusted)
-
-    def _runtime(self, body: Mapping[str, Any], prev: GRPORunStatus | None, generation: int) -> _RuntimeFound:
-        """The runtime the run resolves against: the copy in its status once it was planned, if its digest
-        verifies, with the live GRPORuntime's locks for an edit (a generation the status has not judged); a copy
-        that does not verify is not used: the GRPORuntime the run names is, as before the run was planned (the
-        built-in AWS types when the default one is not installed), and the run is held when it does not exist."""
-        record = prev.runtime if prev is not None else None
-        if prev is None or record is None:
-            return self._named(runtime_name(body))
-        run = _run_ref(body)
-        broken = broken_seal(self._key(), run, prev.observed_generation, record, prev.runtime_digest)
-        if broken is None:
-            edited = generation != prev.observed_generation
-            return _RuntimeFound(runtime_from_record(record), live=self._live(record.name) if edited else None)
-        name = runtime_name(body)
-        found = self._named(name)
-        what = (
-            f"status.runtime (the copy of GRPORuntime {echo(record.name)} GRPORun {echo(run.namespace)}/"
-            f"{echo(run.name)} was planned against) {broken}: it was changed after the operator wrote it, so it is "
-            "not used"
-        )
-        who = "; only the operator should patch grporuns/status (grpo doctor names who else may)"
-        if found.runtime is not None:
-            return dataclasses.replace(found, altered=f"{what}; the run is checked against GRPORuntime {name} {who}")
-        why = found.missing or "; ".join(found.unreadable)
-        held = (
-            f"{what}, and there is no GRPORuntime to check the run against instead ({why}): the run is not planned "
-            f"again, nothing is applied and its job is left as it is until GRPORuntime {echo(name)} exists; create "
-            f"it (kubectl apply -f <runtime>.yaml){who}"
-        )
-        return _RuntimeFound(missing=held, altered=held)
-
-    def _named(self, name: str) -> _RuntimeFound:
-        """The GRPORuntime `name` from the API server (the built-in AWS types for the default one when it is not
-        installed); else why not: it does not exist (the run waits for it), or it cannot be read."""
-        found = self.kube.runtime(name)
-        if found is None:
-            if name == DEFAULT_RUNTIME_NAME:
-                return _RuntimeFound(DEFAULT_RUNTIME)
-            missing = (
-                f"spec.runtimeRef.name: GRPORuntime {echo(name)} does not exist; create it (kubectl apply -f "
-                "<runtime>.yaml) or name one of kubectl get grporuntimes; the run starts once it exists"
-            )
-            return _RuntimeFound(missing=missing)
-        runtime, problems = parse_runtime(found)
-        if runtime is None:  # the API server's schema let through what the operator's model refuses
-            return _RuntimeFound(unreadable=tuple(f"GRPORuntime {echo(name)}: {p}" for p in problems))
-        return _RuntimeFound(runtime)
-
-    def _live(self, name: str) -> GRPORuntime | None:
-        """The GRPORuntime a started run was planned against as it is now, whose locks an edit must keep too; None
-        when it is gone or unreadable (the recorded copy alone judges then)."""
-        found = self.kube.runtime(name)
-        runtime, problems = parse_runtime(found) if found is not None else (None, [])
-        if problems:
-            log.info("GRPORuntime %s cannot be read, so its locks do not judge an edit: %s", name, problems[0])
-        return runtime
-
-    def _key(self) -> bytes:
-        return self.kube.status_key(*self.settings.status_key_ref)
 
     def _checked(
         self,
@@ -562,7 +503,7 @@ class Reconciler:
         the copy this reconcile resolved against (`trusted`); any other copy is written unsealed, never signed."""
         meta = body["metadata"]
         namespace, name = meta["namespace"], meta["name"]
-        decision = dataclasses.replace(decision, status=self._sealed(body, decision.status, trusted))
+        decision = dataclasses.replace(decision, status=self.runtimes.sealed(body, decision.status, trusted))
         patch = status_patch(body.get("status"), decision.status)
         if patch is not None:
             self.kube.patch_status(namespace, name, patch, resource_version=meta.get("resourceVersion"))
@@ -576,13 +517,6 @@ class Reconciler:
             alerts=decision.alerts,
             decision=decision,
         )
-
-    def _sealed(self, body: Mapping[str, Any], status: GRPORunStatus, trusted: RuntimeRecord | None) -> GRPORunStatus:
-        record = status.runtime
-        if record is None or trusted is None or record != trusted:
-            return status.model_copy(update={"runtime_digest": None})
-        digest = seal(self._key(), _run_ref(body), status.observed_generation, record)
-        return status.model_copy(update={"runtime_digest": digest})
 
     # --- deletion ----------------------------------------------------------------------------------
     def stop_for_deletion(self, body: Mapping[str, Any]) -> Decision | None:
@@ -605,23 +539,6 @@ class Reconciler:
             if isinstance(action, StopJob):
                 ray.stop(action.submission_id)
         return decision
-
-
-@dataclass(frozen=True)
-class _RuntimeFound:
-    """The runtime a reconcile resolves the run against, or why there is none (`missing`, `unreadable`); the live
-    GRPORuntime whose locks an edit keeps too; and, when status.runtime failed its digest, what the event says."""
-
-    runtime: GRPORuntime | None = None
-    live: GRPORuntime | None = None
-    missing: str | None = None
-    unreadable: tuple[str, ...] = ()
-    altered: str | None = None
-
-
-def _run_ref(body: Mapping[str, Any]) -> RunRef:
-    meta = body["metadata"]
-    return RunRef(meta["namespace"], meta["name"], meta.get("uid"))
 
 
 @dataclass

@@ -103,6 +103,7 @@ def test_a_user_who_may_write_grporuns_status_cannot_unlock_a_field_by_rewriting
         # The user takes every lock off the copy the run resolves against ...
         record = get_run(kubectl, namespace, run)["status"]["runtime"]
         record["spec"]["locks"] = {"fields": [], "imagePrefixes": [], "maxNodesPerRun": None}
+        record["spec"]["defaults"]["env"] = {"LD_PRELOAD": "/shared/mallory.so"}  # and adds env to every Ray pod
         patch = json.dumps({"status": {"runtime": record}})
         kubectl("patch", "grporun", run, *as_mallory, "--subresource=status", "--type=merge", "-p", patch)
         # ... and sets the guards the runtime locks to a value of their own.
@@ -114,6 +115,7 @@ def test_a_user_who_may_write_grporuns_status_cannot_unlock_a_field_by_rewriting
         assert f"on GRPORuntime {runtime}" in done["message"]
         assert (done.get("runtime") or {}).get("spec", {}).get("locks", {}).get("fields") in (None, ["guards"])
         assert done.get("runtimeDigest") != sealed
+        assert "LD_PRELOAD" not in json.dumps(done)  # whatever copy is written now is the live one, nothing added
         events = json.loads(kubectl("get", "events", "-n", namespace, "-o", "json").stdout)["items"]
         altered = [e for e in events if e["involvedObject"]["name"] == run and e["reason"] == "RuntimeAltered"]
         assert altered and altered[0]["type"] == "Warning", [e["reason"] for e in events]
