@@ -76,7 +76,7 @@ class Outcome:
     status: GRPORunStatus
     warnings: list[str] = field(default_factory=list)
     notes: list[tuple[str, str]] = field(default_factory=list)  # (reason, message) of Normal events
-    alerts: list[tuple[str, str]] = field(default_factory=list)  # (reason, message) of Warning events of a reason
+    alerts: list[tuple[str, str]] = field(default_factory=list)  # Warning events with a reason of their own
     decision: Decision | None = None  # what the reconcile decided and carried out
 
     @property

@@ -126,6 +126,8 @@ def test_a_user_who_may_write_grporuns_status_cannot_unlock_a_field_by_rewriting
             writers = status_writers(read(api, namespace, None))
         assert writers is not None and writers.verdict is Verdict.WARN, writers
         assert f"User {MALLORY}: patch by Role run-editor (RoleBinding run-editor)" in writers.found
+        # ... and no one else: the API server's own bootstrap bindings and the chart's are not writers to warn of.
+        assert "by 1 subject(s)" in writers.found, writers.found
     finally:
         op.stop()
         kubectl("delete", "grporuntime", runtime, "--ignore-not-found", "--wait=false", check=False)
