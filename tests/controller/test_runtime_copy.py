@@ -263,7 +263,13 @@ def test_a_rewritten_copy_with_no_live_runtime_holds_the_run_and_says_so_once_un
     outcome = world.reconcile()
     status = world.status
     assert status["phase"] == before["phase"] and validated(status) == ("False", Reason.RUNTIME_ALTERED)
-    for part in ("status.runtime", "not used", f"GRPORuntime {RT} does not exist", "until GRPORuntime", "create it"):
+    for part in (
+        "status.runtime",
+        "not used",
+        f"GRPORuntime {RT} does not exist",
+        "until spec.runtimeRef's GRPORuntime",
+        "create or fix it",
+    ):
         assert part in status["message"], status["message"]
     assert [r for r, _ in outcome.alerts] == [Reason.RUNTIME_ALTERED]
     assert not [c for c in world.kube.calls if c.startswith(("apply", "create"))]  # nothing applied

@@ -69,17 +69,16 @@ class Runtimes:
         found = self.named(name)
         what = (
             f"status.runtime (the copy of GRPORuntime {echo(record.name)} GRPORun {echo(run.namespace)}/"
-            f"{echo(run.name)} was planned against) {broken}: it was changed after the operator wrote it, so it is "
-            "not used"
+            f"{echo(run.name)} was planned against) {broken}, so it is not used"
         )
         who = "; only the operator should patch grporuns/status (grpo doctor names who else may)"
         if found.runtime is not None:
-            return dataclasses.replace(found, altered=f"{what}; the run is checked against GRPORuntime {name} {who}")
-        why = found.missing or "; ".join(found.unreadable)
+            return dataclasses.replace(found, altered=f"{what}: the run is checked against GRPORuntime {name}{who}")
+        why = "; ".join(found.unreadable) or f"GRPORuntime {echo(name)} does not exist"
         held = (
-            f"{what}, and there is no GRPORuntime to check the run against instead ({why}): the run is not planned "
-            f"again, nothing is applied and its job is left as it is until GRPORuntime {echo(name)} exists; create "
-            f"it (kubectl apply -f <runtime>.yaml){who}"
+            f"{what}, and there is no runtime to check the run against instead ({why}): the run is not planned again, "
+            f"nothing is applied and its job is left as it is until spec.runtimeRef's GRPORuntime {echo(name)} can be "
+            f"read; create or fix it (kubectl apply -f <runtime>.yaml){who}"
         )
         return RuntimeFound(missing=held, altered=held)
 

@@ -53,7 +53,12 @@ def broken_seal(
     """None when `digest` is the operator's seal of `record` (the copy may be used), else what is wrong with it, as
     the rest of a sentence about status.runtime."""
     if not digest:
-        return "has no status.runtimeDigest"
+        return (
+            "has no status.runtimeDigest (someone removed it, or an operator from before copies were sealed wrote it)"
+        )
     if not hmac.compare_digest(digest.encode(), seal(key, run, generation, record).encode()):
-        return f"does not match status.runtimeDigest ({echo(digest)}), the digest the operator signed it with"
+        return (
+            f"does not match status.runtimeDigest ({echo(digest)}), the digest the operator signed it with: it was "
+            "changed after the operator wrote it"
+        )
     return None
