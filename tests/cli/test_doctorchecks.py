@@ -221,7 +221,7 @@ def test_a_healthy_cluster_passes_every_check_and_the_quickstart_can_start() -> 
     assert f"running ghcr.io/grpo-operator/grpo-operator@sha256:{DIGEST}" in found["operator"].found
     assert "enforced by Cilium (DaemonSet kube-system/cilium, 6 ready)" in found["network policies"].found
     assert found["operator RBAC"].found.endswith(
-        "(bound to ClusterRole grpo-operator, ClusterRole grpo-operator-runtimes) has the 34 permissions it needs"
+        "(bound to ClusterRole grpo-operator, ClusterRole grpo-operator-runtimes) has the 35 permissions it needs"
     )
 
 

@@ -96,10 +96,10 @@ def test_an_edit_that_cannot_run_leaves_the_running_attempt_alone_and_starts_no_
     validated = {c.type: c for c in refused.status.conditions or []}["Validated"]
     assert (validated.status, validated.reason) == ("False", Reason.INVALID_SPEC)
     assert "--no-such-miles-flag" in validated.message and validated.observed_generation == 2
-    assert any("generation 2 cannot run" in w for w in refused.warnings), refused.warnings
+    assert any(r == Reason.INVALID_SPEC and "generation 2 cannot run" in m for r, m in refused.alerts), refused.alerts
     assert len([c for c in h.kube.calls if c[0] == "apply"]) == applied  # nothing of the edit was applied
     again = h.step()
-    assert not any("generation 2 cannot run" in w for w in again.warnings)  # said once
+    assert not any("generation 2 cannot run" in m for _, m in again.alerts)  # said once
     # The attempt fails in a way a restart fixes: it ends, and no attempt starts from the edit.
     lost = first.status.job_submission_id or ""
     h.ray.jobs[lost] = JobObservation(lost, JobState.FAILED, "NodeLost: The node running the actor died")

@@ -1,11 +1,12 @@
 """status.runtime: the runtime a run was first planned against stays its runtime; a missing one keeps the run
-Pending/RuntimeNotFound with the operator's message, and no child is made."""
+Pending/RuntimeNotFound with the operator's message, and no child is made. A copy that failed its digest is said in
+a RuntimeAltered Warning event; with no runtime to check the run against instead, the run is held as it is."""
 
 from __future__ import annotations
 
 from datetime import timedelta
 
-from grpo_operator.api.status import Phase, Reason
+from grpo_operator.api.status import ConditionType, GRPORunStatus, Phase, Reason
 from grpo_operator.planning.instances import DEFAULT_RUNTIME
 from grpo_operator.planning.runtime import record_of
 from grpo_operator.status.lifecycle import decide
@@ -41,3 +42,56 @@ def test_a_reconcile_that_changes_nothing_leaves_the_status_of_a_run_with_a_runt
     first = decide(None, observe(runtime=FIRST), spec()).status
     again = decide(first, observe(now=T0 + timedelta(seconds=10), runtime=FIRST), spec()).status
     assert again == first
+    sealed = first.model_copy(update={"runtime_digest": "hmac-sha256:" + "a" * 64})  # as the reconciler writes it
+    again = decide(sealed, observe(now=T0 + timedelta(seconds=10), runtime=FIRST), spec()).status
+    assert again == sealed  # the digest is carried with the copy: the status is unchanged, and not written
+
+
+ALTERED = "status.runtime (the copy of GRPORuntime first ...) does not match status.runtimeDigest: it is not used"
+HELD = ALTERED + ", and there is no GRPORuntime to check the run against instead: the run is not planned again"
+
+
+def _running() -> GRPORunStatus:
+    status = decide(None, observe(runtime=FIRST), spec()).status
+    return status.model_copy(update={"phase": Phase.RUNNING, "reason": Reason.RUNNING, "job_submission_id": "grpo-x-1"})
+
+
+def test_a_copy_that_failed_its_digest_with_no_runtime_to_check_against_holds_the_run_as_it_is() -> None:
+    prev = _running()
+    decision = decide(prev, observe(generation=2, runtime_missing=HELD, runtime_altered=HELD), None)
+    status = decision.status
+    assert (status.phase, status.reason, status.job_submission_id) == (Phase.RUNNING, Reason.RUNNING, "grpo-x-1")
+    assert status.message == HELD and status.observed_generation == 2
+    validated = next(c for c in status.conditions if c.type == ConditionType.VALIDATED)
+    assert (validated.status, validated.reason, validated.message) == ("False", Reason.RUNTIME_ALTERED, HELD)
+    assert decision.actions == ()  # nothing applied, submitted or stopped: the job is left as it is
+    assert status.runtime == prev.runtime  # kept as it was found (the reconciler never seals it)
+    assert decision.alerts == [(Reason.RUNTIME_ALTERED, HELD)] and decision.warnings == []
+    again = decide(
+        status, observe(now=T0 + timedelta(seconds=15), generation=2, runtime_missing=HELD, runtime_altered=HELD), None
+    )
+    assert again.alerts == []  # said once, not at every reconcile while it stays held
+    assert again.status.message == HELD
+
+
+def test_a_terminal_run_whose_copy_failed_its_digest_is_held_too_and_keeps_its_phase() -> None:
+    prev = _running().model_copy(update={"phase": Phase.SUCCEEDED, "reason": Reason.SUCCEEDED})
+    decision = decide(prev, observe(runtime_missing=HELD, runtime_altered=HELD), None)
+    assert (decision.status.phase, decision.status.reason) == (Phase.SUCCEEDED, Reason.SUCCEEDED)
+    assert decision.actions == () and decision.alerts == [(Reason.RUNTIME_ALTERED, HELD)]
+
+
+def test_a_copy_replaced_by_the_live_runtime_is_said_in_a_warning_and_the_live_one_is_recorded() -> None:
+    """The reconciler passes the previous status without the copy that failed its digest: the runtime planned
+    against now (the live one) is recorded instead, and the event says why."""
+    prev = _running().model_copy(update={"runtime": None})
+    decision = decide(prev, observe(cluster=READY, runtime=LATER, runtime_altered=ALTERED), spec())
+    assert decision.status.runtime == LATER
+    assert decision.alerts == [(Reason.RUNTIME_ALTERED, ALTERED)]
+    validated = next(c for c in decision.status.conditions if c.type == ConditionType.VALIDATED)
+    assert validated.reason == Reason.VALID
+
+
+def test_an_unplanned_run_whose_runtime_is_missing_waits_without_any_alert() -> None:
+    decision = decide(None, observe(runtime_missing="GRPORuntime gone does not exist"), None)
+    assert decision.alerts == [] and decision.status.reason == Reason.RUNTIME_NOT_FOUND

@@ -103,6 +103,9 @@ class FakeKube(Kube):
     def kueue_workloads(self, namespace: str, cluster: dict[str, Any]) -> list[dict[str, Any]]:
         return []
 
+    def status_key(self, namespace: str, name: str) -> bytes:
+        return b"k" * 32  # the operator's key that seals status.runtime (planning/runtimeseal.py)
+
 
 @dataclass
 class FakeRay:

@@ -33,6 +33,11 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
 {{- end -}}
 {{- end -}}
 
+{{/* The Secret holding the operator's status key (GRPO_STATUS_KEY_SECRET), in the release's namespace. */}}
+{{- define "grpo-operator.statusKeySecret" -}}
+{{- printf "%s-status-key" (include "grpo-operator.fullname" .) -}}
+{{- end -}}
+
 {{- define "grpo-operator.image" -}}
 {{- if .Values.image.digest -}}
 {{- printf "%s@%s" .Values.image.repository .Values.image.digest -}}

@@ -85,6 +85,7 @@ class Reason(StrEnum):
     PROVISIONING_TIMEOUT = "ProvisioningTimeout"
     # conditions
     VALID = "Valid"
+    RUNTIME_ALTERED = "RuntimeAltered"  # status.runtime failed its digest (also its Warning event)
     READY = "Ready"
     WAITING_FOR_ADMISSION = "WaitingForAdmission"
     NOT_REQUIRED = "NotRequired"
@@ -154,7 +155,7 @@ PHASE_REASONS: dict[Phase, tuple[Reason, ...]] = {
     Phase.FAILED: (R.INVALID_SPEC, *_ENDINGS),
 }
 CONDITION_REASONS: dict[ConditionType, tuple[Reason, ...]] = {
-    ConditionType.VALIDATED: (R.VALID, R.INVALID_SPEC),
+    ConditionType.VALIDATED: (R.VALID, R.INVALID_SPEC, R.RUNTIME_ALTERED),
     ConditionType.RESOURCES_READY: (R.READY, R.PROVISIONING, R.SUSPENDED, R.WAITING_FOR_ADMISSION),
     ConditionType.REWARD_SERVICE_READY: (R.NOT_REQUIRED, R.NOT_CREATED, R.NOT_READY, R.SCORING_ERRORS, R.READY),
     ConditionType.JOB_RUNNING: (
@@ -570,6 +571,11 @@ class GRPORunStatus(ApiModel):
         default=None,
         description="The GRPORuntime the run was first planned against, as copied then: later reconciles resolve "
         "against this copy, so editing or deleting the runtime leaves a started run as it is.",
+    )
+    runtime_digest: Annotated[str, StringConstraints(max_length=128)] | None = Field(
+        default=None,
+        description="HMAC-SHA256 of status.runtime, the run and observedGeneration, signed with a key only the "
+        "operator holds: a copy that does not verify is not used (the run is checked against the live GRPORuntime).",
     )
     logs: RunLogs | None = Field(default=None, description="Where the last job's log tail is kept.")
     accounting: RunAccounting | None = Field(

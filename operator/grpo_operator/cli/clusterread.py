@@ -200,6 +200,7 @@ def read(api: client.ApiClient, namespace: str, target: Target | None) -> Cluste
             if cq:
                 cluster.cluster_queue = reader.get(f"{prefix}/clusterqueues/{cq}", "clusterqueues")
             cluster.flavors = reader.items(f"{prefix}/resourceflavors", "resourceflavors")
+    cluster.namespace = namespace  # the Roles and bindings above are judged for it (status writers)
     for verb in USER_VERBS:
         cluster.allowed[f"{verb} grporuns in {namespace}"] = reader.allowed(verb, PLURAL, namespace)
     return cluster

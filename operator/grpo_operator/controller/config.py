@@ -123,7 +123,20 @@ class OperatorSettings(BaseSettings):
         le=86400,
         description="Most seconds a worker pod's grace period may be (a preemptor waits this long for the GPUs).",
     )
-    operator_namespace: str | None = Field(default=None, max_length=63, pattern=_DNS_LABEL.pattern)
+    operator_namespace: str | None = Field(
+        default=None,
+        max_length=63,
+        pattern=_DNS_LABEL.pattern,
+        description="The operator's namespace: its pods' NetworkPolicy peer, and where its status key Secret lives "
+        "(unset: the runs' namespaces are the peer, and the key lives in default).",
+    )
+    status_key_secret: str = Field(
+        default="grpo-operator-status-key",
+        max_length=253,
+        pattern=_DNS_SUBDOMAIN.pattern,
+        description="Secret in the operator's namespace holding the key that seals each run's status.runtime; the "
+        "operator makes it when it is missing.",
+    )
     operator_pod_labels: dict[str, str] = Field(default_factory=_RENDER["operator_pod_labels"].default_factory)  # type: ignore[arg-type]
     prometheus_namespace_labels: dict[str, str] | None = None
     prometheus_pod_labels: dict[str, str] | None = None
@@ -221,6 +234,11 @@ class OperatorSettings(BaseSettings):
                 f"pods is used once); pick another, e.g. the default {_RENDER['prometheus_port'].default}"
             )
         return self
+
+    @property
+    def status_key_ref(self) -> tuple[str, str]:
+        """(namespace, name) of the Secret holding the operator's status key."""
+        return self.operator_namespace or "default", self.status_key_secret
 
     @cached_property
     def render(self) -> RenderSettings:

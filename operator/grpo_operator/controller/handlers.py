@@ -27,7 +27,7 @@ from kubernetes import client, config
 
 from grpo_operator.api import GROUP, PLURAL, VERSION
 from grpo_operator.api.runtime import RUNTIME_PLURAL
-from grpo_operator.api.status import Phase, Reason
+from grpo_operator.api.status import ConditionType, Phase, Reason
 from grpo_operator.controller.children import Pacing, owner_body, resync_seconds
 from grpo_operator.controller.config import OperatorSettings, SettingsError, load_settings
 from grpo_operator.controller.reconciler import Outcome, Reconciler
@@ -149,6 +149,8 @@ def _report(outcome: Outcome, body: kopf.Body) -> None:
         kopf.event(body, type="Warning", reason=Reason.CAPTURE_FAILED, message=unkept[:1024])
     for reason, message in outcome.notes:  # kopf.info would drop them: posting.level keeps kopf's own logs off
         kopf.event(body, type="Normal", reason=reason, message=message[:1024])
+    for reason, message in outcome.alerts:  # a warning of its own reason (RuntimeAltered), transition or not
+        kopf.event(body, type="Warning", reason=reason, message=message[:1024])
 
 
 # The runs and their children as the watches see them (edges/watchcache.py): a reconcile reads them from here
@@ -235,17 +237,25 @@ def on_child(body: kopf.Body, type: str | None, memo: kopf.Memo, **kwargs: Any) 
 
 @kopf.on.event(GROUP, VERSION, RUNTIME_PLURAL)
 def on_runtime(body: kopf.Body, type: str | None, memo: kopf.Memo, **kwargs: Any) -> None:
-    """A GRPORuntime appeared or changed: the runs waiting for it (Pending/RuntimeNotFound) start now. A run
-    planned already keeps its recorded copy (status.runtime), so nothing else is reconciled."""
+    """A GRPORuntime appeared or changed: the runs waiting for it start now (Pending/RuntimeNotFound, or held since
+    their status.runtime failed its digest). A run planned already keeps its recorded copy (status.runtime), so
+    nothing else is reconciled."""
     if type == "DELETED":
         return
     operator = _operator(memo)
     name = body.metadata.name
     for found in list(kwargs["grpo_runs"].values()):
         for run in list(found):
-            waiting = (run.get("status") or {}).get("reason") == Reason.RUNTIME_NOT_FOUND
-            if waiting and runtime_name(run) == name:
+            if _waits_for_runtime(run.get("status") or {}) and runtime_name(run) == name:
                 _reconcile(operator, cast(kopf.Body, run), kwargs)
+
+
+def _waits_for_runtime(status: dict[str, Any]) -> bool:
+    held = any(
+        c.get("type") == ConditionType.VALIDATED and c.get("reason") == Reason.RUNTIME_ALTERED
+        for c in status.get("conditions") or []
+    )
+    return held or status.get("reason") == Reason.RUNTIME_NOT_FOUND
 
 
 @kopf.on.delete(GROUP, VERSION, PLURAL)

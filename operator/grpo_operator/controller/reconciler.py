@@ -3,7 +3,8 @@ actions in order, write the status once. Level-triggered and idempotent: every c
 crash at any point converges on the next call. One reconcile at a time per run, started from the newest version
 of the run this process knows (edges/kubecache.py `get_run`), and the status is written with that version's
 resourceVersion: a status written meanwhile fails the write with 409 and the reconcile starts over from a GET,
-so no update (e.g. the repetition streak) is silently lost.
+so no update (e.g. the repetition streak) is silently lost. The runtime copy in `status.runtime` is used only when
+its digest, sealed with the operator's key in that same write, verifies (`controller/runtimes.py`).
 """
 
 from __future__ import annotations
@@ -20,19 +21,18 @@ from typing import Any
 from pydantic import ValidationError
 
 from grpo_operator.api import GRPORun
-from grpo_operator.api.quote import echo
-from grpo_operator.api.runtime import DEFAULT_RUNTIME_NAME, GRPORuntime
+from grpo_operator.api.runtime import GRPORuntime, RuntimeRecord
 from grpo_operator.api.spec import RewardType
 from grpo_operator.api.status import TERMINAL_PHASES, GRPORunStatus, Phase
 from grpo_operator.controller.config import OperatorSettings
+from grpo_operator.controller.runtimes import Runtimes
 from grpo_operator.edges import childstate, endpoints, scrape
 from grpo_operator.edges.kube import ChildRefused, Kube, StatusConflict
 from grpo_operator.edges.opmetrics import OperatorMetrics
 from grpo_operator.edges.rayjobs import RayJobs, RayUnavailable
 from grpo_operator.planning import grace
-from grpo_operator.planning.documents import parse_run, parse_runtime
-from grpo_operator.planning.instances import DEFAULT_RUNTIME
-from grpo_operator.planning.runtime import record_of, runtime_from_record, runtime_name
+from grpo_operator.planning.documents import parse_run
+from grpo_operator.planning.runtime import record_of
 from grpo_operator.planning.validation import check, errors
 from grpo_operator.render import MissingRewardImage, Rendered, names, queueing, render
 from grpo_operator.render.evidence import evidence_config_map
@@ -77,6 +77,7 @@ class Outcome:
     status: GRPORunStatus
     warnings: list[str] = field(default_factory=list)
     notes: list[tuple[str, str]] = field(default_factory=list)  # (reason, message) of Normal events
+    alerts: list[tuple[str, str]] = field(default_factory=list)  # Warning events with a reason of their own
     decision: Decision | None = None  # what the reconcile decided and carried out
     # Record-only writes that failed (a bundle, a log tail): always a Warning event, a transition's reconcile too,
     # since nothing else says it (controller/handlers.py `_report`).
@@ -108,10 +109,19 @@ def status_patch(old: Mapping[str, Any] | None, new: GRPORunStatus) -> dict[str,
     current = dict(old or {})
     if _present(wanted) == _present(current):
         return None
-    patch = dict(wanted)
-    for key in current:
-        patch.setdefault(key, None)
+    patch: dict[str, Any] = _removing(wanted, current)
     return patch
+
+
+def _removing(wanted: Any, current: Any) -> Any:
+    """`wanted` with a null for every key of `current` it lacks, at any depth: a merge patch keeps the keys of a
+    mapping it does not name (a key of status.runtime's env that the copy written now does not have would stay)."""
+    if not (isinstance(wanted, dict) and isinstance(current, dict)):
+        return wanted
+    out = {key: _removing(value, current.get(key)) for key, value in wanted.items()}
+    for key in current:
+        out.setdefault(key, None)
+    return out
 
 
 def _present(value: Any) -> Any:
@@ -135,6 +145,9 @@ class Reconciler:
     _locks: dict[tuple[str, str], threading.Lock] = field(default_factory=dict, init=False, repr=False)
     _locks_guard: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
     conflict_retries: int = 5
+
+    def __post_init__(self) -> None:
+        self.runtimes = Runtimes(self.kube, self.settings)  # the runtime a run resolves against, the copy's seal
 
     def reconcile(self, body: Mapping[str, Any]) -> Outcome:
         """One reconcile of the run `body` names, serialised per run and started from the API server's copy."""
@@ -166,16 +179,26 @@ class Reconciler:
         now, generation = self.clock(), int(meta.get("generation") or 1)
         avoided = tuple(prev.avoided_nodes or ()) if prev is not None else ()
         recent = grace.observed_rollout_seconds(prev.accounting if prev is not None else None)
-        runtime, missing, unreadable = self._runtime(body, prev)
-        if runtime is None:
-            obs = Observation(now=now, generation=generation, runtime_missing=missing, problems=unreadable)
+        found = self.runtimes.find(body, prev, generation)
+        altered = found.altered
+        if found.runtime is None:
+            obs = Observation(
+                now=now,
+                generation=generation,
+                runtime_missing=found.missing,
+                runtime_altered=altered,
+                problems=found.unreadable,
+            )
             return self._finish(body, prev, decide(prev, obs, None))
-        run, rendered, problems = self._checked(body, runtime, avoided, recent)
+        if prev is not None and altered is not None:  # the copy is replaced by the runtime found instead
+            prev = prev.model_copy(update={"runtime": None})
+        trusted = record_of(found.runtime)
+        run, rendered, problems = self._checked(body, found.runtime, avoided, recent, found.live)
         if run is not None and rendered is None and admission.started(prev):
             rendered = self._as_running(run, prev, avoided)  # an edit that cannot run must not end the attempt
         if run is None or rendered is None:
-            obs = Observation(now=now, generation=generation, problems=tuple(problems))
-            return self._finish(body, prev, decide(prev, obs, None))
+            obs = Observation(now=now, generation=generation, problems=tuple(problems), runtime_altered=altered)
+            return self._finish(body, prev, decide(prev, obs, None), trusted=trusted)
         token = self.kube.ray_auth_token(namespace, name, run.metadata.uid, create=False)
         ray = self.ray_for(endpoints.ray_address(namespace, name, self.settings), token)
         ctx = _Context(run, rendered, ray)
@@ -184,40 +207,27 @@ class Reconciler:
         else:
             obs = self._observe(ctx, prev, now=now, generation=generation, token_secret=token is not None)
         obs = dataclasses.replace(
-            obs, capture_request=_capture_request(meta), runtime=record_of(runtime), problems=tuple(problems)
+            obs,
+            capture_request=_capture_request(meta),
+            runtime=trusted,
+            runtime_altered=altered,
+            problems=tuple(problems),
         )
-        decision = decide(prev, obs, run.spec)
+        decision = self._act(ctx, prev, decide(prev, obs, run.spec), obs)
+        return self._finish(body, prev, decision, ctx.failures, ctx.unkept, trusted=trusted)
+
+    def _act(self, ctx: _Context, prev: GRPORunStatus | None, decision: Decision, obs: Observation) -> Decision:
+        """Carry the decision out; the decision as it turned out: refused by the API server, a submission not sent,
+        a record that could not be written."""
         refused = self._carry_out(ctx, decision)
         if refused is not None:  # the API server refused a child: the spec cannot run, in the server's words
-            obs = Observation(now=now, generation=generation, problems=(refused,))
-            decision = decide(prev, obs, None)
+            again = Observation(
+                now=obs.now, generation=obs.generation, problems=(refused,), runtime_altered=obs.runtime_altered
+            )
+            decision = decide(prev, again, None)
         if ctx.submit_failed is not None:  # the job does not exist: the status must not claim the new attempt
             decision = attempts.submit_refused(decision, prev, ctx.submit_failed)
-        decision = _as_written(decision, prev, ctx.unwritten)
-        return self._finish(body, prev, decision, ctx.failures, ctx.unkept)
-
-    def _runtime(
-        self, body: Mapping[str, Any], prev: GRPORunStatus | None
-    ) -> tuple[GRPORuntime | None, str | None, tuple[str, ...]]:
-        """The runtime the run resolves against: the copy in its status once it was planned; before, the
-        GRPORuntime it names (the built-in AWS types when the default one is not installed). Otherwise None and
-        why: the named one does not exist (the run waits for it), or it cannot be read (the run cannot start)."""
-        if prev is not None and prev.runtime is not None:
-            return runtime_from_record(prev.runtime), None, ()
-        name = runtime_name(body)
-        found = self.kube.runtime(name)
-        if found is None:
-            if name == DEFAULT_RUNTIME_NAME:
-                return DEFAULT_RUNTIME, None, ()
-            missing = (
-                f"spec.runtimeRef.name: GRPORuntime {echo(name)} does not exist; create it (kubectl apply -f "
-                "<runtime>.yaml) or name one of kubectl get grporuntimes; the run starts once it exists"
-            )
-            return None, missing, ()
-        runtime, problems = parse_runtime(found)
-        if runtime is None:  # the API server's schema let through what the operator's model refuses
-            return None, None, tuple(f"GRPORuntime {echo(name)}: {p}" for p in problems)
-        return runtime, None, ()
+        return _as_written(decision, prev, ctx.unwritten)
 
     def _checked(
         self,
@@ -225,12 +235,13 @@ class Reconciler:
         runtime: GRPORuntime,
         avoided_nodes: tuple[str, ...] = (),
         rollout_seconds: tuple[int, ...] = (),
+        live: GRPORuntime | None = None,
     ) -> tuple[GRPORun | None, Rendered | None, list[str]]:
-        """The run resolved against its runtime, its children rendered from the one plan of this reconcile, or the
-        problems that stop it."""
+        """The run resolved against its runtime (and held to the live one's locks when given), its children rendered
+        from the one plan of this reconcile, or the problems that stop it."""
         namespace = body["metadata"]["namespace"]
         doc = {k: body[k] for k in ("apiVersion", "kind", "metadata", "spec") if k in body}
-        run, structural = parse_run(doc, runtime)
+        run, structural = parse_run(doc, runtime, live)
         problems = [str(p) for p in structural]
         if run is None:
             return None, None, problems
@@ -564,10 +575,14 @@ class Reconciler:
         decision: Decision,
         failures: list[str] | None = None,
         unkept: list[str] | None = None,
+        *,
+        trusted: RuntimeRecord | None = None,
     ) -> Outcome:
-        """The one status write of this reconcile, when the status changed."""
+        """The one status write of this reconcile, when the status changed, with status.runtime sealed when it is
+        the copy this reconcile resolved against (`trusted`); any other copy is written unsealed, never signed."""
         meta = body["metadata"]
         namespace, name = meta["namespace"], meta["name"]
+        decision = dataclasses.replace(decision, status=self.runtimes.sealed(body, decision.status, trusted))
         patch = status_patch(body.get("status"), decision.status)
         if patch is not None:
             self.kube.patch_status(namespace, name, patch, resource_version=meta.get("resourceVersion"))
@@ -578,6 +593,7 @@ class Reconciler:
             status=decision.status,
             warnings=[*decision.warnings, *(failures or [])],
             notes=notes,
+            alerts=decision.alerts,
             decision=decision,
             unkept=list(unkept or []),
         )

@@ -8,6 +8,8 @@ The run's Ray auth token is the one child made here rather than rendered: a rand
 pure core. `ray_auth_token` creates the Secret once (owned by the run, immutable) and reads it back after; a
 Secret of that name made before the run is used as it is (bring your own token). The value goes nowhere else.
 `secret_values` reads the Secrets a run's `secretEnv` names, by name, only to redact the logs the operator keeps.
+The operator's status key (`status_key`, what seals each run's `status.runtime`: planning/runtimeseal.py) is made
+the same way, once per cluster, in the operator's own namespace, and read once per process.
 """
 
 from __future__ import annotations
@@ -77,6 +79,19 @@ def refusal(where: str, exc: ApiException) -> str:
     return f"{where}: the API server refuses it: {_server_words(exc)}"
 
 
+# The key in the operator's status key Secret, and its size (HMAC-SHA256's block is 64 bytes; 32 is its strength).
+STATUS_KEY = "key"
+STATUS_KEY_BYTES = 32
+
+
+def _key_forbidden(namespace: str, name: str, verb: str, exc: ApiException) -> str:
+    return (
+        f"the operator may not {verb} its status key, Secret {namespace}/{name} ({_server_words(exc)}); grant its "
+        f"ServiceAccount get on that Secret and create on secrets in {namespace} (the chart's Role <release>-status-key), "
+        "or set GRPO_OPERATOR_NAMESPACE to the namespace it runs in"
+    )
+
+
 KUEUE_GROUP = "kueue.x-k8s.io"
 KUEUE_JOB_UID_LABEL = "kueue.x-k8s.io/job-uid"
 
@@ -95,6 +110,7 @@ class Kube:
         self.apps = client.AppsV1Api(api_client)
         self._template_verdicts: dict[str, str | None] = {}
         self._child_verdicts: dict[str, str | None] = {}
+        self._status_key: bytes | None = None
 
     @property
     def dynamic(self) -> DynamicClient:
@@ -349,6 +365,51 @@ class Kube:
                     continue
                 values.append(base64.b64decode(raw).decode("utf-8", errors="replace"))
         return values, missed
+
+    def status_key(self, namespace: str, name: str) -> bytes:
+        """The operator's key for sealing status.runtime: the Secret `namespace/name`, made on first use (32 random
+        bytes, immutable) and kept for the life of the process. Deleting the Secret and restarting the operator
+        rotates it: every copy sealed before then no longer verifies."""
+        if self._status_key is None:
+            secret = self._status_key_secret(namespace, name)
+            raw = (secret.data or {}).get(STATUS_KEY)
+            key = base64.b64decode(raw) if raw else b""
+            if len(key) < STATUS_KEY_BYTES:
+                raise RuntimeError(
+                    f"Secret {namespace}/{name} key {STATUS_KEY!r} holds {len(key)} bytes, fewer than the "
+                    f"{STATUS_KEY_BYTES} of the operator's status key: delete the Secret, and the operator makes a new one"
+                )
+            self._status_key = key
+        return self._status_key
+
+    def _status_key_secret(self, namespace: str, name: str) -> client.V1Secret:
+        try:
+            return self.core.read_namespaced_secret(name, namespace)
+        except ApiException as exc:
+            if exc.status == 403:
+                raise RuntimeError(_key_forbidden(namespace, name, "get", exc)) from exc
+            if exc.status != 404:
+                raise
+        body: Any = {
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "metadata": {
+                "name": name,
+                "namespace": namespace,
+                "labels": {"app.kubernetes.io/part-of": "grpo-operator"},
+            },
+            "type": "Opaque",
+            "immutable": True,  # a new key invalidates every seal: rotate by deleting it, never by an edit
+            "data": {STATUS_KEY: base64.b64encode(secrets.token_bytes(STATUS_KEY_BYTES)).decode()},
+        }
+        try:
+            return self.core.create_namespaced_secret(namespace, body)
+        except ApiException as exc:
+            if exc.status == 403:
+                raise RuntimeError(_key_forbidden(namespace, name, "create", exc)) from exc
+            if exc.status != 409:  # made meanwhile (another replica): read that one
+                raise
+        return self.core.read_namespaced_secret(name, namespace)
 
     def get_run(self, namespace: str, run: str) -> dict[str, Any] | None:
         """The GRPORun at the newest version this process knows: the watch's copy when it is that one

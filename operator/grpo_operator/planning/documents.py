@@ -94,12 +94,14 @@ def problems_from_error(error: ValidationError, root: type[BaseModel] = GRPORun)
     return problems
 
 
-def parse_run(doc: Any, runtime: GRPORuntime | None = None) -> tuple[GRPORun | None, list[Problem]]:
+def parse_run(
+    doc: Any, runtime: GRPORuntime | None = None, live: GRPORuntime | None = None
+) -> tuple[GRPORun | None, list[Problem]]:
     """One decoded run document (a dict from YAML or from the API server) resolved against its runtime (the
-    built-in AWS types when None): `planning.runtime.resolve`."""
+    built-in AWS types when None), and held to the locks of `live` too when given: `planning.runtime.resolve`."""
     from grpo_operator.planning.runtime import resolve  # noqa: PLC0415 (resolve parses with parse_document)
 
-    return resolve(doc, runtime)
+    return resolve(doc, runtime, live)
 
 
 def parse_runtime(doc: Any) -> tuple[GRPORuntime | None, list[Problem]]:

@@ -5,6 +5,8 @@ alike: fields the run leaves out come from `runtime.spec.defaults`, a field the 
 message naming both objects, and the instance type is looked up in the runtime. The effective spec remembers its
 runtime (`GRPORunSpec.runtime`), so the plan and the render read the node type and fabric from it
 (`instance_of`). Without a runtime the built-in AWS table is the runtime (`planning.instances.DEFAULT_RUNTIME`).
+A started run resolves against the copy in its status; an edit of it is also held to the locks of the live
+GRPORuntime (`live`): a lock in either refuses.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from typing import Any
 from grpo_operator.api import GRPORun
 from grpo_operator.api.quote import echo
 from grpo_operator.api.runtime import DEFAULT_RUNTIME_NAME, GRPORuntime, RuntimeMeta, RuntimeRecord
-from grpo_operator.api.spec import RewardType
+from grpo_operator.api.spec import MUTABLE_SPEC_FIELDS, RewardType
 from grpo_operator.planning.documents import parse_document
 from grpo_operator.planning.instances import DEFAULT_RUNTIME, runtime_of
 from grpo_operator.planning.plan import worker_replicas
@@ -75,19 +77,27 @@ def _who(doc: dict[str, Any], runtime: GRPORuntime) -> str:
     return f"GRPORun {run} on GRPORuntime {runtime.metadata.name}"
 
 
-def _lock_problems(doc: dict[str, Any], runtime: GRPORuntime) -> list[Problem]:
+def _lock_problems(doc: dict[str, Any], runtime: GRPORuntime, *, live: bool = False) -> list[Problem]:
+    """The locked fields the run sets to something else than the runtime's default. `live`: the runtime as it is
+    now, for an edit of a started run: only the fields an edit can change count (the API server refuses edits of
+    the others, so they stay as the run was admitted with)."""
     spec, out = doc.get("spec") or {}, []
     defaults = runtime.spec.defaults.model_dump(mode="json", by_alias=True, exclude_none=True)
     for locked in runtime.spec.locks.fields:
         path, source = _LOCKED[locked]
+        if live and path[0] not in MUTABLE_SPEC_FIELDS:
+            continue
         value = _get(spec, path)
         default = _get(defaults, tuple(source.split(".")[1:]))
         if _unset(value) or value == default:
             continue
+        lists = f"locks.fields lists {locked}"
+        if live:  # the copy the run resolves against may not lock it: say which object does
+            lists = f"{lists} in the live GRPORuntime, which an edit of a started run is held to besides its copy"
         out.append(
             Problem(
                 f"spec.{locked}",
-                f"{echo(repr(value))} overrides a field {_who(doc, runtime)} locks (locks.fields lists {locked}); "
+                f"{echo(repr(value))} overrides a field {_who(doc, runtime)} locks ({lists}); "
                 f"remove spec.{locked} from the run to get the runtime's {source}"
                 + (f" ({echo(repr(default))})" if default is not None else "")
                 + ", or ask the platform team to unlock it",
@@ -198,12 +208,19 @@ def _with_runtime_fix(problem: Problem, runtime: GRPORuntime) -> Problem:
     )
 
 
-def resolve(doc: Any, runtime: GRPORuntime | None = None) -> tuple[GRPORun | None, list[Problem]]:
+def resolve(
+    doc: Any, runtime: GRPORuntime | None = None, live: GRPORuntime | None = None
+) -> tuple[GRPORun | None, list[Problem]]:
     """The effective GRPORun of a run document and its runtime (the built-in AWS types when None), or the
-    problems: a locked field the run sets, what parsing refuses, what the runtime refuses."""
+    problems: a locked field the run sets, what parsing refuses, what the runtime refuses. `live`: the GRPORuntime
+    as it is now, when an edit of a started run (resolved against its recorded copy) is judged: its locks refuse
+    too."""
     runtime = runtime or DEFAULT_RUNTIME
     if isinstance(doc, dict) and isinstance(doc.get("spec"), dict):
         locked = _lock_problems(doc, runtime)
+        if live is not None:
+            said = {p.path for p in locked}
+            locked += [p for p in _lock_problems(doc, live, live=True) if p.path not in said]
         if locked:
             return None, locked
         doc = effective_document(doc, runtime)

@@ -12,7 +12,7 @@ from datetime import timedelta
 from grpo_operator.api.status import KUEUE_EVICTIONS, TERMINAL_PHASES, ConditionType, GRPORunStatus, Phase, Reason
 from grpo_operator.status import attempts, recovery
 from grpo_operator.status.conditions import Conditions
-from grpo_operator.status.decision import Decision, Draft, Event, StopJob, Submit
+from grpo_operator.status.decision import WARNING, Decision, Draft, Event, StopJob, Submit
 from grpo_operator.status.observation import KueueEviction, Observation, rfc3339
 
 C, R = ConditionType, Reason
@@ -35,7 +35,7 @@ def invalid(prev: GRPORunStatus | None, obs: Observation, conds: Conditions) -> 
             "logs": prev.logs if prev else None,
         }
     )
-    return Decision(status, (), (Event("Warning", "Warning", text),))
+    return Decision(status, (), (Event("Warning", WARNING, text),))
 
 
 def started(prev: GRPORunStatus | None) -> bool:
@@ -56,6 +56,26 @@ def runtime_missing(obs: Observation, conds: Conditions) -> Decision:
         }
     )
     return Decision(status)
+
+
+def runtime_held(prev: GRPORunStatus, obs: Observation, conds: Conditions) -> Decision:
+    """status.runtime failed its digest and the live GRPORuntime to check the run against does not exist: nothing
+    is planned, applied or stopped; the phase stays (a running job runs on), Validated and the message say why."""
+    text = obs.runtime_missing or "status.runtime was altered and the run's GRPORuntime does not exist"
+    conds.set(C.VALIDATED, False, R.RUNTIME_ALTERED, text)
+    update = {"observed_generation": obs.generation, "message": text, "conditions": conds.all()}
+    return Decision(prev.model_copy(update=update))
+
+
+def altered_runtime_events(prev: GRPORunStatus | None, obs: Observation) -> tuple[Event, ...]:
+    """The Warning event of a status.runtime that failed its digest: each time it is replaced by the live
+    GRPORuntime, and once when the run is first held for want of one (not again at every reconcile it stays held)."""
+    if obs.runtime_altered is None:
+        return ()
+    validated = next((c for c in prev.conditions if c.type is C.VALIDATED), None) if prev is not None else None
+    if obs.runtime_missing is not None and validated is not None and validated.reason == R.RUNTIME_ALTERED:
+        return ()
+    return (Event("Warning", R.RUNTIME_ALTERED, obs.runtime_altered),)
 
 
 def _preempted(draft: Draft) -> bool:

@@ -76,6 +76,11 @@ Action = (
 )
 
 
+# The reason of a plain warning (a guard's, a spec the API server refused): posted as a guard warning. A Warning
+# event of any other reason is posted under its own (`Decision.alerts`).
+WARNING = "Warning"
+
+
 @dataclass(frozen=True)
 class Event:
     type: Literal["Normal", "Warning"]
@@ -94,7 +99,12 @@ class Decision:
 
     @property
     def warnings(self) -> list[str]:
-        return [e.message for e in self.events if e.type == "Warning"]
+        return [e.message for e in self.events if e.type == "Warning" and e.reason == WARNING]
+
+    @property
+    def alerts(self) -> list[tuple[str, str]]:
+        """(reason, message) of the Warning events that carry a reason of their own."""
+        return [(e.reason, e.message) for e in self.events if e.type == "Warning" and e.reason != WARNING]
 
 
 @dataclass(frozen=True)
@@ -141,7 +151,7 @@ class Draft:
         return self.obs.now
 
     def warn(self, message: str) -> None:
-        self.events.append(Event("Warning", "Warning", message))
+        self.events.append(Event("Warning", WARNING, message))
 
     def decide(
         self, phase: Phase, reason: str, message: str, actions: tuple[Action, ...] = (), **extra: object

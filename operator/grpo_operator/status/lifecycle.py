@@ -52,15 +52,21 @@ def _by_state(draft: Draft) -> Decision:
 
 def decide(prev: GRPORunStatus | None, obs: Observation, spec: GRPORunSpec | None) -> Decision:
     decision = forensics.requested(prev, obs, _decide(prev, obs, spec))
-    # The runtime a run was first planned against stays its runtime (planning/runtime.py runtime_from_record). Set
-    # before the accounting, which writes only when the rest of the status changed.
-    kept = (prev.runtime if prev is not None else None) or obs.runtime
-    status = decision.status.model_copy(update={"runtime": kept})
+    # The runtime a run was first planned against stays its runtime (planning/runtime.py runtime_from_record), with
+    # its digest as it was (the reconciler seals what it writes). Set before the accounting, which writes only when
+    # the rest of the status changed. A copy that failed its digest reaches here only while it is held (the
+    # reconciler passes a prev without it otherwise): kept as it was found.
+    held = prev.runtime if prev is not None else None
+    digest = prev.runtime_digest if prev is not None and held is not None else None
+    status = decision.status.model_copy(update={"runtime": held or obs.runtime, "runtime_digest": digest})
     ledger, events = accounting.account(prev, obs, status)
-    return Decision(status.model_copy(update={"accounting": ledger}), decision.actions, decision.events + events)
+    events = admission.altered_runtime_events(prev, obs) + decision.events + events
+    return Decision(status.model_copy(update={"accounting": ledger}), decision.actions, events)
 
 
 def _decide(prev: GRPORunStatus | None, obs: Observation, spec: GRPORunSpec | None) -> Decision:
+    if obs.runtime_missing is not None and obs.runtime_altered is not None and prev is not None:
+        return admission.runtime_held(prev, obs, Conditions(prev, obs.generation, obs.now))
     if prev is not None and prev.phase in TERMINAL_PHASES:
         return completion.wind_down(prev, obs)
     conds = Conditions(prev, obs.generation, obs.now)

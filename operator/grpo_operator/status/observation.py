@@ -157,6 +157,9 @@ class Observation:
     # Since when the RayCluster's longest-waiting pod is unschedulable (its PodScheduled condition False,
     # Unschedulable); None while none is, or while the RayCluster is being deleted.
     unschedulable_since: datetime | None = None
+    # status.runtime failed its digest (planning/runtimeseal.py): what the Warning event says. With runtime_missing
+    # too, there is no live GRPORuntime to check the run against either, and the run is held as it is.
+    runtime_altered: str | None = None
 
 
 def rfc3339(moment: datetime) -> str:

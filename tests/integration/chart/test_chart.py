@@ -104,9 +104,41 @@ def test_watching_namespaces_grants_nothing_cluster_wide_but_reading_runtimes() 
     assert [d["roleRef"]["name"] for d in docs if d["kind"] == "ClusterRoleBinding"] == [
         d["metadata"]["name"] for d in docs if d["kind"] == "ClusterRole"
     ]
-    roles = {d["metadata"]["namespace"] for d in docs if d["kind"] == "Role"}
-    bindings = {d["metadata"]["namespace"] for d in docs if d["kind"] == "RoleBinding"}
+    roles = {d["metadata"]["namespace"] for d in docs if d["kind"] == "Role" and not _status_key(d)}
+    bindings = {d["metadata"]["namespace"] for d in docs if d["kind"] == "RoleBinding" and not _status_key(d)}
     assert roles == bindings == {"team-a", "team-b"}
+
+
+def _status_key(doc: dict[str, Any]) -> bool:
+    """The Role (or its binding) of the operator's status key Secret, in the release's namespace."""
+    return str(doc["metadata"]["name"]).endswith("-status-key")
+
+
+@pytest.mark.parametrize("values", [(), ("watchNamespaces={team-a}",)])
+def test_the_status_key_is_the_operators_alone_read_by_name_in_its_own_namespace(values: tuple[str, ...]) -> None:
+    """The key that seals status.runtime: the operator's ServiceAccount may get that one Secret (and create it once)
+    in the release's namespace; every subject the chart binds anything to is that ServiceAccount, so the chart grants
+    no one else grporuns/status (which would let them rewrite the copy) or the key."""
+    text = template(*values)
+    [role] = [r for r in by_kind(text, "Role") if _status_key(r)]
+    [binding] = [b for b in by_kind(text, "RoleBinding") if _status_key(b)]
+    env = {e["name"]: e.get("value") for e in _container(text)["env"]}
+    assert role["metadata"]["namespace"] == binding["metadata"]["namespace"] == env["GRPO_OPERATOR_NAMESPACE"]
+    assert role["rules"] == [
+        {
+            "apiGroups": [""],
+            "resources": ["secrets"],
+            "resourceNames": [env["GRPO_STATUS_KEY_SECRET"]],
+            "verbs": ["get"],
+        },
+        {"apiGroups": [""], "resources": ["secrets"], "verbs": ["create"]},
+    ]
+    [account] = by_kind(text, "ServiceAccount")
+    operator = {"kind": "ServiceAccount", "name": account["metadata"]["name"], "namespace": "grpo-system"}
+    for kind in ("RoleBinding", "ClusterRoleBinding"):
+        for bound in by_kind(text, kind):
+            assert bound["subjects"] == [operator], bound["metadata"]["name"]
+    load_settings({k: v for k, v in env.items() if k in ("GRPO_STATUS_KEY_SECRET", "GRPO_OPERATOR_NAMESPACE")})
 
 
 def _rules(text: str, kind: str) -> dict[tuple[str, str], set[str]]:
@@ -254,7 +286,9 @@ def test_two_replicas_run_with_kopf_peering_its_object_and_the_rights_for_it(
     assert [p["metadata"]["name"] for p in peerings] == ["grpo-operator"] * max(1, len(namespaces))
     assert sorted(p["metadata"].get("namespace", "") for p in peerings) == sorted(namespaces or ("",))
     roles = [
-        r for r in by_kind(text, "Role" if namespaces else "ClusterRole") if "-runtimes" not in r["metadata"]["name"]
+        r
+        for r in by_kind(text, "Role" if namespaces else "ClusterRole")
+        if "-runtimes" not in r["metadata"]["name"] and not _status_key(r)
     ]
     assert roles
     for role in roles:

@@ -13,9 +13,7 @@ from __future__ import annotations
 
 import json
 import subprocess
-import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -25,10 +23,15 @@ from grpo_operator.render import names
 from prometheus_client import CollectorRegistry, Gauge, start_http_server
 
 from tests.support.argocd import health as argocd_health
-from tests.support.helm import CHART, helm
+from tests.support.chartinstall import (
+    ChartOperator,
+    Install,
+    assert_nothing_denied_but_kopf_scanning,
+    can_i,
+    installed,
+)
 from tests.support.operator_harness import (
     REWARD_IMAGE,
-    Operator,
     fake,
     free_port,
     manifest,
@@ -41,74 +44,12 @@ from tests.support.operator_harness import (
 pytestmark = pytest.mark.integration
 
 
-@dataclass
-class Install:
-    release: str
-    operator_namespace: str
-    service_account: str
-    mode: str
-    container: dict[str, Any]  # the operator container of the installed Deployment
-
-    @property
-    def user(self) -> str:
-        return f"system:serviceaccount:{self.operator_namespace}:{self.service_account}"
-
-
 @pytest.fixture(params=["cluster", "namespaced"])
 def install(request: pytest.FixtureRequest, control_plane: Any, namespace: str, kubectl: Any) -> Iterator[Install]:
     """The chart installed with `helm install`: cluster-wide into the run's namespace, or into its own
     namespace watching only the run's namespace."""
-    mode = request.param
-    release = f"grpo-{uuid.uuid4().hex[:6]}"
-    operator_ns = namespace if mode == "cluster" else f"grpo-system-{uuid.uuid4().hex[:6]}"
-    if mode == "namespaced":
-        kubectl("create", "namespace", operator_ns)
-    # The Deployment's pod must pass the "restricted" Pod Security Standard (enforced by the API server).
-    kubectl("label", "namespace", operator_ns, "pod-security.kubernetes.io/enforce=restricted")
-    sets = ["--set", f"watchNamespaces={{{namespace}}}"] if mode == "namespaced" else []
-    # The control plane fixture applied crds/ already (field manager grpo-localcluster); helm applies the chart's
-    # copy server-side: the same file (test_the_chart_ships_the_generated_crd), so it may take the fields over.
-    helm(
-        "install",
-        release,
-        str(CHART),
-        "--namespace",
-        operator_ns,
-        f"--kubeconfig={control_plane.kubeconfig}",
-        "--force-conflicts",
-        *sets,
-    )
-    deployment = json.loads(
-        kubectl("get", "deployment", f"{release}-grpo-operator", "-n", operator_ns, "-o", "json").stdout
-    )
-    [container] = deployment["spec"]["template"]["spec"]["containers"]
-    try:
-        yield Install(release, operator_ns, f"{release}-grpo-operator", mode, container)
-    finally:
-        helm("uninstall", release, "--namespace", operator_ns, f"--kubeconfig={control_plane.kubeconfig}", check=False)
-        # The chart keeps its default GRPORuntime on uninstall (helm.sh/resource-policy: keep): the next install
-        # in this control plane would find it owned by this release and refuse to install.
-        kubectl("delete", "grporuntime", "default", "--ignore-not-found", check=False)
-        if mode == "namespaced":
-            kubectl("delete", "namespace", operator_ns, "--wait=false", check=False)
-
-
-class ChartOperator(Operator):
-    """The operator started with the installed Deployment's own arguments and GRPO_* settings (the liveness
-    endpoint moved to loopback), authenticated by the ServiceAccount token instead of the pod's mount."""
-
-    def __init__(self, install: Install, kubeconfig: Path, namespace: str, ray_url: str, log_dir: Path, **env: str):
-        chart_env = {e["name"]: e["value"] for e in install.container.get("env", []) if "value" in e}
-        super().__init__(kubeconfig, namespace, ray_url, log_dir, **{**chart_env, "GRPO_METRICS_PORT": "0", **env})
-        self.args = [
-            a if not a.startswith("--liveness=") else f"--liveness=http://127.0.0.1:{free_port()}/healthz"
-            for a in install.container["args"]
-        ]
-
-
-def can_i(kubectl: Any, install: Install, *args: str) -> bool:
-    out: str = kubectl("auth", "can-i", f"--as={install.user}", *args, check=False).stdout
-    return out.strip() == "yes"
+    with installed(control_plane, kubectl, namespace, request.param) as found:
+        yield found
 
 
 def test_the_installed_chart_creates_a_restricted_operator_pod(install: Install, kubectl: Any) -> None:
@@ -208,19 +149,6 @@ def test_the_service_account_token_alone_takes_a_remote_reward_run_to_succeeded(
     finally:
         op.stop()
     assert_nothing_denied_but_kopf_scanning(op.logs())
-
-
-def assert_nothing_denied_but_kopf_scanning(logs: str) -> None:
-    """No call of the operator was refused. Allowed: kopf's optional scanning of namespaces and CRDs (it falls
-    back to the namespaces it was given), and writes into namespaces other tests left terminating."""
-    denied = [line for line in logs.splitlines() if "403" in line or "Forbidden" in line]
-    tolerated = (
-        "Not enough permissions",
-        "'kind': 'namespaces'",
-        "'kind': 'customresourcedefinitions'",
-        "because it is being terminated",
-    )
-    assert [line for line in denied if not any(t in line for t in tolerated)] == []
 
 
 NEEDED = [

@@ -25,7 +25,7 @@ from grpo_dev.localcluster import SimulatedCluster
 from grpo_dev.localcluster.kueue import start_kueue
 from grpo_operator.render import names
 
-from tests.support.operator_harness import fake, jobs_client, manifest, phase_is, running_operator, wait_for
+from tests.support.operator_harness import fake, free_port, jobs_client, manifest, phase_is, running_operator, wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -297,11 +297,18 @@ def test_a_run_kueue_preempts_is_suspended_preempted_and_resumes_as_a_new_attemp
             str(grace["seconds"] - 15),
             "--stop-ray",
         ]
+        # The preempted run's job goes on (stalled) while its pods have grace to save in (status/admission.py
+        # save_pending; kwok runs no hook), and on kwok every run's job runs on the one local Ray head: the high run's
+        # double serves its gauges on a port of its own, as each run's driver has its own pod on a cluster. Its end
+        # is verified from the launcher's run summary.
+        own_port = ("--prometheus-port", str(free_port()))
         kubectl(
             "apply",
             "-f",
             "-",
-            input=manifest("high", ns, fake(rollouts=2, scheduling={"queueName": queue, "priorityClassName": high})),
+            input=manifest(
+                "high", ns, fake(*own_port, rollouts=2, scheduling={"queueName": queue, "priorityClassName": high})
+            ),
         )
 
         # Kueue evicts the low-priority Workload and suspends its RayCluster; KubeRay deletes its pods.

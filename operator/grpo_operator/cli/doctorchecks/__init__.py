@@ -1,12 +1,20 @@
 """`grpo doctor`'s judgement: what a cluster, read once into a `Cluster`, lacks for GRPORuns, and whether a given
 run can be placed now. Pure (the reads are `cli.clusterread`'s): each check takes the objects as the API server
 returned them and gives one `Check` per concern, ok / warn / fail, naming what was found and the fix. One module per
-family: the control plane, nodes, storage and Kueue, RBAC, the platform (policies, monitoring), placement.
+family: the control plane, nodes, storage and Kueue, RBAC (who else may write a run's status too), the platform
+(policies, monitoring), placement.
 """
 
 from __future__ import annotations
 
-from grpo_operator.cli.doctorchecks.access import CLUSTER_RULES, OPERATOR_RULES, operator_needs, operator_rbac, rbac
+from grpo_operator.cli.doctorchecks.access import (
+    CLUSTER_RULES,
+    OPERATOR_RULES,
+    operator_needs,
+    operator_rbac,
+    rbac,
+    status_writers,
+)
 from grpo_operator.cli.doctorchecks.controlplane import (
     grporun_crd,
     kuberay_crds,
@@ -49,6 +57,7 @@ def checks(cluster: Cluster, target: Target | None = None) -> list[Check]:
         monitoring_crds(cluster),
         rbac(cluster),
         operator_rbac(cluster),
+        status_writers(cluster),
         placement(cluster, target) if target else None,
     ]
     return [c for c in found if c is not None]

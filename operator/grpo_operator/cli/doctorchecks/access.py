@@ -1,6 +1,6 @@
-"""`grpo doctor`'s RBAC checks: what the user may do with GRPORuns (their SelfSubjectAccessReviews), and whether the
-operator's ServiceAccount is granted what the operator needs (`OPERATOR_RULES`), judged from the Roles and bindings
-read, without acting as it.
+"""`grpo doctor`'s RBAC checks: what the user may do with GRPORuns (their SelfSubjectAccessReviews), whether the
+operator's ServiceAccount is granted what the operator needs (`OPERATOR_RULES`), and who else may write
+`grporuns/status` (`status_writers`), judged from the Roles and bindings read, without acting as anyone.
 """
 
 from __future__ import annotations
@@ -165,3 +165,89 @@ def operator_rbac(cluster: Cluster) -> Check | None:
         )
     total = len(needs) + len(cluster_needs)
     return Check("operator RBAC", Verdict.OK, f"{who} (bound to {bound}) has the {total} permissions it needs")
+
+
+# What writes a run's status: patch and update on the status subresource. Kubernetes matches a rule's resource
+# exactly, "*", or "*/<subresource>" (rbac ResourceMatches): "grporuns/*" is no wildcard and grants nothing.
+STATUS_VERBS = ("patch", "update")
+STATUS_RESOURCES = ("grporuns/status", "*/status", "*")
+
+
+def _status_grant(rule: dict[str, Any]) -> list[str]:
+    """The verbs of STATUS_VERBS `rule` grants on grporuns/status (for some runs when it names them)."""
+    groups, resources, verbs = rule.get("apiGroups") or (), rule.get("resources") or (), rule.get("verbs") or ()
+    if not ({"grpo.dev", "*"} & set(groups) and set(STATUS_RESOURCES) & set(resources)):
+        return []
+    return [v for v in STATUS_VERBS if v in verbs or "*" in verbs]
+
+
+def _subject(subject: dict[str, Any], namespace: str | None) -> str:
+    kind, name = subject.get("kind"), subject.get("name")
+    return f"{kind} {subject.get('namespace') or namespace}/{name}" if kind == "ServiceAccount" else f"{kind} {name}"
+
+
+def _kubernetes_own(subject: dict[str, Any]) -> bool:
+    """Kubernetes' own components: the system:masters group, the control plane's system: users, and the
+    controllers' ServiceAccounts in kube-system (the garbage collector patches every resource). Not the groups of
+    every authenticated user or every ServiceAccount (system:authenticated, system:serviceaccounts[:<ns>])."""
+    kind, name = subject.get("kind"), str(subject.get("name", ""))
+    if kind == "ServiceAccount":
+        return subject.get("namespace") == "kube-system"
+    if kind == "Group":
+        return name == "system:masters"
+    account = name.startswith("system:serviceaccount:")
+    return name.startswith("system:serviceaccount:kube-system:") or (name.startswith("system:") and not account)
+
+
+def status_writers(cluster: Cluster) -> Check | None:
+    """Who, besides the operator, may patch or update grporuns/status in the namespace doctor judges: they can
+    rewrite status.runtime, the copy of the GRPORuntime a started run resolves against. The operator does not use
+    a copy it did not seal (it checks the run against the live GRPORuntime instead), but a run whose runtime is gone
+    is held until it exists, so the grant is a way to stop others' runs."""
+    namespace = cluster.namespace
+    if namespace is None:
+        return None
+    if cannot := unread(cluster, "status writers", "clusterroles", "clusterrolebindings", "roles", "rolebindings"):
+        return Check(
+            cannot.name, Verdict.WARN, cannot.found + ", so who may rewrite status.runtime is not known", cannot.fix
+        )
+    deployment = operator_deployment(cluster)
+    operator = None
+    if deployment is not None:
+        account = deployment["spec"]["template"]["spec"].get("serviceAccountName") or "default"
+        operator = f"ServiceAccount {deployment['metadata']['namespace']}/{account}"
+    bindings: list[tuple[dict[str, Any], str | None]] = [(b, None) for b in cluster.cluster_role_bindings]
+    bindings += [(b, namespace) for b in cluster.role_bindings if b["metadata"].get("namespace") == namespace]
+    found: dict[str, list[str]] = {}
+    for binding, home in bindings:
+        ref = binding.get("roleRef") or {}
+        rules = _rules_of(cluster, ref, home)
+        verbs = sorted({v for r in rules for v in _status_grant(r)})
+        if not verbs:
+            continue
+        named = sorted({n for r in rules if _status_grant(r) for n in r.get("resourceNames") or ()})
+        how = f"{'/'.join(verbs)}{' on ' + ', '.join(named) if named else ''} by {ref.get('kind')} {ref.get('name')}"
+        via = f"{'RoleBinding' if home else 'ClusterRoleBinding'} {binding['metadata']['name']}"
+        for subject in binding.get("subjects") or []:
+            who = _subject(subject, home)
+            if who != operator and not _kubernetes_own(subject):
+                found.setdefault(who, []).append(f"{how} ({via})")
+    if not found:
+        besides = f"{operator} and " if operator else ""
+        return Check(
+            "status writers",
+            Verdict.OK,
+            f"no subject but {besides}Kubernetes' own components may write grporuns/status in {namespace}",
+        )
+    listed = [f"{who}: {'; '.join(how)}" for who, how in sorted(found.items())]
+    return Check(
+        "status writers",
+        Verdict.WARN,
+        f"grporuns/status may be written in {namespace}, besides by the operator, by {len(found)} subject(s): "
+        + " | ".join(listed[:5])
+        + (" | ..." if len(listed) > 5 else ""),
+        "grant grporuns/status (and */status, *) to the operator's ServiceAccount only: drop patch and update on it "
+        "from those roles, or bind them to fewer subjects. Whoever has it can rewrite status.runtime: the operator "
+        "does not use a copy it did not seal and checks the run against the live GRPORuntime, but holds the run while "
+        "that runtime does not exist",
+    )

@@ -81,6 +81,7 @@ class Cluster:
     role_bindings: list[dict[str, Any]] = field(default_factory=list)
     chart_values: dict[str, Any] | None = None
     user: str | None = None
+    namespace: str | None = None  # the namespace judged: the run's (-f), else the kubeconfig context's
 
 
 @dataclass(frozen=True)
