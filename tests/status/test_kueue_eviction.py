@@ -146,3 +146,35 @@ def test_no_stop_while_the_ray_pods_kuberay_deletes_still_have_grace_to_save_in(
     assert (d.status.phase, d.status.reason) == (Phase.SUSPENDED, Reason.PREEMPTED)
     assert (StopJob("grpo-x-1") in d.actions) is stops, d.actions
     assert ("save a checkpoint before they go" in (d.status.message or "")) is not stops, d.status.message
+
+
+@pytest.mark.parametrize(
+    ("gpus", "stops"),
+    [
+        pytest.param(GpuObservation(8, T0, GRACE, "Deleted", STOPPED_AT), False, id="pods-still-saving"),
+        pytest.param(GpuObservation(0), True, id="pods-gone"),
+    ],
+)
+def test_the_evicted_attempts_job_is_stopped_on_a_later_reconcile_once_its_pods_are_gone(
+    gpus: GpuObservation, stops: bool
+) -> None:
+    """The eviction's first reconcile saw the pods still there and stopped nothing; on the next ones the tracked id
+    is the next attempt's, so the evicted attempt's job is looked up by its own id (status.accounting's last
+    attempt) and stopped once its pods are gone: a job left running would outlive its pods on a head that stays."""
+    first = run_through(
+        spec(),
+        *(replace(o, now=T0) for o in RUNNING),
+        observe(
+            now=STOPPED_AT,
+            cluster=PREEMPTED,
+            job=job(JobState.RUNNING),
+            gpus=GpuObservation(8, T0, GRACE, "Deleted", STOPPED_AT),
+        ),
+    )
+    assert not first.has(StopJob)
+    later = observe(
+        now=STOPPED_AT + timedelta(seconds=30), cluster=PREEMPTED, gpus=gpus, evicted_job=job(JobState.RUNNING)
+    )
+    d = run_through(spec(), later, prev=first.status)
+    assert (d.status.phase, d.status.reason) == (Phase.SUSPENDED, Reason.PREEMPTED)
+    assert (StopJob("grpo-x-1") in d.actions) is stops, d.actions

@@ -23,7 +23,7 @@ from pydantic import ValidationError
 from grpo_operator.api import GRPORun
 from grpo_operator.api.runtime import GRPORuntime, RuntimeRecord
 from grpo_operator.api.spec import RewardType
-from grpo_operator.api.status import TERMINAL_PHASES, GRPORunStatus, Phase
+from grpo_operator.api.status import KUEUE_EVICTIONS, TERMINAL_PHASES, GRPORunStatus, Phase
 from grpo_operator.controller.config import OperatorSettings
 from grpo_operator.controller.runtimes import Runtimes
 from grpo_operator.edges import childstate, endpoints, scrape
@@ -309,6 +309,7 @@ class Reconciler:
         job, unreachable = None, None
         if (cluster is not None and cluster.ready) or (prev is not None and prev.job_submission_id):
             job, unreachable = self._ask(ctx, submission_id)
+        evicted = self._evicted_job(ctx, prev) if cluster is not None and cluster.queue is not None else None
         metrics, metrics_error = self._trainer_metrics(job, name)
         image, image_id = childstate.trainer_image(pods)
         obs = Observation(
@@ -324,6 +325,7 @@ class Reconciler:
             reward_required=remote,
             job=job,
             ray_unavailable=unreachable,
+            evicted_job=evicted,
             checkpoint_job=self._checkpoint_job(ctx, prev, submission_id),
             metrics=metrics,
             metrics_error=metrics_error,
@@ -404,6 +406,14 @@ class Reconciler:
         deployment = self.kube.reward_deployment(namespace, name)
         ratio = self._reward_error_ratio(namespace, name) if deployment is not None else None
         return childstate.reward_observation(deployment, ratio, self.settings.reward_error_ratio_max)
+
+    def _evicted_job(self, ctx: _Context, prev: GRPORunStatus | None) -> JobObservation | None:
+        """The job of the attempt a Kueue eviction ended, while the run waits for readmission: it runs on while
+        its pods keep their grace, and is stopped once they are gone (status/admission.py)."""
+        if prev is None or prev.phase is not Phase.SUSPENDED or prev.reason not in KUEUE_EVICTIONS:
+            return None
+        last = prev.accounting.attempts[-1] if prev.accounting is not None and prev.accounting.attempts else None
+        return self._find(ctx, last.submission_id) if last is not None and last.submission_id else None
 
     def _ask(self, ctx: _Context, submission_id: str) -> tuple[JobObservation | None, str | None]:
         """The job, or None and why the Jobs API could not be asked: an unreachable head is not a missing job."""

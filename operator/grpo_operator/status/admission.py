@@ -157,7 +157,9 @@ def waiting_for_admission(draft: Draft, queue: str) -> Decision:
     conds.set(C.COMPLETE, False, R.IN_PROGRESS, "")
     if _preempted(draft):
         reason, message = eviction(obs.cluster.eviction if obs.cluster is not None else None, queue)
-        job, saving = obs.job, save_pending(obs)
+        # The evicted attempt's job: seen under the submission id this reconcile tracks on the eviction's first
+        # reconcile, by the attempt's own id on the later ones (the next attempt's id is the tracked one by then).
+        job, saving = obs.job or obs.evicted_job, save_pending(obs)
         if saving:
             message = f"{message}; the Ray pods save a checkpoint before they go"
         conds.set(C.JOB_RUNNING, False, reason, message)

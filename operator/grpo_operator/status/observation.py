@@ -134,6 +134,9 @@ class Observation:
     reward_required: bool = False
     job: JobObservation | None = None
     ray_unavailable: str | None = None  # why the Ray Jobs API could not be asked for the job (then `job` is unknown)
+    # While Kueue holds an evicted run: the job of the attempt the eviction ended (status.accounting's last attempt),
+    # still running where its pods keep their grace; stopped once they are gone (status/admission.py).
+    evicted_job: JobObservation | None = None
     checkpoint_job: JobState | None = None
     metrics: TrainerMetrics | None = None
     metrics_error: str | None = None  # the trainer's metrics endpoint could not be read this time
