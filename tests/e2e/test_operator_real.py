@@ -11,8 +11,8 @@ status says so; a suspended run resumes from its save; a deleted run leaves no p
 delivers: Kueue's suspension of the running cluster (the head and the workers deleted at once) saves the model and
 the data state before the head goes, and the next attempt's launcher says where it resumed; a launcher killed
 outright holds no GPU past its marker's staleness and the ledger counts the teardown; a deleted head is a counted
-restart from its save, and past recovery.maxRestarts `Failed/HeadLost`; a Jobs API away keeps the run `Running`
-and submits nothing; a bundle over a configmap quota still lets the stall stop the job.
+restart from its save, and past recovery.maxRestarts `Failed/HeadLost`, and before that, in the same run, a Jobs
+API away keeps the run `Running` and submits nothing; a bundle over a configmap quota still lets the stall stop the job.
 
 Nothing rendered is edited: the runtime sizes and places every pod. What is played: the GPU (the `ray-node-gpu`
 dev layer: stand-in libcuda, torch and nvidia-smi, devtools/images/gpu_standin/; the node advertises
@@ -511,17 +511,51 @@ def _attempt(cluster: SimulatedCluster, run: str, number: int, at_least: int) ->
     return probe
 
 
-def test_a_deleted_head_is_a_counted_restart_from_its_save_and_past_max_restarts_the_run_fails_naming_it(
+def _jobs_api_away(cluster: SimulatedCluster, run: str) -> dict[str, Any]:
+    """The head's Service selects nothing until the run's status says the Jobs API cannot be reached, then selects
+    the head again: that status, and every phase seen meanwhile."""
+    service = names.head_service(run)
+    selector = cluster.get_json("service", service, "-n", NAMESPACE)["spec"]["selector"]
+    away = json.dumps({"spec": {"selector": {**{k: None for k in selector}, "grpo.dev/nothing": "selected"}}})
+    cluster.kubectl("patch", "service", service, "-n", NAMESPACE, "--type=merge", "-p", away)
+    phases: list[str] = []
+
+    def unreachable_said() -> dict[str, Any] | None:
+        found = status(cluster, run)
+        phases.append(found.get("phase", ""))
+        return found if "cannot be reached" in (found.get("message") or "") else None
+
+    try:
+        said: dict[str, Any] = wait_for("the unreachable Jobs API said", unreachable_said, lambda: status(cluster, run))
+    finally:
+        back = json.dumps({"spec": {"selector": {"grpo.dev/nothing": None, **selector}}})
+        cluster.kubectl("patch", "service", service, "-n", NAMESPACE, "--type=merge", "-p", back)
+    return {**said, "phasesSeen": sorted(set(phases))}
+
+
+def test_a_jobs_api_away_keeps_the_run_running_and_a_deleted_head_is_a_counted_restart_from_its_save(
     real_cluster: SimulatedCluster, platform: dict[str, Any]
 ) -> None:
-    """`kubectl delete pod` of the head mid-run (what a drain of its CPU node or a consolidation would do without
-    the head's budget): its preStop hook asks miles for a checkpoint and waits for it, then stops the head's Ray; the
-    job's record goes with the head (no GCS fault tolerance). The head KubeRay makes again answers without the job:
-    attempt 1 ends as `HeadLost`, a restart counted against recovery.maxRestarts (1), and attempt 2 resumes from
-    that save. The second delete is past the limit: the run ends `Failed/HeadLost`."""
+    """One run, two faults of the head. First its Service selects nothing for a while (the selector patched away,
+    then back): the operator's Jobs API calls find no head; the run stays `Running`, says the API cannot be
+    reached, and submits nothing; once the head is selected again the same attempt goes on. Then `kubectl delete
+    pod` of the head (what a drain of its CPU node or a consolidation would do without the head's budget): its
+    preStop hook asks miles for a checkpoint and waits for it, then stops the head's Ray; the job's record goes
+    with the head (no GCS fault tolerance). The head KubeRay makes again answers without the job: attempt 1 ends
+    as `HeadLost`, a restart counted against recovery.maxRestarts (1), and attempt 2 resumes from that save. The
+    second delete is past the limit: the run ends `Failed/HeadLost`."""
     manifest = run_manifest("real-head", rollouts=60, spec={"recovery": {"maxRestarts": 1}})
     run = start(real_cluster, platform, manifest, ["--fake-step-seconds", "3"])
-    wait_for("rollout 2 scraped", _rollout(real_cluster, run, 2), lambda: status(real_cluster, run))
+    seen = wait_for("rollout 1 scraped", _rollout(real_cluster, run, 1), lambda: status(real_cluster, run))
+    said = _jobs_api_away(real_cluster, run)
+    assert (said["phase"], said["reason"], said["phasesSeen"]) == ("Running", "Running", ["Running"]), said
+    assert said["jobSubmissionId"] == seen["jobSubmissionId"] and said["attempt"] == 1, said
+    again = wait_for(
+        "the same attempt goes on",
+        _attempt(real_cluster, run, 1, said["metrics"]["rollout"] + 1),
+        lambda: status(real_cluster, run),
+    )
+    assert again["jobSubmissionId"] == seen["jobSubmissionId"] and len(again["accounting"]["attempts"]) == 1, again
     [head] = pods(real_cluster, run, "ray-head")
     real_cluster.kubectl("delete", "pod", "-n", NAMESPACE, head["metadata"]["name"], "--wait=true", "--timeout=300s")
     saved = _saved(platform, run)
@@ -539,39 +573,6 @@ def test_a_deleted_head_is_a_counted_restart_from_its_save_and_past_max_restarts
     failed = wait_for("Failed", phase_is(real_cluster, run, "Failed", "Succeeded"), lambda: status(real_cluster, run))
     assert (failed["phase"], failed["reason"]) == ("Failed", "HeadLost"), failed
     assert "has no job" in failed["message"] and "after 1 restart" in failed["message"], failed["message"]
-    delete_run(real_cluster, run)
-
-
-def test_a_jobs_api_away_for_a_while_keeps_the_run_running_and_submits_nothing(
-    real_cluster: SimulatedCluster, platform: dict[str, Any]
-) -> None:
-    """The head's Service selects nothing for a while (its selector patched away, then back): the operator's Jobs
-    API calls find no head. The run stays `Running` and says the API cannot be reached; no job is submitted; once
-    the Service selects the head again the same attempt goes on to `Succeeded`."""
-    run = start(real_cluster, platform, run_manifest("real-blip", rollouts=14), ["--fake-step-seconds", "3"])
-    seen = wait_for("rollout 1 scraped", _rollout(real_cluster, run, 1), lambda: status(real_cluster, run))
-    service = names.head_service(run)
-    selector = real_cluster.get_json("service", service, "-n", NAMESPACE)["spec"]["selector"]
-    away = json.dumps({"spec": {"selector": {**{k: None for k in selector}, "grpo.dev/nothing": "selected"}}})
-    real_cluster.kubectl("patch", "service", service, "-n", NAMESPACE, "--type=merge", "-p", away)
-    phases: list[str] = []
-
-    def unreachable_said() -> dict[str, Any] | None:
-        found = status(real_cluster, run)
-        phases.append(found.get("phase", ""))
-        return found if "cannot be reached" in (found.get("message") or "") else None
-
-    try:
-        said = wait_for("the unreachable Jobs API said", unreachable_said, lambda: status(real_cluster, run))
-    finally:
-        back = json.dumps({"spec": {"selector": {"grpo.dev/nothing": None, **selector}}})
-        real_cluster.kubectl("patch", "service", service, "-n", NAMESPACE, "--type=merge", "-p", back)
-    assert (said["phase"], said["reason"]) == ("Running", "Running"), said
-    assert said["jobSubmissionId"] == seen["jobSubmissionId"] and said["attempt"] == 1, said
-    done = wait_for("Succeeded", phase_is(real_cluster, run, "Succeeded", "Failed"), lambda: status(real_cluster, run))
-    assert done["phase"] == "Succeeded" and done["attempt"] == 1, done
-    assert set(phases) == {"Running"}, phases
-    assert len(done["accounting"]["attempts"]) == 1, done["accounting"]
     delete_run(real_cluster, run)
 
 
