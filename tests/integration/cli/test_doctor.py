@@ -463,7 +463,7 @@ def test_the_operator_account_missing_a_verb_fails_naming_it_and_passes_once_res
     assert check(cluster, "operator RBAC") == (
         "ok",
         "ServiceAccount grpo-system/grpo-operator (bound to ClusterRole grpo-operator, ClusterRole "
-        "grpo-operator-runtimes) has the 34 permissions it needs fix: ",
+        "grpo-operator-runtimes) has the 35 permissions it needs fix: ",
     )
     role = json.loads(cluster.kubectl("get", "clusterrole", chart, "-o", "json").stdout)
     role["metadata"].pop("resourceVersion")

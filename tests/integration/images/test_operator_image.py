@@ -182,6 +182,8 @@ def _status(kubectl: Any, namespace: str, metrics_port: str) -> dict[str, Any]:
     status.pop("metrics", None)  # scraped from each run's own trainer: values move with its progress
     status.pop("progress", None)
     status.pop("accounting", None)  # durations and GPU-seconds on each run's own clock
+    # The seal over each run's own runtime copy (bound to its namespace and uid), under each operator's own key.
+    assert str(status.pop("runtimeDigest", "")).startswith("hmac-sha256:"), status
     return status
 
 

@@ -24,6 +24,7 @@ def test_grpo_render_of_the_quickstart_passes_kubectl_client_dry_run(kubectl) ->
         "configmap/quickstart-config",
         "networkpolicy.networking.k8s.io/quickstart-ray-head",
         "networkpolicy.networking.k8s.io/quickstart-ray-worker",
+        "poddisruptionbudget.policy/quickstart-ray-head",
         "raycluster.ray.io/quickstart-ray",
     ]
 
