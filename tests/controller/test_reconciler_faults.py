@@ -39,7 +39,9 @@ def test_a_bundle_the_api_server_will_not_store_does_not_hold_back_the_stall_sto
     [bundle] = status.forensics or []
     assert bundle.capture_failed is not None and str(error.reason) in bundle.capture_failed  # type: ignore[attr-defined]
     # said as a Warning event even on the reconcile that transitions to Failed (which posts no guard warnings)
-    assert tripped.transitioned and any("could not be written" in m for m in tripped.unkept), tripped.unkept
+    assert tripped.transitioned and any(
+        r == Reason.CAPTURE_FAILED and "could not be written" in m for r, m in tripped.alerts
+    ), tripped.alerts
 
 
 def test_a_jobs_api_that_does_not_answer_keeps_the_phase_and_submits_nothing() -> None:

@@ -145,8 +145,6 @@ def _report(outcome: Outcome, body: kopf.Body) -> None:
     for warning in outcome.warnings:
         if not outcome.transitioned:
             kopf.warn(body, reason="Guard", message=warning[:1024])
-    for unkept in outcome.unkept:
-        kopf.event(body, type="Warning", reason=Reason.CAPTURE_FAILED, message=unkept[:1024])
     for reason, message in outcome.notes:  # kopf.info would drop them: posting.level keeps kopf's own logs off
         kopf.event(body, type="Normal", reason=reason, message=message[:1024])
     for reason, message in outcome.alerts:  # a warning of its own reason (RuntimeAltered), transition or not

@@ -23,7 +23,7 @@ from pydantic import ValidationError
 from grpo_operator.api import GRPORun
 from grpo_operator.api.runtime import GRPORuntime, RuntimeRecord
 from grpo_operator.api.spec import RewardType
-from grpo_operator.api.status import KUEUE_EVICTIONS, TERMINAL_PHASES, GRPORunStatus, Phase
+from grpo_operator.api.status import KUEUE_EVICTIONS, TERMINAL_PHASES, GRPORunStatus, Phase, Reason
 from grpo_operator.controller.config import OperatorSettings
 from grpo_operator.controller.runtimes import Runtimes
 from grpo_operator.edges import childstate, endpoints, scrape
@@ -79,9 +79,6 @@ class Outcome:
     notes: list[tuple[str, str]] = field(default_factory=list)  # (reason, message) of Normal events
     alerts: list[tuple[str, str]] = field(default_factory=list)  # Warning events with a reason of their own
     decision: Decision | None = None  # what the reconcile decided and carried out
-    # Record-only writes that failed (a bundle, a log tail): always a Warning event, a transition's reconcile too,
-    # since nothing else says it (controller/handlers.py `_report`).
-    unkept: list[str] = field(default_factory=list)
 
     @property
     def transitioned(self) -> bool:
@@ -603,9 +600,10 @@ class Reconciler:
             status=decision.status,
             warnings=[*decision.warnings, *(failures or [])],
             notes=notes,
-            alerts=decision.alerts,
+            # A record-only write that failed (a bundle, a log tail) is an alert of its own reason: posted on a
+            # transition's reconcile too, since nothing else says it.
+            alerts=[*decision.alerts, *((Reason.CAPTURE_FAILED, m) for m in unkept or [])],
             decision=decision,
-            unkept=list(unkept or []),
         )
 
     # --- deletion ----------------------------------------------------------------------------------

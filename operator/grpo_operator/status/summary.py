@@ -64,16 +64,22 @@ def _summary(data: dict[str, Any]) -> RunSummary:
 def parse(text: str) -> RunSummary | None:
     """The last well-formed summary line of a job log, or None."""
     for line in reversed(text.splitlines()):
-        at = line.find(MARK)
-        if at < 0:
-            continue
-        try:
-            data = json.loads(line[at + len(MARK) :])
-        except ValueError:
-            continue
-        if isinstance(data, dict) and data.get("version") == 1:
+        data = _object_after(line, MARK)
+        if data is not None and data.get("version") == 1:
             return _summary(data)
     return None
+
+
+def _object_after(line: str, mark: str) -> dict[str, Any] | None:
+    """The JSON object after `mark` in `line`; None when the mark is not there or what follows is no object."""
+    at = line.find(mark)
+    if at < 0:
+        return None
+    try:
+        data = json.loads(line[at + len(mark) :])
+    except ValueError:
+        return None
+    return data if isinstance(data, dict) else None
 
 
 RESUME_MARK = "GRPO_RESUME "
@@ -83,14 +89,8 @@ def parse_resume(text: str) -> Resume | None:
     """The launcher's `GRPO_RESUME {"iteration": N|null, "dataState": bool, "load": ...}` line (grpo_launcher.launch
     `resume_line`), printed once before miles starts: the checkpoint miles resumes from. None until it is there."""
     for line in text.splitlines():
-        at = line.find(RESUME_MARK)
-        if at < 0:
-            continue
-        try:
-            data = json.loads(line[at + len(RESUME_MARK) :])
-        except ValueError:
-            continue
-        if not isinstance(data, dict):
+        data = _object_after(line, RESUME_MARK)
+        if data is None:
             continue
         iteration = data.get("iteration")
         if iteration is not None and (isinstance(iteration, bool) or not isinstance(iteration, int) or iteration < 0):
