@@ -408,8 +408,13 @@ def test_a_kueue_style_suspension_of_the_running_cluster_saves_model_and_data_st
     it resumes from that checkpoint with its data state, and the status judges the save from that line."""
     manifest = run_manifest("real-evict", rollouts=10, spec={"scheduling": {"queueName": "lq"}})
     run = start(real_cluster, platform, manifest, ["--fake-step-seconds", "3", "--fake-data-state-seconds", "5"])
-    queued = wait_for("Pending/Queued", phase_is(real_cluster, run, "Pending"), lambda: status(real_cluster, run))
-    assert queued["reason"] == "Queued", queued
+    # Pending/Provisioning while the operator creates the RayCluster, then Queued: the RayCluster is suspended.
+    queued = wait_for(
+        "Pending/Queued",
+        lambda: (found := status(real_cluster, run)) and (found.get("reason") != "Provisioning") and found,
+        lambda: status(real_cluster, run),
+    )
+    assert (queued["phase"], queued["reason"]) == ("Pending", "Queued"), queued
     _patch_cluster(real_cluster, run, False)  # Kueue's admission
     seen = wait_for("rollout 2 scraped", _rollout(real_cluster, run, 2), lambda: status(real_cluster, run))
     _patch_cluster(real_cluster, run, True)  # Kueue's eviction

@@ -395,6 +395,16 @@ def test_rollouts_miles_finishes_after_the_save_it_was_asked_for_are_lost_and_th
     [event] = save_events(decisions)
     assert event.message.startswith("attempt 1 made no checkpoint after rollout 6 before eviction"), event.message
     assert event.message.endswith("attempt 2 resumed from rollout 6, 3 rollout(s) lost"), event.message
+    # The launcher's line is read before attempt 2's first rollout (rolloutsLost not known yet): the event, told
+    # once then, still counts the rollouts after the checkpoint it resumed from.
+    observations[-1:] = [
+        at(
+            44, 2, cluster=READY, gpus=HELD, job=job(JobState.RUNNING, submission_id="grpo-x-2"), resume=Resume(5, True)
+        ),
+        running(45, 2, 6),
+    ]
+    [event] = save_events(through(observations, run_spec=RECOVERING))
+    assert event.message.endswith("attempt 2 resumed from rollout 6, 3 rollout(s) lost"), event.message
 
 
 def test_a_suspend_that_asked_for_a_checkpoint_is_saved_though_it_stopped_a_rollout_after_it() -> None:

@@ -308,12 +308,16 @@ def _save_event(attempt: AttemptAccount, save: AttemptSave, after: AttemptAccoun
     gone = "" if save.seconds is None else f"its pods went after {save.seconds} s"
     grace = "" if save.grace_seconds is None else f"grace {save.grace_seconds} s"
     detail = ", ".join(x for x in (gone, grace) if x)
+    # Told when the next attempt's launcher names its checkpoint, which can come before its first rollout (and so
+    # before rolloutsLost is known): the rollouts after that checkpoint are the ones redone.
+    last = attempt.last_rollout
+    lost = 0 if last is None else max(0, last - save.rollout)
     return Event(  # Normal, as the other accounting notes: the reconciler posts those under their own reason
         "Normal",
         Reason.NOT_SAVED_BEFORE_STOP,
         f"attempt {attempt.attempt} made no checkpoint after rollout {_asked(attempt)} before {why}"
         + (f" ({detail})" if detail else "")
-        + f": attempt {after.attempt} resumed from rollout {save.rollout + 1}, {attempt.rollouts_lost} rollout(s) lost",
+        + f": attempt {after.attempt} resumed from rollout {save.rollout + 1}, {lost} rollout(s) lost",
     )
 
 

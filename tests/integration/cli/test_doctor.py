@@ -182,6 +182,25 @@ def test_an_old_kuberay_crd_without_a_field_the_run_sets_fails_and_the_current_o
     assert check(cluster, "KubeRay CRDs", "-f", str(QUICKSTART))[0] == "ok"
 
 
+def remove_nodes(cluster: SimulatedCluster, *names: str) -> None:
+    """Delete nodes a test added, and their DaemonSet pods with them: left to the pod garbage collector, which
+    deletes a gone node's pods some 40 s later, they would vanish in whatever test comes next (the one checking
+    that doctor changes nothing saw exactly that)."""
+    cluster.kubectl("delete", "node", *names, "--ignore-not-found")
+    for name in names:
+        selector = f"spec.nodeName={name}"
+        cluster.kubectl("delete", "pods", "-A", f"--field-selector={selector}", "--force", "--grace-period=0")
+
+    def settled() -> bool:
+        sets = json.loads(cluster.kubectl("get", "daemonsets", "-n", "kube-system", "-o", "json").stdout)["items"]
+        pods = json.loads(cluster.kubectl("get", "pods", "-n", "kube-system", "-o", "json").stdout)["items"]
+        on = [p for p in pods if p["spec"].get("nodeName") in names]
+        counts = {(s["status"].get("desiredNumberScheduled"), s["status"].get("currentNumberScheduled")) for s in sets}
+        return not on and all(desired == current for desired, current in counts)
+
+    wait_for(f"no pod left on {', '.join(names)} and the DaemonSets counting without them", settled, timeout=120)
+
+
 def test_a_node_without_efa_allocatable_fails_and_passes_once_it_is_gone(cluster: SimulatedCluster) -> None:
     cluster.add_nodes([gpu_node("p5en-no-efa", INSTANCES["p5en.48xlarge"], devices=0)])  # type: ignore[index]
     try:
@@ -190,7 +209,7 @@ def test_a_node_without_efa_allocatable_fails_and_passes_once_it_is_gone(cluster
         assert verdict == "fail" and f"p5en-no-efa: vpc.amazonaws.com/efa 0 of p5en.48xlarge's {efa}" in said
         assert "NCCL falls back to TCP" in said
     finally:
-        cluster.kubectl("delete", "node", "p5en-no-efa")
+        remove_nodes(cluster, "p5en-no-efa")
     assert check(cluster, "GPU nodes")[0] == "ok"
 
 
@@ -214,7 +233,7 @@ def test_a_run_on_a_platform_runtime_is_judged_against_the_clusters_runtime_and_
         verdict, said = check(cluster, "GPU nodes")  # no run: every type of the cluster's runtimes, and AWS's
         assert "2 x h100-ib" in said and "p5en.48xlarge" in said, said
     finally:
-        cluster.kubectl("delete", "node", "h100-ib-0", "h100-ib-1", "--ignore-not-found")
+        remove_nodes(cluster, "h100-ib-0", "h100-ib-1")
         cluster.kubectl("delete", "-f", str(runtime_file))
 
 

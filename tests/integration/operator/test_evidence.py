@@ -35,12 +35,15 @@ def test_the_evidence_of_a_hung_job_names_each_processs_frame_and_stays_bounded_
     client.submit_job(entrypoint=f"{sys.executable} {SCRIPT} --marker {marker} --spam-mib 1024", submission_id=sid)
     try:
         ray = RayJobs(ray_head.dashboard_url, RAY_TOKEN)
+        # The pieces are read side by side: one capture can read the log just before the marker's line and the
+        # driver's stack just after it; a hung job's next capture has both.
         pieces = wait_for(
-            "both hung frames in the stacks",
+            "both hung frames in the stacks and the marker ending the driver's log",
             lambda: (
                 (p := ray.evidence(sid))
                 and "wait_in_named_frame" in p["stacks.txt"]
                 and "driver_waits_here" in p["stacks.txt"]
+                and p["driver.log"].rstrip().endswith(marker)
                 and p
             ),
             timeout=300,
@@ -49,7 +52,6 @@ def test_the_evidence_of_a_hung_job_names_each_processs_frame_and_stays_bounded_
         assert [(a["class_name"], a["state"]) for a in actors] == [("Hanger", "ALIVE")]
         assert json.loads(pieces["job.json"])["status"] == "RUNNING"
         assert "tasks-summary.json" in pieces and "placement-groups.json" in pieces
-        assert pieces["driver.log"].rstrip().endswith(marker)
         assert len(pieces["driver.log"].encode()) < 4 * 1024 * 1024  # the last lines, not the gigabyte
 
         bundle = evidence_config_map(

@@ -156,8 +156,11 @@ def test_a_restart_mid_rollout_loses_no_sample(tmp_path: Path) -> None:
 
         return list(await asyncio.gather(*(one(s) for s in samples)))
 
+    # What is asked here is that a restart loses no sample, not how slow a sample may be: a deadline well above a
+    # sample's cost on a loaded machine (the default 2 s, 1 s in the worker, scored 0.0 three times under CI's load).
+    deadline = {"workers": "1", "deadline_s": "60"}
     (tmp_path / "first").mkdir()
-    with server_on(port, tmp_path / "first", workers="1") as first:
+    with server_on(port, tmp_path / "first", **deadline) as first:
         args = args_for(first.url)
         worker = threading.Thread(target=lambda: results.append(run(lambda: rollout(args))))
         worker.start()
@@ -168,7 +171,7 @@ def test_a_restart_mid_rollout_loses_no_sample(tmp_path: Path) -> None:
         first.process.wait(30)
     assert len(done) < len(samples)
     (tmp_path / "second").mkdir()
-    with server_on(port, tmp_path / "second", workers="1"):
+    with server_on(port, tmp_path / "second", **deadline):
         worker.join(300)
     assert results == [[1.0] * 16]
     assert reward_client.STATS.retries >= 1
