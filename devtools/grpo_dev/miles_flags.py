@@ -31,7 +31,9 @@ import ast
 import contextlib
 import difflib
 import hashlib
+import io
 import json
+import re
 import subprocess
 import sys
 import zipfile
@@ -139,6 +141,9 @@ class Flag:
     action: str | None = None
     source: str = ""  # repo-relative file:line in the pinned source
     conditional: str | None = None  # when the flag exists only under a condition: which
+    # Whether miles's pre-parser knows the name too: `parse_args_train_backend` (miles/utils/arguments.py:2373-2380)
+    # runs an argparse parser of miles's own flags (abbreviations allowed) over the whole argv first.
+    preparser: bool = False
 
 
 @dataclass
@@ -562,9 +567,15 @@ def sglang_flags(src: _Sources, notes: list[str]) -> list[Flag]:
             flag.nargs = _literal(meta["nargs"], constants)[0]
         if "action" in meta:
             flag.action = _name(meta["action"])
-            if "action_kwargs" in meta:
-                ak, _ = _literal(meta["action_kwargs"], constants)
-                flag.nargs = (ak or {}).get("nargs", flag.nargs)
+            kwargs_node = meta.get("action_kwargs")
+            if isinstance(kwargs_node, ast.Dict):
+                # arg_utils.py:228-229 passes these to add_argument; `{"type": str, ...}` is no literal, so each
+                # entry is read on its own (a whole-dict literal_eval dropped `nargs="*"` of --lora-paths).
+                for key, value in zip(kwargs_node.keys, kwargs_node.values, strict=True):
+                    if isinstance(key, ast.Constant) and key.value == "nargs":
+                        flag.nargs = _literal(value, constants)[0]
+                    elif isinstance(key, ast.Constant) and key.value == "type":
+                        flag.type = _scalar(_name(value))
             out.append(flag)
             continue
         inner, _, _ = _unwrap_optional(raw)
@@ -713,15 +724,21 @@ def extract(
         assert text is not None, path
         for kind, flag in add_argument_calls(text, path, MILES_SKIPPED_FUNCTIONS):
             result.add(flag, only_if_absent=kind == "reset")
+            # The pre-parser has no Megatron flags, so reset_arg adds these names to it as new flags.
+            for name in flag.names:
+                result.flags[name].preparser = True
     for flag in miles_prefix_sglang(sglang_flags(sglang, result.notes), _miles_sglang_skips(wrapper)):
+        flag.preparser = True
         result.add(flag)
     for flag in prefixed_helper_flags(_Sources(miles_read), "miles/utils/arguments.py", result.notes):
+        flag.preparser = True
         result.add(flag)
     router: dict[str, str] = {"repo": ROUTER_REPO, "note": "not extracted: no router source given"}
     if router_git is not None:
         router_commit, router_read = _git_reader(router_git, ROUTER_COMMIT)
         router = {"repo": ROUTER_REPO, "commit": router_commit}
         for flag in router_flags(router_read):
+            flag.preparser = True
             result.add(flag)
 
     unique = {id(f): f for f in result.flags.values()}
@@ -770,13 +787,9 @@ class FlagData:
 
 
 def _looks_like_value(token: str) -> bool:
-    if not token.startswith("-"):
-        return True
-    try:
-        float(token)  # argparse takes negative numbers as values when no flag looks like one
-        return True
-    except ValueError:
-        return False
+    # argparse takes a negative number as a value only in its plain forms (CPython 3.12 `_negative_number_matcher`):
+    # `-1e-8` after a flag is another flag to it.
+    return not token.startswith("-") or re.match(r"^-\d+$|^-\d*\.\d+$", token) is not None
 
 
 def _arity(flag: dict[str, Any]) -> tuple[int, int | None]:
@@ -848,6 +861,59 @@ def check_argv(argv: Sequence[str], data: FlagData) -> list[str]:
     return problems
 
 
+def _add_to(parser: argparse.ArgumentParser, flag: dict[str, Any]) -> None:
+    low, high = _arity(flag)
+    kwargs: dict[str, Any] = {"dest": flag["dest"], "required": flag["required"]}
+    if (low, high) == (0, 0):
+        kwargs["action"] = "store_true"
+    else:
+        # Only int and float are rebuilt: the other converters are miles's own functions (json.loads, enums),
+        # which the operator's check leaves to miles too.
+        kwargs["type"] = {"int": int, "float": float}.get(flag["type"] or "", str)
+        if flag["nargs"] is not None or (low, high) != (1, 1):
+            kwargs["nargs"] = {(0, 1): "?", (0, None): "*", (1, None): "+"}.get((low, high), low)
+        if flag["choices"] and flag["choices_resolved"]:
+            kwargs["choices"] = [kwargs["type"](c) if kwargs["type"] is not str else str(c) for c in flag["choices"]]
+    parser.add_argument(*flag["names"], **kwargs)
+
+
+def miles_parsers(data: FlagData) -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
+    """CPython's own argparse, built as miles builds its two parsers from the extracted flags: the pre-parser
+    (`parse_args_train_backend`, miles/utils/arguments.py:2373-2380: miles's flags only, argparse's default
+    allow_abbrev, parse_known_args over the whole argv) and Megatron's (megatron/training/arguments.py:87-102:
+    every flag, allow_abbrev=False, parse_args)."""
+    pre = argparse.ArgumentParser(prog="miles-pre-parser", exit_on_error=False)
+    main = argparse.ArgumentParser(prog="train.py", allow_abbrev=False, exit_on_error=False)
+    for flag in {f["dest"] + f["names"][0]: f for f in data.by_name.values()}.values():
+        _add_to(main, flag)
+        if flag.get("preparser"):
+            _add_to(pre, flag)
+    return pre, main
+
+
+def parse_like_miles(
+    argv: Sequence[str], parsers: tuple[argparse.ArgumentParser, argparse.ArgumentParser]
+) -> str | None:
+    """None when both of miles's parsers take the argv (`[python, train.py, --flag, ...]`), else the first one's
+    error as argparse words it (each exits 2 there)."""
+    args = list(argv)
+    while args and not args[0].startswith("-"):
+        args.pop(0)
+    pre, main = parsers
+    for parser, parse in ((pre, pre.parse_known_args), (main, main.parse_args)):
+        err = io.StringIO()
+        try:
+            with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+                parse(args)
+        except argparse.ArgumentError as exc:
+            return f"{parser.prog}: {exc}"
+        except SystemExit as exc:
+            return (
+                f"{parser.prog}: exit {exc.code}: {err.getvalue().strip().splitlines()[-1] if err.getvalue() else ''}"
+            )
+    return None
+
+
 def table_module(data: dict[str, Any]) -> str:
     """The operator's flag table (`grpo_operator.planning.miles_flag_table`) from the data file: one line per
     flag, `names|dest|min|max|condition` (max `*` when unbounded), parsed once at import."""
@@ -859,15 +925,20 @@ def table_module(data: dict[str, Any]) -> str:
     rows = []
     for flag in data["flags"]:
         low, high = _arity(flag)
+        kind = flag["type"] if flag["type"] in ("int", "float") else ""
+        choices = ",".join(str(c) for c in flag["choices"]) if flag["choices"] and flag["choices_resolved"] else ""
         rows.append(
-            f"{' '.join(flag['names'])}|{flag['dest']}|{low}|{'*' if high is None else high}|{flag.get('conditional') or ''}"
+            f"{' '.join(flag['names'])}|{flag['dest']}|{low}|{'*' if high is None else high}|"
+            f"{flag.get('conditional') or ''}|{kind}|{choices}|{'pre' if flag.get('preparser') else ''}"
         )
     body = "\n".join(sorted(rows))
     return (
         '"""miles\'s command-line flags at the pins, for checking spec.extraArgs: generated by `make miles-flags`\n'
         "from tests/data/miles_flags.json (devtools/grpo_dev/miles_flags.py); do not edit.\n\n"
         "Each line: the names (aliases share the dest), the argparse dest, the least and most values the flag\n"
-        'takes (`*`: no limit), and the condition under which the flag exists (empty: always)."""\n\n'
+        "takes (`*`: no limit), the condition under which the flag exists (empty: always), the type argparse\n"
+        "converts each value to (`int`, `float`; empty: no check), the choices (comma-separated; empty: any), and\n"
+        '`pre` where miles\'s pre-parser (miles/utils/arguments.py:2373-2380) knows the name too."""\n\n'
         f"PINNED = {json.dumps(pinned)}\n"
         f'TABLE = """\\\n{body}\n"""\n'
     )

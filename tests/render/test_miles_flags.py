@@ -11,8 +11,11 @@ from typing import Any
 
 import pytest
 from grpo_dev import miles_flags
-from grpo_dev.miles_flags import FlagData, check_argv
+from grpo_dev.miles_flags import FlagData, check_argv, miles_parsers, parse_like_miles
+from grpo_operator.cli.loading import parse_run
 from grpo_operator.planning.flags import MANAGED_FLAGS
+from grpo_operator.planning.miles_parser import joined_negative_values
+from grpo_operator.planning.validation import errors, validate
 from hypothesis import given
 
 from tests.support.builders import example, rendered, valid_examples
@@ -21,6 +24,7 @@ from tests.support.fuzzing import rendered as rendered_or_assume
 
 REPO = Path(__file__).resolve().parents[2]
 DATA = FlagData.load()
+PARSERS = miles_parsers(DATA)
 BASE = ["python3", "/root/miles/train.py", "--rollout-batch-size", "8"]
 
 
@@ -69,14 +73,71 @@ def test_the_pins_agree_across_the_flag_table_the_trainer_dockerfile_and_the_doc
 
 @pytest.mark.parametrize("path", valid_examples(), ids=lambda p: p.stem)
 def test_every_example_argv_uses_only_flags_miles_accepts(path: Path) -> None:
-    doc = example(path.stem)
-    assert check_argv(rendered(doc).job.miles_argv, DATA) == []
+    argv = rendered(example(path.stem)).job.miles_argv
+    assert check_argv(argv, DATA) == []
+    assert parse_like_miles(argv, PARSERS) is None
 
 
 @pytest.mark.parametrize("path", valid_examples(), ids=lambda p: p.stem)
 def test_every_example_argv_with_remote_rewards_uses_only_flags_miles_accepts(path: Path) -> None:
-    doc = example(path.stem, {"reward": {"type": "remote", "remote": {"replicas": 1}}})
-    assert check_argv(rendered(doc).job.miles_argv, DATA) == []
+    argv = rendered(example(path.stem, {"reward": {"type": "remote", "remote": {"replicas": 1}}})).job.miles_argv
+    assert check_argv(argv, DATA) == []
+    assert parse_like_miles(argv, PARSERS) is None
+
+
+# extraArgs that miles's parsers take but the run cannot work with: grpo validate refuses them on its own rule.
+NOT_PARSER_RULES = {
+    "--pin-rollout-manager-to-head": "the rollout manager would wait for a CPU on the zero-CPU head",
+    "--no-offload-train": "the memory plan of a colocated run counts the actor offloaded",
+    "--no-offload-rollout": "the memory plan of a colocated run counts the engines offloaded",
+    "--offload": "the memory plan decides offload from spec.topology.placement",
+    "--lr": "managed: spec.training.learningRate",
+}
+QUICKSTART = list(rendered(example("quickstart")).job.miles_argv)
+VARIANTS = [
+    pytest.param(["--profile"], id="profile"),
+    pytest.param(["--profile", "--log-passrate"], id="profile-then-a-flag"),
+    pytest.param(["--profile", "train_overall"], id="profile-with-a-target"),
+    pytest.param(["--rollout-top", "5"], id="ambiguous-abbreviation"),
+    pytest.param(["--lr-dec", "cosine"], id="unique-abbreviation"),
+    pytest.param(["--sav", "/x"], id="abbreviation-of-save"),
+    pytest.param(["--adam-eps", "-1e-8"], id="negative-exponent"),
+    pytest.param(["--adam-eps=-1e-8"], id="negative-exponent-joined"),
+    pytest.param(["--lr-warmup-iters", "-5"], id="plain-negative"),
+    pytest.param(["--rampup-batch-size", "8", "-1e3", "1000"], id="negative-exponent-among-several"),
+    pytest.param(["--rampup-batch-size", "8", "16", "1000"], id="three-values"),
+    pytest.param(["--sglang-load-format", "nonsense"], id="not-a-choice"),
+    pytest.param(["--sglang-load-format", "safetensors"], id="a-choice"),
+    pytest.param(["--empty-unused-memory-level", "3"], id="not-an-int-choice"),
+    pytest.param(["--rollout-top-k", "abc"], id="not-an-int"),
+    pytest.param(["--rollout-top-k=abc"], id="not-an-int-joined"),
+    pytest.param(["--rollout-top-k", "20"], id="an-int"),
+    pytest.param(["--rollout-temperature-x", "1"], id="unknown"),
+    pytest.param(["--sglang-lora-paths", "a", "b"], id="nargs-star"),
+    pytest.param(["--sglang-lora-paths"], id="nargs-star-empty"),
+    pytest.param(["--log-passrate=1"], id="value-to-a-switch"),
+    pytest.param(["--help"], id="help"),
+    pytest.param(["--pin-rollout-manager-to-head"], id="pin-to-head"),
+    pytest.param(["--no-offload-train"], id="no-offload-train"),
+    pytest.param(["--no-offload-rollout"], id="no-offload-rollout"),
+    pytest.param(["--offload"], id="offload"),
+    pytest.param(["--lr", "1e-5"], id="managed"),
+]
+
+
+@pytest.mark.parametrize("extra", VARIANTS)
+def test_grpo_validate_refuses_an_extra_arg_iff_miles_parsers_do_or_the_run_could_not_work(extra: list[str]) -> None:
+    doc = example("quickstart", {"extraArgs": extra})
+    run, problems = parse_run(doc)
+    refused_by_validate = bool(problems) if run is None else bool(errors(validate(run)))
+    # The render appends extraArgs last, negative values joined; a refused run is not rendered, so its argv
+    # is built the same way here.
+    argv = rendered(doc).job.miles_argv if not refused_by_validate else [*QUICKSTART, *joined_negative_values(extra)]
+    refused_by_miles = parse_like_miles(argv, PARSERS)
+    if extra[0] in NOT_PARSER_RULES:
+        assert refused_by_validate and refused_by_miles is None, (refused_by_miles, NOT_PARSER_RULES[extra[0]])
+    else:
+        assert refused_by_validate == (refused_by_miles is not None), refused_by_miles
 
 
 @PROPERTY

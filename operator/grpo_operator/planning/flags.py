@@ -13,12 +13,23 @@ from __future__ import annotations
 
 import difflib
 from collections.abc import Sequence
-from dataclasses import dataclass
 from functools import cache
 
 from grpo_operator.api.quote import echo
-from grpo_operator.planning.miles_flag_table import PINNED, TABLE
+from grpo_operator.planning.miles_flag_table import PINNED
+from grpo_operator.planning.miles_parser import (
+    PLAIN_NEGATIVE_NUMBER,
+    MilesFlag,
+    abbreviation_problem,
+    miles_flags,
+    preparser_problem,
+    value_fix,
+    value_problem,
+)
+from grpo_operator.planning.miles_parser import looks_like_value as _looks_like_value
 from grpo_operator.planning.profiles import PROFILES
+
+__all__ = ["MANAGED_FLAGS", "REFUSED_FLAGS", "MilesFlag", "check_extra_args", "managed_dests", "miles_flags"]
 
 # What miles's own recipes pass for these dense GQA models: Megatron's default dropout is 0.1 and miles never
 # overrides it. Not for MLA models; no profile here is MLA (docs/integrations/miles.md: recipe flags).
@@ -78,6 +89,15 @@ _BY_FIELD: dict[str, tuple[str, ...]] = {
     "spec.topology.rollout.gpusPerEngine": ("--rollout-num-gpus-per-engine",),
     "spec.topology.rollout.memFraction": ("--sglang-mem-fraction-static",),
     "spec.topology.placement": ("--colocate",),
+    # miles offloads both when colocated unless told otherwise (miles/utils/arguments.py:2815-2819); the memory
+    # plan counts exactly that: the actor's residue beside the engines, pinned host memory for both.
+    "spec.topology.placement (Colocated offloads the actor and the engines between phases, as the memory plan "
+    "counts; Distributed offloads nothing)": (
+        "--offload",
+        "--offload-train",
+        "--offload-rollout",
+        "--offload-rollout-level",
+    ),
     "status.metrics (the operator scrapes these gauges, labelled with the run's name)": (
         "--use-prometheus",
         "--prometheus-port",
@@ -122,6 +142,9 @@ REFUSED_FLAGS: dict[str, str] = {
     "--debug-exit-after-rollout": "miles would exit before numRollout and the run would look finished",
     "--custom-rollout-log-function-path": "a custom log function can replace miles's rollout line, which the "
     "operator reads for the guards and the summary",
+    "--pin-rollout-manager-to-head": "it pins miles's rollout manager, an actor asking 1 CPU "
+    "(miles/ray/placement_group.py:188-190), to the Ray head, which the operator starts with no CPUs for Ray "
+    "(num-cpus 0, so nothing of the job lands on the CPU node): the job would wait for a CPU forever",
 }
 
 
@@ -207,42 +230,11 @@ def flag_name(arg: str) -> str | None:
     return arg.split("=", 1)[0]
 
 
-@dataclass(frozen=True)
-class MilesFlag:
-    names: tuple[str, ...]
-    dest: str
-    min_values: int
-    max_values: int | None  # None: no limit
-    condition: str  # empty: always exists
-
-
-@cache
-def miles_flags() -> dict[str, MilesFlag]:
-    """Every name of miles's parser at the pins (`miles_flag_table`), with its flag."""
-    out: dict[str, MilesFlag] = {}
-    for line in TABLE.splitlines():
-        names, dest, low, high, condition = line.split("|")
-        flag = MilesFlag(tuple(names.split()), dest, int(low), None if high == "*" else int(high), condition)
-        out.update(dict.fromkeys(flag.names, flag))
-    return out
-
-
 @cache
 def managed_dests() -> dict[str, tuple[str, str]]:
     """argparse dest -> (the rendered flag, the field or reason), so an alias of a managed flag is managed too."""
     flags = miles_flags()
     return {flags[name].dest: (name, field) for name, field in MANAGED_FLAGS.items() if name in flags}
-
-
-def _looks_like_value(token: str) -> bool:
-    """argparse's rule: a token starting with '-' is a flag unless it reads as a negative number."""
-    if not token.startswith("-"):
-        return True
-    try:
-        float(token)
-    except ValueError:
-        return False
-    return True
 
 
 def _nearest(name: str) -> str:
@@ -259,13 +251,7 @@ def _flag_problem(name: str) -> str | None:
         return f"is not a flag (miles takes --long flags; a value must follow its flag){_nearest(name)}"
     flag = flags.get(name)
     if flag is None:
-        longer = sorted(n for n in flags if n.startswith(name))
-        if longer:
-            return (
-                f"is an abbreviation miles's parser would expand (to {longer[0]}"
-                f"{f' or {len(longer) - 1} other flag(s)' if len(longer) > 1 else ''}); write the full flag"
-            )
-        return f"is not a flag of {PINNED}{_nearest(name)}"
+        return abbreviation_problem(name) or f"is not a flag of {PINNED}{_nearest(name)}"
     if is_credential(flag.dest):
         return _credential_problem(flag.dest)
     if flag.condition:
@@ -282,6 +268,51 @@ def _flag_problem(name: str) -> str | None:
     return None
 
 
+def _inline_problem(arg: str, name: str, value: str, flag: MilesFlag) -> str | None:
+    # argparse reads a value after '=' as the flag's only one: a flag of several values refuses it.
+    if flag.max_values == 0:
+        return f"{echo(arg)}: {echo(name)} takes no value; write {echo(name)} alone"
+    if flag.min_values > 1:
+        return (
+            f"{echo(arg)}: {echo(name)} takes {flag.min_values} values, which miles reads only as the arguments "
+            f"after it; write {echo(name)} followed by the values, without '='"
+        )
+    why = value_problem(flag, name, value)
+    return f"{echo(arg)}: {why}: miles's parser exits 2 at it; {value_fix(flag)}" if why else None
+
+
+def _values(args: list[str], start: int, name: str, flag: MilesFlag) -> tuple[int, list[tuple[int, str]]]:
+    """(the index after the flag's values, a problem per value argparse would refuse) for the values after the
+    flag at `start - 1`."""
+    problems: list[tuple[int, str]] = []
+    i = start
+    while i < len(args) and args[i].strip() and _looks_like_value(args[i]):
+        if flag.max_values is not None and i - start >= flag.max_values:
+            break
+        value = args[i]
+        if flag.max_values != 1 and not (value[0] != "-" or PLAIN_NEGATIVE_NUMBER.match(value)):
+            # One value is rendered `--flag=<value>`; of several values argparse takes this one for a flag.
+            problems.append(
+                (
+                    i,
+                    f"{echo(value)}: argparse reads it as a flag, not as a value of {name}, which takes several "
+                    "values (only a plain negative number such as -5 or -0.5 is read as a value); write the "
+                    "number without an exponent",
+                )
+            )
+        elif why := value_problem(flag, name, value):
+            problems.append((i, f"{why}: miles's parser exits 2 at it; {value_fix(flag)}"))
+        i += 1
+    if i - start < flag.min_values:
+        problems.append(
+            (
+                start - 1,
+                f"{echo(args[start - 1])} needs {flag.min_values} value(s) after it, got {i - start}; add the value",
+            )
+        )
+    return i, problems
+
+
 def check_extra_args(args: list[str]) -> list[tuple[int, str]]:
     """(index, why) for each argument of `spec.extraArgs` miles would refuse, or read as something else, or
     that would override what the operator renders; empty when every argument is a flag miles takes as written."""
@@ -293,9 +324,9 @@ def check_extra_args(args: list[str]) -> list[tuple[int, str]]:
             problems.append((i, f"{echo(repr(arg))} is an empty argument (miles would read it as a value); remove it"))
             i += 1
             continue
-        name, has_inline, _ = arg.partition("=")
-        why = _flag_problem(name)
+        name, has_inline, inline = arg.partition("=")
         flag = miles_flags().get(name)
+        why = _flag_problem(name) or (preparser_problem(args, i) if flag is not None else None)
         shown = name if has_inline and _credential_flag(name) else arg  # a message never quotes a credential
         i += 1
         if why is not None or flag is None:
@@ -304,26 +335,9 @@ def check_extra_args(args: list[str]) -> list[tuple[int, str]]:
                 i += 1
             continue
         if has_inline:
-            # argparse reads a value after '=' as the flag's only one: a flag of several values refuses it.
-            if flag.max_values == 0:
-                problems.append((i - 1, f"{echo(arg)}: {echo(name)} takes no value; write {echo(name)} alone"))
-            elif flag.min_values > 1:
-                problems.append(
-                    (
-                        i - 1,
-                        f"{echo(arg)}: {echo(name)} takes {flag.min_values} values, which miles reads only as the "
-                        f"arguments after it; write {echo(name)} followed by the values, without '='",
-                    )
-                )
+            if inline_why := _inline_problem(arg, name, inline, flag):
+                problems.append((i - 1, inline_why))
             continue
-        given = 0
-        while i < len(args) and args[i].strip() and _looks_like_value(args[i]):
-            if flag.max_values is not None and given >= flag.max_values:
-                break
-            given += 1
-            i += 1
-        if given < flag.min_values:
-            problems.append(
-                (i - 1 - given, f"{echo(arg)} needs {flag.min_values} value(s) after it, got {given}; add the value")
-            )
+        i, found = _values(args, i, name, flag)
+        problems += found
     return problems

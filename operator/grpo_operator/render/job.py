@@ -15,6 +15,7 @@ from grpo_operator.api import GRPORun
 from grpo_operator.api.spec import Placement, RewardType
 from grpo_operator.api.status import RunPlan
 from grpo_operator.planning.flags import RECIPE_ARGS
+from grpo_operator.planning.miles_parser import joined_negative_values
 from grpo_operator.planning.profiles import PROFILES
 from grpo_operator.render import names
 from grpo_operator.render.settings import RenderSettings
@@ -207,7 +208,7 @@ def miles_argv(run: GRPORun, plan: RunPlan, settings: RenderSettings) -> list[st
         run.metadata.name,
         "--use-tensorboard",
     ]
-    return argv + list(s.extra_args)
+    return argv + joined_negative_values(list(s.extra_args))
 
 
 def runtime_env(run: GRPORun, plan: RunPlan, settings: RenderSettings) -> dict[str, Any]:
