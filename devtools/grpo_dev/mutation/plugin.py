@@ -194,7 +194,7 @@ def _measure(items: list[pytest.Item], source_dirs: tuple[str, ...], out: Path) 
         sys.setprofile(profile)
         threading.setprofile(profile)
         # A cached function's body runs only for the first test that calls it, so the map would give its
-        # mutants only that test (flags.py's miles_flags): every test starts with the caches empty.
+        # mutants only that test (miles_parser.py's miles_flags): every test starts with the caches empty.
         _clear_caches(source_dirs)
     sys.setprofile(None)
     out.write_text(json.dumps(result))
