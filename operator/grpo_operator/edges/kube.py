@@ -185,7 +185,8 @@ class Kube:
         """Kubernetes' own verdict on every pod template the children carry, before any child exists: each is
         sent as a PodTemplate with dryRun=All (validated like a pod's spec, ValidatePodTemplateSpec, and never
         stored). A verdict is kept per template content, so an unchanged run costs no request. Without RBAC
-        for it (403) the check is skipped with one warning: it guards, it does not gate the operator."""
+        for it (403) the check is skipped with one warning: it guards, it does not gate the operator. A 5xx or 429
+        is no verdict: `Unavailable` (`dry_run_unavailable`), nothing kept."""
         problems = []
         for where, template in pod_templates(children):
             digest = hashlib.sha256(json.dumps(template, sort_keys=True).encode()).hexdigest()
@@ -200,7 +201,8 @@ class Kube:
 
     def dry_run_problems(self, children: list[dict[str, Any]]) -> list[str]:
         """The API server's verdict on every child as a whole (metadata included: a label value from the spec, a
-        name), by a server-side apply with dryRun=All, before the first child exists. Kept per content."""
+        name), by a server-side apply with dryRun=All, before the first child exists. Kept per content; a 5xx or
+        429 is `Unavailable`, nothing kept."""
         problems = []
         for child in children:
             digest = hashlib.sha256(json.dumps(child, sort_keys=True).encode()).hexdigest()
