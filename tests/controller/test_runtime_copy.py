@@ -299,3 +299,28 @@ def test_the_status_key_is_read_once_per_process() -> None:
     world.edit()
     world.reconcile()
     assert not [c for c in world.kube.calls if c.startswith("get secret")]
+
+
+@pytest.mark.parametrize(
+    ("defaults", "field"),
+    [
+        pytest.param({"env": {"HF_TOKEN": "hf_x"}}, "spec.defaults.env.HF_TOKEN", id="reserved-env"),
+        pytest.param({"storage": {"mountPath": "/usr"}}, "spec.defaults.storage.mountPath", id="system-mount"),
+        pytest.param(
+            {"scheduling": {"headResources": {"cpu": "2", "memory": "8"}}},
+            "spec.defaults.scheduling.headResources.memory",
+            id="memory-without-unit",
+        ),
+    ],
+)
+def test_a_runtime_grpo_validate_refuses_is_refused_by_the_operator_too_naming_the_field(
+    defaults: dict[str, Any], field: str
+) -> None:
+    doc = runtime_doc()
+    doc["spec"]["defaults"] |= defaults
+    world = World(doc)
+    world.reconcile()
+    status = world.status
+    assert (status["phase"], status["reason"]) == ("Failed", "InvalidSpec"), status
+    assert status["message"].startswith(f"GRPORuntime h100-ib: {field}: "), status["message"]
+    assert not [c for c in world.kube.calls if c.startswith(("apply", "create"))], world.kube.calls

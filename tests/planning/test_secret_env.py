@@ -6,10 +6,12 @@ run's own."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
 import yaml
+from grpo_operator.api.runtime import GRPORuntime
 from grpo_operator.cli.loading import parse_run
 from grpo_operator.planning import documents
 from grpo_operator.planning.validation import check, errors
@@ -110,7 +112,14 @@ def _short_run(patch: dict[str, Any] | None = None) -> dict[str, Any]:
 
 
 def test_the_runtimes_secret_env_is_checked_against_its_own_env_and_named_in_the_problem() -> None:
-    runtime = _runtime({"env": {"PLATFORM_KEY": "x"}, "secretEnv": [_entry("PLATFORM_KEY")]})
+    patch = {"env": {"PLATFORM_KEY": "x"}, "secretEnv": [_entry("PLATFORM_KEY")]}
+    doc = merge(yaml.safe_load((RUNTIMES / "h100-infiniband.yaml").read_text()), {"spec": {"defaults": patch}})
+    # Refused where the runtime is read; a copy recorded before that rule (status.runtime) is checked per run too.
+    assert [str(p) for p in documents.parse_runtime(doc)[1]] == [
+        "spec.defaults.secretEnv[0].name: PLATFORM_KEY is also in spec.defaults.env: the pods would get the variable "
+        "twice; keep one of the two"
+    ]
+    runtime = GRPORuntime.model_validate_json(json.dumps(doc))
     run, problems = documents.parse_run(_short_run(), runtime)
     assert run is not None, problems
     assert [str(p) for p in errors(check(run).problems)] == [

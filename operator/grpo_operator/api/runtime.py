@@ -30,6 +30,7 @@ from grpo_operator.api.spec import (
     SecretEnv,
     Toleration,
     cel,
+    mount_cel,
     rules,
 )
 
@@ -175,6 +176,7 @@ class RuntimeInstanceType(ApiModel):
 
 
 class StorageDefaults(ApiModel):
+    model_config = rules(mount_cel("mountPath"))
     claim_name: ObjectName | None = Field(
         default=None, description="ReadWriteMany claim a run mounts when it names none (in the run's namespace)."
     )

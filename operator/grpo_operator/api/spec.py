@@ -43,6 +43,32 @@ UNNORMALIZED_PATH = r"(^|/)[.][.]?(/|$)|//"
 # Where the render itself mounts volumes in the Ray pods (shared memory; the run config at the default
 # `RenderSettings.config_dir`): the claim cannot go there too.
 RENDERED_MOUNTS = ("/dev/shm", "/etc/grpo")
+# What a volume may not be mounted at, over or under: the system directories a container needs from its image (a
+# claim there hides them) and the render's own mounts. `/lib*` (lib, lib32, lib64, libx32) is `_LIB_DIRS`.
+SYSTEM_DIRS = ("/proc", "/sys", "/dev", "/etc", "/usr", "/bin", "/sbin", "/boot", "/run", "/var/run")
+_LIB_DIRS = r"^/lib(32|64|x32)?/"
+FORBIDDEN_MOUNTS = (*RENDERED_MOUNTS, *SYSTEM_DIRS)
+
+
+def forbidden_mount(path: str) -> str | None:
+    """The directory `path` is, lies under or holds (the root holds them all) of `FORBIDDEN_MOUNTS`, else None."""
+    prefix = mount_prefix(path)
+    if (lib := re.match(_LIB_DIRS, prefix)) is not None:
+        return lib.group(0).rstrip("/")
+    return next((d for d in FORBIDDEN_MOUNTS if prefix.startswith(d + "/") or (d + "/").startswith(prefix)), None)
+
+
+def mount_cel(field: str) -> dict[str, str]:
+    prefix = f"(self.{field}.endsWith('/') ? self.{field} : self.{field} + '/')"
+    dirs = ", ".join(f"'{d}/'" for d in FORBIDDEN_MOUNTS)
+    return cel(
+        f"!has(self.{field}) || !({prefix}.matches('{_LIB_DIRS}') || "
+        f"[{dirs}].exists(d, {prefix}.startsWith(d) || d.startsWith({prefix})))",
+        f"{field} must not be /, a system directory ({', '.join(SYSTEM_DIRS)}, /lib*) or a path the Ray pods mount "
+        f"({', '.join(RENDERED_MOUNTS)}), nor lie under or hold one: the volume would hide what the image or the "
+        "operator keeps there; choose a directory of its own such as /fsx",
+        f".{field}",
+    )
 
 
 # A field a GRPORuntime may fill in (`planning.runtime.resolve`): the CRD neither requires nor defaults it, so the
@@ -69,7 +95,7 @@ def _normalized_cel(field: str) -> dict[str, str]:
     )
 
 
-def _under_mount_cel(field: str) -> dict[str, str]:
+def _undermount_cel(field: str) -> dict[str, str]:
     prefix = "(self.mountPath.endsWith('/') ? self.mountPath : self.mountPath + '/')"
     return cel(
         f"!has(self.{field}) || !has(self.mountPath) || "
@@ -509,17 +535,9 @@ class StorageSpec(ApiModel):
         _normalized_cel("mountPath"),
         _normalized_cel("checkpointDir"),
         _normalized_cel("tensorboardDir"),
-        _under_mount_cel("checkpointDir"),
-        _under_mount_cel("tensorboardDir"),
-        cel(
-            "!has(self.mountPath) || !((self.mountPath.endsWith('/') ? self.mountPath : self.mountPath + '/') in "
-            + "["
-            + ", ".join(f"'{p}/'" for p in RENDERED_MOUNTS)
-            + "])",
-            "mountPath must not be a path the Ray pods already mount (" + ", ".join(RENDERED_MOUNTS) + "): the API "
-            "server refuses a pod with two volumes at one path; choose another mount path such as /fsx",
-            ".mountPath",
-        ),
+        _undermount_cel("checkpointDir"),
+        _undermount_cel("tensorboardDir"),
+        mount_cel("mountPath"),
     )
     claim_name: ObjectName = Field(
         description="ReadWriteMany PersistentVolumeClaim in the run's namespace holding models, data and "

@@ -48,6 +48,7 @@ class Reason(StrEnum):
     PROVISIONING = "Provisioning"
     QUEUED = "Queued"
     RUNTIME_NOT_FOUND = "RuntimeNotFound"
+    API_SERVER_UNAVAILABLE = "APIServerUnavailable"  # a dry run of a child answered 5xx or 429 (status/admission.py)
     SUBMITTING = "Submitting"
     WAITING_FOR_DRIVER = "WaitingForDriver"
     RUNNING = "Running"
@@ -147,7 +148,7 @@ _ENDINGS = (
     R.JOB_STOPPED,
 )
 PHASE_REASONS: dict[Phase, tuple[Reason, ...]] = {
-    Phase.PENDING: (R.PROVISIONING, R.QUEUED, R.RUNTIME_NOT_FOUND),
+    Phase.PENDING: (R.PROVISIONING, R.QUEUED, R.RUNTIME_NOT_FOUND, R.API_SERVER_UNAVAILABLE),
     Phase.PROVISIONING: (R.PROVISIONING, R.SUBMITTING, R.WAITING_FOR_DRIVER, R.RESTARTING),
     Phase.RUNNING: (R.RUNNING, R.SUSPENDING, R.DEGENERATE_OUTPUT, R.STALLED),
     Phase.SUSPENDED: (R.SUSPENDED, *KUEUE_EVICTIONS),

@@ -43,7 +43,7 @@ class Checked:
 
     @property
     def valid(self) -> bool:
-        return self.doc.run is not None and not errors(self.problems)
+        return (self.doc.run is not None or self.doc.runtime is not None) and not errors(self.problems)
 
 
 def _read(path: str) -> str:
@@ -221,6 +221,8 @@ def cmd_plan(checked: list[Checked], output: str, out: TextIO) -> int:
             )
             continue
         print(f"# {item.doc.label}", file=out)
+        if item.doc.runtime is not None:
+            print("GRPORuntime: nothing to plan", file=out)
         if plan is not None:
             print(plan_table(plan, item.run), file=out)
         for problem in item.problems:
@@ -237,6 +239,8 @@ def cmd_render(checked: list[Checked], output: str, out: TextIO, *, job: bool, s
         return 1
     documents: list[Any] = []
     for item in checked:
+        if item.doc.runtime is not None:
+            continue  # the operator renders runs; a runtime is applied as it is
         assert item.run is not None and item.plan is not None
         try:
             rendered = render(item.run, item.plan, settings)
@@ -274,12 +278,17 @@ def _parser() -> argparse.ArgumentParser:
         help="YAML file with the GRPORuntime the run of -f uses (default: the cluster's, as the operator reads it)",
     )
     for name, text in (
-        ("validate", "check every GRPORun in FILE; one line per problem"),
+        ("validate", "check every GRPORun and GRPORuntime in FILE; one line per problem"),
         ("plan", "print what each GRPORun needs and whether it fits"),
         ("render", "print the manifests the operator would create"),
     ):
         cmd = sub.add_parser(name, help=text, description=text)
-        cmd.add_argument("-f", "--filename", required=True, help="YAML file with one or more GRPORuns, or - for stdin")
+        cmd.add_argument(
+            "-f",
+            "--filename",
+            required=True,
+            help="YAML file with one or more GRPORuns (and the GRPORuntimes they name), or - for stdin",
+        )
         cmd.add_argument("-o", "--output", choices=("text", "json", "yaml"), default="text")
         cmd.add_argument(
             "--runtime", help="YAML file with the GRPORuntime the runs use (default: the built-in AWS types)"

@@ -16,7 +16,7 @@ from grpo_operator.api import GROUP, VERSION
 from grpo_operator.api.status import TERMINAL_PHASES, Reason
 from grpo_operator.controller.config import OperatorSettings
 from grpo_operator.edges import endpoints
-from grpo_operator.edges.backoff import Backoff, ray_key
+from grpo_operator.edges.backoff import Backoff, dry_run_key, ray_key
 from grpo_operator.edges.kubecache import KubeCache
 from grpo_operator.render import names
 
@@ -53,6 +53,7 @@ class Pacing:
     cache: KubeCache
     backoff: Backoff
     clock: Callable[[], float] = time.monotonic
+    api_backoff: Backoff = field(default_factory=Backoff)  # the reconciler's, for dry runs the API server failed
     _last: dict[tuple[str, str], float] = field(default_factory=dict, init=False, repr=False)
     _guard: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
 
@@ -77,6 +78,8 @@ class Pacing:
         if last is None or self.clock() - last >= resync_seconds(self.settings):
             return True
         status = body.get("status") or {}
+        if status.get("reason") == Reason.API_SERVER_UNAVAILABLE:  # no child to watch yet: retried on its backoff
+            return self.api_backoff.waiting(dry_run_key(*key)) is None
         if status.get("phase") in {p.value for p in TERMINAL_PHASES}:
             return False  # winding down follows Ray; the resync and the RayCluster's deletion event carry it
         ray_work = bool(status.get("jobSubmissionId")) or status.get("reason") == Reason.SUBMITTING

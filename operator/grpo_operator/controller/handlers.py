@@ -82,10 +82,18 @@ def build(settings: OperatorSettings, metrics: OperatorMetrics) -> Operator:
     kube = Kube(_api_client(settings.workers), KubeCache(resync_seconds=reapply, token_seconds=reapply))
     # A run's Ray head that failed is retried after one reconcile interval, doubling up to four.
     ray_backoff = backoff.Backoff(first=settings.reconcile_interval_seconds, most=resync_seconds(settings))
+    # A dry run the API server answered 5xx is retried on the same schedule.
+    api_backoff = backoff.Backoff(first=settings.reconcile_interval_seconds, most=resync_seconds(settings))
     reconciler = Reconciler(
-        kube=kube, settings=settings, ray_for=backoff.ray_for(ray_backoff), scraper=Scraper(), metrics=metrics
+        kube=kube,
+        settings=settings,
+        ray_for=backoff.ray_for(ray_backoff),
+        scraper=Scraper(),
+        metrics=metrics,
+        api_backoff=api_backoff,
     )
-    return Operator(settings, metrics, kube, reconciler, Pacing(settings, kube.cache, ray_backoff))
+    pacing = Pacing(settings, kube.cache, ray_backoff, api_backoff=api_backoff)
+    return Operator(settings, metrics, kube, reconciler, pacing)
 
 
 def _configure_kopf(kopf_settings: kopf.OperatorSettings, settings: OperatorSettings) -> None:

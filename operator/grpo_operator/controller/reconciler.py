@@ -25,8 +25,10 @@ from grpo_operator.api.runtime import GRPORuntime, RuntimeRecord
 from grpo_operator.api.spec import RewardType
 from grpo_operator.api.status import KUEUE_EVICTIONS, TERMINAL_PHASES, GRPORunStatus, Phase, Reason
 from grpo_operator.controller.config import OperatorSettings
-from grpo_operator.controller.runtimes import Runtimes
+from grpo_operator.controller.runtimes import RuntimeFound, Runtimes
 from grpo_operator.edges import childstate, endpoints, scrape
+from grpo_operator.edges.backoff import Backoff, dry_run_key
+from grpo_operator.edges.errors import Unavailable
 from grpo_operator.edges.kube import ChildRefused, Kube, StatusConflict
 from grpo_operator.edges.opmetrics import OperatorMetrics
 from grpo_operator.edges.rayjobs import RayJobs, RayUnavailable
@@ -130,6 +132,12 @@ def _present(value: Any) -> Any:
     return value
 
 
+def _history(prev: GRPORunStatus | None) -> tuple[tuple[str, ...], tuple[int, ...]]:
+    """What the run's status keeps that a new plan reads: the nodes to avoid, the rollout times seen."""
+    avoided = tuple(prev.avoided_nodes or ()) if prev is not None else ()
+    return avoided, grace.observed_rollout_seconds(prev.accounting if prev is not None else None)
+
+
 @dataclass
 class Reconciler:
     kube: Kube
@@ -138,6 +146,9 @@ class Reconciler:
     ray_for: Callable[[str, str | None], RayJobs] = field(default=RayJobs)  # (Jobs API address, auth token)
     scraper: scrape.Scraper = field(default_factory=scrape.Scraper)
     metrics: OperatorMetrics = field(default_factory=OperatorMetrics)
+    # Dry runs of a run's children the API server could not answer (5xx, 429), per run: `Pacing.due` retries such
+    # a run when its backoff ends (controller/children.py).
+    api_backoff: Backoff = field(default_factory=Backoff)
 
     _locks: dict[tuple[str, str], threading.Lock] = field(default_factory=dict, init=False, repr=False)
     _locks_guard: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
@@ -174,23 +185,22 @@ class Reconciler:
         namespace, name = meta["namespace"], meta["name"]
         prev = previous_status(body)
         now, generation = self.clock(), int(meta.get("generation") or 1)
-        avoided = tuple(prev.avoided_nodes or ()) if prev is not None else ()
-        recent = grace.observed_rollout_seconds(prev.accounting if prev is not None else None)
+        avoided, recent = _history(prev)
         found = self.runtimes.find(body, prev, generation)
         altered = found.altered
         if found.runtime is None:
-            obs = Observation(
-                now=now,
-                generation=generation,
-                runtime_missing=found.missing,
-                runtime_altered=altered,
-                problems=found.unreadable,
-            )
-            return self._finish(body, prev, decide(prev, obs, None))
+            return self._without_runtime(body, prev, found, now, generation)
         if prev is not None and altered is not None:  # the copy is replaced by the runtime found instead
             prev = prev.model_copy(update={"runtime": None})
         trusted = record_of(found.runtime)
-        run, rendered, problems = self._checked(body, found.runtime, avoided, recent, found.live)
+        try:
+            run, rendered, problems = self._checked(body, found.runtime, avoided, recent, found.live)
+        except Unavailable as exc:  # a dry run the API server could not answer: say so, apply nothing, retry
+            log.warning("%s/%s: %s", namespace, name, exc)
+            self.api_backoff.failed(dry_run_key(namespace, name), str(exc))
+            obs = Observation(now=now, generation=generation, api_unavailable=str(exc), runtime_altered=altered)
+            return self._finish(body, prev, decide(prev, obs, None), trusted=trusted)
+        self.api_backoff.succeeded(dry_run_key(namespace, name))
         if run is not None and rendered is None and admission.started(prev):
             rendered = self._as_running(run, prev, avoided)  # an edit that cannot run must not end the attempt
         if run is None or rendered is None:
@@ -212,6 +222,19 @@ class Reconciler:
         )
         decision = self._act(ctx, prev, decide(prev, obs, run.spec), obs)
         return self._finish(body, prev, decision, ctx.failures, ctx.unkept, trusted=trusted)
+
+    def _without_runtime(
+        self, body: Mapping[str, Any], prev: GRPORunStatus | None, found: RuntimeFound, now: datetime, generation: int
+    ) -> Outcome:
+        """No runtime to resolve the run against (missing, unreadable, or a copy that failed its digest)."""
+        obs = Observation(
+            now=now,
+            generation=generation,
+            runtime_missing=found.missing,
+            runtime_altered=found.altered,
+            problems=found.unreadable,
+        )
+        return self._finish(body, prev, decide(prev, obs, None))
 
     def _act(self, ctx: _Context, prev: GRPORunStatus | None, decision: Decision, obs: Observation) -> Decision:
         """Carry the decision out; the decision as it turned out: refused by the API server, a submission not sent,

@@ -1,5 +1,6 @@
 """Per-target backoff for what the operator reaches over the network besides the API server: a run's Ray Jobs
-API and its metrics endpoints.
+API and its metrics endpoints; and for a run's dry runs the API server could not answer (5xx, 429: `dry_run_key`),
+whose run has no child to watch yet, so its timer tick waits for the backoff (controller/children.py).
 
 One unreachable Ray head or a scrape that times out must not cost every reconcile of that run the full
 timeout, nor hold a worker thread other runs need. After a failure the target is not tried again for a delay
@@ -34,6 +35,11 @@ class _State:
     until: float
     error: str
     delay: float
+
+
+def dry_run_key(namespace: str, run: str) -> str:
+    """The backoff key of a run's dry runs the API server could not answer (controller/reconciler.py)."""
+    return f"dry-run {namespace}/{run}"
 
 
 @dataclass

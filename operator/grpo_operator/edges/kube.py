@@ -29,7 +29,7 @@ from kubernetes.dynamic import DynamicClient
 
 from grpo_operator.api import GROUP, PLURAL, VERSION
 from grpo_operator.api.runtime import RUNTIME_PLURAL
-from grpo_operator.edges.errors import Conflict, Refused
+from grpo_operator.edges.errors import Conflict, Refused, Unavailable
 from grpo_operator.edges.kubecache import KubeCache
 from grpo_operator.render import names
 from grpo_operator.render.auth import ray_auth_secret
@@ -72,6 +72,17 @@ def _server_words(exc: ApiException, strip: str = "") -> str:
 
 def _refusal(where: str, exc: ApiException) -> str:
     return f"{where}: the API server refuses its pod template: {_server_words(exc, 'template.')}"
+
+
+def dry_run_unavailable(where: str, exc: ApiException) -> Unavailable | None:
+    """A dry run the API server could not answer (a 5xx: its own error, a webhook it could not call; a 429): no
+    verdict on the child, which is not applied; the reconcile keeps what it has and tries again (edges/errors.py)."""
+    if exc.status is None or not (exc.status >= 500 or exc.status == 429):
+        return None
+    return Unavailable(
+        f"the API server answered {exc.status} to the dry run of {where}: {_server_words(exc)}; nothing is applied "
+        "until it answers, and the check is tried again at the next reconcile"
+    )
 
 
 def refusal(where: str, exc: ApiException) -> str:
@@ -174,7 +185,8 @@ class Kube:
         """Kubernetes' own verdict on every pod template the children carry, before any child exists: each is
         sent as a PodTemplate with dryRun=All (validated like a pod's spec, ValidatePodTemplateSpec, and never
         stored). A verdict is kept per template content, so an unchanged run costs no request. Without RBAC
-        for it (403) the check is skipped with one warning: it guards, it does not gate the operator."""
+        for it (403) the check is skipped with one warning: it guards, it does not gate the operator. A 5xx or 429
+        is no verdict: `Unavailable` (`dry_run_unavailable`), nothing kept."""
         problems = []
         for where, template in pod_templates(children):
             digest = hashlib.sha256(json.dumps(template, sort_keys=True).encode()).hexdigest()
@@ -189,7 +201,8 @@ class Kube:
 
     def dry_run_problems(self, children: list[dict[str, Any]]) -> list[str]:
         """The API server's verdict on every child as a whole (metadata included: a label value from the spec, a
-        name), by a server-side apply with dryRun=All, before the first child exists. Kept per content."""
+        name), by a server-side apply with dryRun=All, before the first child exists. Kept per content; a 5xx or
+        429 is `Unavailable`, nothing kept."""
         problems = []
         for child in children:
             digest = hashlib.sha256(json.dumps(child, sort_keys=True).encode()).hexdigest()
@@ -214,8 +227,11 @@ class Kube:
                 dry_run="All",
             )
         except ApiException as exc:
+            where = f"{child['kind']} {child['metadata'].get('name')}"
             if exc.status in (400, 422):
-                return refusal(f"{child['kind']} {child['metadata'].get('name')}", exc)
+                return refusal(where, exc)
+            if (unavailable := dry_run_unavailable(where, exc)) is not None:
+                raise unavailable from None
             if exc.status == 403:
                 log.warning("cannot dry-run %s (%s); its refusal shows on apply instead", child["kind"], exc.reason)
                 return None
@@ -234,6 +250,8 @@ class Kube:
         except ApiException as exc:
             if exc.status in (400, 422):
                 return _refusal(where, exc)
+            if (unavailable := dry_run_unavailable(f"the pod template of {where}", exc)) is not None:
+                raise unavailable from None
             if exc.status == 403:
                 log.warning("cannot dry-run pod templates (%s); grant create on podtemplates to check them", exc.reason)
                 return None

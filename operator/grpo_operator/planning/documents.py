@@ -105,7 +105,8 @@ def parse_run(
 
 
 def parse_runtime(doc: Any) -> tuple[GRPORuntime | None, list[Problem]]:
-    """Validate one decoded document as a GRPORuntime."""
+    """Validate one decoded document as a GRPORuntime: its schema, then what a run on it could not start with
+    (`planning.runtimerules`)."""
     if not isinstance(doc, dict) or doc.get("apiVersion") != API_VERSION or doc.get("kind") != RUNTIME_KIND:
         found = f"{type(doc).__name__}" if not isinstance(doc, dict) else f"kind {echo(repr(doc.get('kind')))}"
         return None, [
@@ -113,10 +114,14 @@ def parse_runtime(doc: Any) -> tuple[GRPORuntime | None, list[Problem]]:
                 "(document)", f"{found} is not a GRPORuntime: set apiVersion: {API_VERSION} and kind: {RUNTIME_KIND}"
             )
         ]
+    from grpo_operator.planning.runtimerules import runtime_problems  # noqa: PLC0415 (it reads Problem from here)
+
     try:
-        return GRPORuntime.model_validate_json(json.dumps(doc, default=str), by_name=False), []
+        runtime = GRPORuntime.model_validate_json(json.dumps(doc, default=str), by_name=False)
     except ValidationError as exc:
         return None, problems_from_error(exc, GRPORuntime)
+    problems = runtime_problems(runtime)
+    return (None, problems) if problems else (runtime, [])
 
 
 def parse_document(doc: Any) -> tuple[GRPORun | None, list[Problem]]:

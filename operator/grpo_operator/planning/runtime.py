@@ -16,11 +16,18 @@ from typing import Any
 
 from grpo_operator.api import GRPORun
 from grpo_operator.api.quote import echo
-from grpo_operator.api.runtime import DEFAULT_RUNTIME_NAME, GRPORuntime, RuntimeMeta, RuntimeRecord
+from grpo_operator.api.runtime import (
+    DEFAULT_RUNTIME_NAME,
+    GRPORuntime,
+    RuntimeInstanceType,
+    RuntimeMeta,
+    RuntimeRecord,
+)
 from grpo_operator.api.spec import MUTABLE_SPEC_FIELDS, RewardType
 from grpo_operator.planning.documents import parse_document
 from grpo_operator.planning.instances import DEFAULT_RUNTIME, runtime_of
 from grpo_operator.planning.plan import worker_replicas
+from grpo_operator.planning.runtimerules import image_allowed
 from grpo_operator.planning.validation import Problem
 
 # A locked field: where it is in a run, and the runtime default a run then gets.
@@ -169,14 +176,16 @@ def runtime_rules(run: GRPORun) -> list[Problem]:
     if spec.reward.remote is not None and spec.reward.remote.image is not None:
         images.append(("spec.reward.remote.image", spec.reward.remote.image))
     for path, image in images:
-        if prefixes and not any(image.startswith(p) for p in prefixes):
+        if prefixes and not any(image_allowed(image, p) for p in prefixes):
             out.append(
                 Problem(
                     path,
-                    f"{echo(image)} is not from a registry {who} allows (locks.imagePrefixes: {', '.join(prefixes)}); "
-                    "use an image under one of them, or leave the field out to get the runtime's default",
+                    f"{echo(image)} is not from a registry {who} allows (locks.imagePrefixes: {', '.join(prefixes)}, "
+                    "each matched up to a '/', ':' or '@'); use an image under one of them, or leave the field out "
+                    "to get the runtime's default",
                 )
             )
+    out += _selector_problems(spec.scheduling.gpu_node_selector, found, who)
     nodes, most = worker_replicas(spec), runtime.spec.locks.max_nodes_per_run
     if most is not None and nodes > most:
         out.append(
@@ -186,6 +195,25 @@ def runtime_rules(run: GRPORun) -> list[Problem]:
                 "use fewer nodes (actor.nodes, rollout.gpus) or ask the platform team to raise the lock",
             )
         )
+    return out
+
+
+def _selector_problems(selector: dict[str, str], instance: RuntimeInstanceType, who: str) -> list[Problem]:
+    """A run's gpuNodeSelector narrows its instance type's node selector (the render merges the two): a key the type
+    selects by with another value would move the workers off the planned nodes."""
+    out = []
+    for key, value in selector.items():
+        own = instance.node_selector.get(key)
+        if own is not None and own != value:
+            out.append(
+                Problem(
+                    "spec.scheduling.gpuNodeSelector",
+                    f"{echo(key)}: {echo(value)} conflicts with {echo(key)}: {echo(own)} of instance type "
+                    f"{instance.name} ({who}): a run's selector narrows its type's, it cannot replace it (the plan's "
+                    "GPUs and fabric are that type's); drop the key, or name the instance type of those nodes in "
+                    "topology.instanceType",
+                )
+            )
     return out
 
 

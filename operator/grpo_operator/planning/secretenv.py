@@ -39,6 +39,27 @@ JOB_ENV = (
 )
 
 
+# Pod env a runtime may set instead (`with_env` replaces the entry in place, one entry per name): logging and
+# NCCL's interface choice, which a fabric often needs (examples/runtimes/h100-infiniband.yaml). Every other name
+# the render sets is reserved in a runtime's env (`runtime_env_owner`).
+OVERRIDABLE_POD_ENV = ("RAY_DEDUP_LOGS", "TOKENIZERS_PARALLELISM", "NCCL_DEBUG", "NCCL_SOCKET_IFNAME")
+
+
+def runtime_env_owner(name: str) -> str | None:
+    """Who sets `name` in the Ray pods or job whatever a GRPORuntime's env says, or None when a runtime may set it:
+    a runtime value there is dropped (a secretKeyRef or fieldRef entry wins, the job's runtime env wins in the
+    driver) or doubles the entry (HF_TOKEN beside a run's spec.hfTokenSecret)."""
+    if name == HF_ENV:
+        return "spec.hfTokenSecret of a run (a secretKeyRef; a token in a runtime's plain env is readable by all)"
+    if name in RAY_AUTH_ENV:
+        return "the operator in every Ray pod for Ray's token auth (from the run's own Secret)"
+    if name in JOB_ENV:
+        return "the operator in the Ray job's runtime env (the driver's env takes it over the pod's)"
+    if name in POD_ENV and name not in OVERRIDABLE_POD_ENV:
+        return "the operator in every Ray pod"
+    return None
+
+
 def rendered_env(spec: GRPORunSpec) -> dict[str, str]:
     """Every variable the render sets in a Ray pod or the Ray job of `spec`, with who sets it."""
     runtime = runtime_of(spec)

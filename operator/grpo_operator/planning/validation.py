@@ -20,12 +20,13 @@ from grpo_operator.api import GRPORun
 from grpo_operator.api.quote import echo, escape
 from grpo_operator.api.runtime import FabricType
 from grpo_operator.api.spec import (
-    RENDERED_MOUNTS,
+    FORBIDDEN_MOUNTS,
     UNNORMALIZED_PATH,
     GangScheduler,
     GRPORunSpec,
     Placement,
     RewardType,
+    forbidden_mount,
     mount_prefix,
 )
 from grpo_operator.api.status import RunPlan, StepTimeSource
@@ -195,15 +196,23 @@ def path_rules(spec: GRPORunSpec) -> list[Problem]:
                     "land on each pod's own disk and are lost with it; put it under the mount",
                 )
             )
-    if mount_prefix(storage.mount_path) in [f"{m}/" for m in RENDERED_MOUNTS]:
-        out.append(
-            Problem(
-                "spec.storage.mountPath",
-                f"{echo(storage.mount_path)} is a path the Ray pods already mount ({', '.join(RENDERED_MOUNTS)}): the "
-                "API server refuses a pod with two volumes at one path; choose another mount path such as /fsx",
-            )
-        )
+    if (problem := mount_problem("spec.storage.mountPath", storage.mount_path)) is not None:
+        out.append(problem)
     return out
+
+
+def mount_problem(path: str, value: str) -> Problem | None:
+    """A mount path that is `/`, a system directory or one of the render's mounts, or lies under or holds one."""
+    hit = forbidden_mount(value)
+    if hit is None:
+        return None
+    where = "is the root, which holds" if value.rstrip("/") == "" else f"is, lies under or holds {hit}, one of"
+    return Problem(
+        path,
+        f"{echo(value)} {where} the system directories and the Ray pods' own mounts ({', '.join(FORBIDDEN_MOUNTS)}, "
+        "/lib*): the volume would hide what the image or the operator keeps there; choose a directory of its own "
+        "such as /fsx",
+    )
 
 
 def label_rules(spec: GRPORunSpec) -> list[Problem]:

@@ -58,6 +58,25 @@ def runtime_missing(obs: Observation, conds: Conditions) -> Decision:
     return Decision(status)
 
 
+def api_unavailable(prev: GRPORunStatus | None, obs: Observation, conds: Conditions) -> Decision:
+    """The API server could not answer the dry run of a child (5xx, 429): nothing is applied, submitted or stopped.
+    A run without a phase yet is Pending/APIServerUnavailable; any other keeps its phase and reason. The message
+    names the child and the server's words until a later reconcile gets an answer."""
+    text = obs.api_unavailable or "the API server could not answer the dry run of the run's children"
+    if prev is not None and prev.phase is not None:
+        return Decision(prev.model_copy(update={"message": text}))
+    status = GRPORunStatus.model_validate(
+        {
+            "observed_generation": obs.generation,
+            "phase": Phase.PENDING,
+            "reason": R.API_SERVER_UNAVAILABLE,
+            "message": text,
+            "conditions": conds.all(),
+        }
+    )
+    return Decision(status)
+
+
 def runtime_held(prev: GRPORunStatus, obs: Observation, conds: Conditions) -> Decision:
     """status.runtime failed its digest and the live GRPORuntime to check the run against does not exist: nothing
     is planned, applied or stopped; the phase stays (a running job runs on), Validated and the message say why."""

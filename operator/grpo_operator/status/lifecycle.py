@@ -72,6 +72,8 @@ def _decide(prev: GRPORunStatus | None, obs: Observation, spec: GRPORunSpec | No
     conds = Conditions(prev, obs.generation, obs.now)
     if obs.runtime_missing is not None:
         return admission.runtime_missing(obs, conds)
+    if obs.api_unavailable is not None:
+        return admission.api_unavailable(prev, obs, conds)
     if spec is not None and obs.problems and admission.started(prev):
         return _edit_refused(prev, obs, spec, conds)
     if obs.problems or spec is None:

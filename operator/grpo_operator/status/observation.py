@@ -154,6 +154,9 @@ class Observation:
     capture_request: str | None = None  # the run's grpo.dev/capture annotation (status/forensics.py)
     runtime: RuntimeRecord | None = None  # the runtime this reconcile planned against (kept in status.runtime)
     runtime_missing: str | None = None  # the GRPORuntime a run not yet started names and the API server lacks
+    # The API server could not answer a dry run of a child (a 5xx, a 429): which child and what it said. Nothing is
+    # applied, submitted or stopped this reconcile (edges/errors.py `Unavailable`).
+    api_unavailable: str | None = None
     # The latest container of the run's pods the kernel killed for memory ("pod <p> container <c> on node <n>", and
     # when it ended), as the kubelet reports it: its state or last state `terminated.reason: OOMKilled`.
     oom_killed: tuple[str, datetime] | None = None

@@ -77,7 +77,7 @@ def valid_specs(draw: st.DrawFn) -> dict[str, Any]:
     spec["training"].update(epsClip=clip, epsClipHigh=draw(st.sampled_from([c for c in (0.2, 0.28, 0.5) if c >= clip])))
     remote = draw(st.booleans())
     spec["reward"] = {"type": "remote", "remote": {"replicas": 1}} if remote else {"type": "deepscaler"}
-    mount = draw(st.sampled_from(["/fsx", "/fsx/", "/mnt/shared", "/"]))
+    mount = draw(st.sampled_from(["/fsx", "/fsx/", "/mnt/shared", "/library"]))
     storage = spec["storage"]
     storage["mountPath"] = mount
     for key in draw(st.lists(st.sampled_from(["checkpointDir", "tensorboardDir"]), unique=True)):
@@ -135,7 +135,7 @@ def _break(doc: dict[str, Any], rule: str, pick: int) -> None:
         key = "checkpointDir" if pick % 2 else "tensorboardDir"
         spec["storage"][key] = ["/tmp/ckpt", mount, mount.rstrip("/") + "x/tb"][pick % 3] if mount != "/" else "/"
     elif rule == "rendered-mount":
-        spec["storage"]["mountPath"] = ["/dev/shm", "/etc/grpo/"][pick % 2]
+        spec["storage"]["mountPath"] = ["/dev/shm", "/etc/grpo/", "/", "/usr/local", "/var", "/lib64/x"][pick]
         spec["storage"].pop("checkpointDir", None)
         spec["storage"].pop("tensorboardDir", None)
     elif rule == "priority-label":

@@ -74,6 +74,10 @@ BAD = {
                                                      "env": {"1BAD": "x"}}}]}},
         "an environment variable name",
     ),
+    "mount-over-a-system-directory": (
+        {"spec": {"instanceTypes": [_T], "defaults": {"storage": {"mountPath": "/usr/local"}}}},
+        "the volume would hide what the image or the operator keeps there",
+    ),
     "default-type-unknown": (
         {"spec": {"instanceTypes": [_T], "defaults": {"instanceType": "b"}}},
         "defaults.instanceType",
