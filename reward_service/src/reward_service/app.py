@@ -5,8 +5,9 @@ Routes: `POST /score` (one `{prompt, response, label}` in, a bare JSON number ou
 `GET /ready` (readiness: a live worker and a service-error ratio under the threshold), `GET /metrics`
 (Prometheus text format) and `GET /` (the effective settings). The handlers only admit, normalise and
 classify; scoring happens in `pool.ScoringPool`. A request may carry an `X-Request-Id`: a retry with the same id
-(and item count) attaches to the work already running or answered for it instead of scoring it again, so a
-client that gave up waiting never multiplies the work by retrying. Status codes: 200 with the reward; 422 for a body or a
+and the same body (its items' prompts, responses and labels, hashed) attaches to the work already running or
+answered for it instead of scoring it again, so a client that gave up waiting never multiplies the work by
+retrying; the same id with another body is scored anew, as its own work. Status codes: 200 with the reward; 422 for a body or a
 gold label that cannot be used (the message names the field, the value and the fix); 413 for a batch
 larger than the queue or a body over REWARD_MAX_BODY_BYTES (`bodylimit`, refused before it is read); 503 with Retry-After when the queue is full or the service failed. A failure of
 the service is never turned into a reward.
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import json
 import logging
 import time
 from collections import OrderedDict
@@ -88,6 +90,17 @@ class Rejected(Exception):
 
 def _digest(text: str) -> str:
     return f"{len(text)} chars, sha1 {hashlib.sha1(text.encode('utf-8', 'replace')).hexdigest()[:12]}"  # noqa: S324
+
+
+def _items_digest(items: Sequence[ScoreRequest]) -> str:
+    """A hash of everything that decides the items' rewards: each prompt, response and label, length-prefixed."""
+    digest = hashlib.sha256()
+    for item in items:
+        for part in (item.response, json.dumps([item.prompt, item.label], sort_keys=True)):
+            data = part.encode("utf-8", "surrogatepass")
+            digest.update(len(data).to_bytes(8, "big"))
+            digest.update(data)
+    return digest.hexdigest()
 
 
 class RewardService:
@@ -208,7 +221,9 @@ class RewardService:
         """The rewards of `items`; a request id already running or answered gets that work's rewards."""
         if not request_id or len(request_id) > MAX_REQUEST_ID_CHARS:
             return await self._score(items, batch)
-        key = f"{request_id}/{len(items)}"
+        # The id is bound to the body: a reused id with another body is other work, scored anew, never the first
+        # body's rewards (a wrong answer would get the right one's 1.0).
+        key = f"{request_id}/{len(items)}/{await self._body_digest(items)}"
         answered = self._answered.get(key)
         if answered is not None:
             return answered
@@ -219,6 +234,11 @@ class RewardService:
             running.add_done_callback(lambda done: self._settle(key, done))
         # shield: the client going away (or timing out) leaves the work to its retry
         return await asyncio.shield(running)
+
+    async def _body_digest(self, items: Sequence[ScoreRequest]) -> str:
+        if sum(len(item.response) for item in items) <= INLINE_ON_LOOP_CHARS:
+            return _items_digest(items)
+        return await asyncio.to_thread(_items_digest, items)
 
     def _settle(self, key: str, done: asyncio.Future[list[float]]) -> None:
         self._running.pop(key, None)
