@@ -120,6 +120,7 @@ mutation: install
 
 bench-reward: install
 	$(PY) benchmarks/bench_reward.py
+	$(PY) benchmarks/bench_reward_healthz.py
 
 ## The operator with N = 10, 100, 500 runs on the real local API server, against a bare kopf operator
 ## (SIZES=10,100 for a quicker run).

@@ -12,7 +12,7 @@ import pytest
 from grpo_launcher.config import ConfigError, parse_run_config
 from grpo_launcher.launch import StaleConfigError, check_argv_matches
 
-from tests.support.launcher import base_config
+from tests.support.launcher import base_config, launcher, write_config
 
 
 def launcher_preflight(config_path: Path) -> subprocess.CompletedProcess[str]:
@@ -85,3 +85,31 @@ def test_preflight_creates_no_checkpoint_directory(tmp_path: Path) -> None:
     path.write_text(json.dumps(base_config(tmp_path, checkpointDir=str(tmp_path / "not" / "yet"))))
     launcher_preflight(path)
     assert not (tmp_path / "not").exists()
+
+
+@pytest.mark.parametrize(
+    ("env", "where"),
+    [
+        pytest.param({"A=B": "1"}, "env.A=B", id="equals-in-a-name"),
+        pytest.param({"A\x00B": "1"}, "env.A\\u0000B", id="nul-in-a-name"),
+        pytest.param({"": "1"}, "env.", id="empty-name"),
+        pytest.param({"A": "x\x00y"}, "env.A", id="nul-in-a-value"),
+    ],
+)
+def test_run_config_env_a_process_cannot_hold_is_one_message_and_exit_2_before_miles_starts(
+    tmp_path: Path, env: dict[str, str], where: str
+) -> None:
+    """An env name with '=' or NUL, or a value with NUL, cannot reach execve: the launcher says which entry and
+    why, as it does for any bad config, instead of a traceback when it starts miles."""
+    started = tmp_path / "started"
+    script = tmp_path / "train.py"
+    script.write_text(f"open({str(started)!r}, 'w').write('1')\n")
+    argv = [sys.executable, str(script)]
+    path = write_config(tmp_path, {**base_config(tmp_path), "argv": argv, "env": env})
+    proc = launcher("run", "--metrics-addr", "127.0.0.1", "--config", str(path), "--", *argv)
+    assert "Traceback" not in proc.stdout + proc.stderr, proc.stderr[-2000:]
+    assert proc.returncode == 2, proc.stdout[-1000:] + proc.stderr[-1000:]
+    header, line = proc.stderr.strip().splitlines()
+    assert header.startswith("run config ") and "is invalid" in header
+    assert line.strip().startswith(where) and "environment variable" in line and "fix: " in line
+    assert not started.exists()

@@ -156,6 +156,7 @@ def test_when_the_step_never_ends_the_hook_gives_up_at_its_wait_and_names_the_ch
         "seconds": 60,
         "wait_seconds": 60,
         "data_state": False,
+        "error": None,
     }
 
 
@@ -272,3 +273,44 @@ def test_the_heads_hook_keeps_its_outcome_apart_from_the_workers(
     assert launcher_main([*argv, "--wait-seconds", "0", "--head"]) == 0
     assert json.loads((checkpoints / HEAD_REPORT).read_text()) == json.loads(capsys.readouterr().out)
     assert not (checkpoints / REPORT).exists()
+
+
+def _dangling_symlink(sentinel: Path) -> None:
+    sentinel.symlink_to(sentinel.parent / "gone" / "away")
+
+
+def _directory_in_the_way(sentinel: Path) -> None:
+    sentinel.mkdir()
+
+
+@pytest.mark.parametrize(
+    ("spoil", "relative"),
+    [
+        pytest.param(_dangling_symlink, ".grpo-save-now", id="dangling-symlink"),
+        pytest.param(_directory_in_the_way, ".grpo-save-now", id="directory-in-the-way"),
+        pytest.param(None, "run.log/.grpo-save-now", id="a-file-where-its-folder-should-be"),
+    ],
+)
+@pytest.mark.parametrize("head", [False, True], ids=["worker", "head"])
+def test_a_sentinel_the_hook_cannot_write_is_reported_and_ray_is_still_stopped(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], spoil: object, relative: str, head: bool
+) -> None:
+    """A read-only volume, a dangling symlink or a directory in the way: no save can be asked for, but the hook
+    still exits 0 with its report line and stops Ray, so the worker does not hold its GPUs for the whole grace."""
+    checkpoints, _ = _marked(tmp_path)  # miles is running, so the hook tries to ask for a save
+    (checkpoints / "run.log").write_text("a file, not a folder\n")
+    sentinel = checkpoints / relative
+    if callable(spoil):
+        spoil(sentinel)
+    stopped: list[bool] = []
+    args = argparse.Namespace(
+        sentinel=sentinel, checkpoint_dir=checkpoints, wait_seconds=600.0, stop_ray=True, head=head
+    )
+    assert run_presave(args, stop=lambda: stopped.append(True)) == 0
+    assert stopped == [True]
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == 1
+    out = json.loads(lines[0])["preStopSave"]
+    assert out["saved"] is False and out["miles_running"] is True
+    assert str(sentinel) in out["error"] and "sentinel" in out["error"]
+    assert json.loads((checkpoints / (HEAD_REPORT if head else REPORT)).read_text())["preStopSave"] == out

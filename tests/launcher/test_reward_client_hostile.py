@@ -91,6 +91,30 @@ def test_an_answer_that_is_not_a_finite_number_is_no_reward(body: str, failure_f
 
 
 @pytest.mark.parametrize(
+    ("body", "samples", "named"),
+    [
+        pytest.param("1e300", 1, "1e+300", id="1e300"),
+        pytest.param("3.5e38", 1, "3.5e+38", id="above-float32-max"),
+        pytest.param("-3.5e38", 1, "-3.5e+38", id="below-float32-min"),
+        pytest.param("1000000.5", 1, "1000000.5", id="just-above-1e6"),
+        pytest.param("[0.5, 3.5e38]", 2, "3.5e+38", id="one-item-of-a-batch"),
+    ],
+)
+def test_a_reward_outside_the_documented_range_is_a_failure_naming_it_never_a_reward(
+    body: str, samples: int, named: str, failure_file: Path
+) -> None:
+    """miles keeps rewards as float32: 3.5e38 there is infinity, then NaN advantages for the whole group."""
+    message = fails([reply(body=body, raw=True)], sample() if samples == 1 else [sample()] * samples, failure_file)
+    assert "outside the reward range" in message and f"answer {named} " in message
+
+
+@pytest.mark.parametrize("body", ["1000000", "-1000000", "1e6", "0.5"])
+def test_a_reward_at_the_bound_is_a_reward(body: str) -> None:
+    reward, _ = run([reply(body=body, raw=True)], sample())
+    assert reward == float(body)
+
+
+@pytest.mark.parametrize(
     ("body", "why"),
     [
         ('{"0.5": 1, "1.0": 1}', "not a list"),

@@ -319,3 +319,31 @@ def test_a_refusal_of_a_request_with_an_id_logs_no_error(caplog: pytest.LogCaptu
         refused = service.post("/score", json=one("$\\boxed{3}$", 3), headers={"X-Request-Id": "r"})
     assert refused.status_code == 503
     assert [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR] == []
+
+
+@pytest.mark.parametrize(
+    ("route", "first", "second", "expected"),
+    [
+        pytest.param("/score", one("$\\boxed{3}$", 3), one("$\\boxed{4}$", 3), 0.0, id="other-response"),
+        pytest.param("/score", one("$\\boxed{3}$", 3), one("$\\boxed{3}$", 4), 0.0, id="other-label"),
+        pytest.param(
+            "/score/batch",
+            [one("$\\boxed{3}$", 3), one("$\\boxed{5}$", 5)],
+            [one("$\\boxed{3}$", 3), one("$\\boxed{6}$", 5)],
+            [1.0, 0.0],
+            id="batch-of-the-same-size",
+        ),
+    ],
+)
+def test_a_reused_request_id_with_another_body_is_scored_anew_never_given_the_first_bodys_rewards(
+    route: str, first: Any, second: Any, expected: Any
+) -> None:
+    """The id is bound to the body: a client that reuses one (or a colliding id generator) cannot get a wrong
+    answer credited with the right one's 1.0."""
+    service = client()
+    service.post(route, json=first, headers={"X-Request-Id": "reused"})
+    again = service.post(route, json=second, headers={"X-Request-Id": "reused"})
+    assert again.status_code == 200 and again.json() == expected
+    retry = service.post(route, json=second, headers={"X-Request-Id": "reused"})
+    assert retry.json() == expected
+    assert counted(service, "scored") == 2 * (2 if route.endswith("batch") else 1)  # the retry attached

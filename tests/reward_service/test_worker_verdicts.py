@@ -21,6 +21,7 @@ import math_verify.parser
 import pytest
 from pebble.common.process import process_exit as pebble_process_exit
 from reward_service.cache import ByteLRU
+from reward_service.extraction import label_text
 from reward_service.settings import Backend, Extraction
 
 from reward_service import worker
@@ -277,3 +278,24 @@ def test_a_worker_stuck_in_c_code_dies_at_once_when_the_pool_terminates_it() -> 
     finally:
         stuck.kill()
         stuck.join()
+
+
+@pytest.mark.parametrize(
+    ("label", "response", "reward"),
+    [
+        pytest.param(50, "so $\\boxed{50\\%}$", 1.0, id="percent-answer-against-the-number"),
+        pytest.param(0.5, "so $\\boxed{50\\%}$", 0.0, id="percent-answer-against-the-fraction"),
+        pytest.param("\\frac{1}{2}", "so $\\boxed{50\\%}$", 0.0, id="percent-answer-against-a-latex-fraction"),
+        pytest.param("50\\%", "so $\\boxed{50}$", 1.0, id="percent-gold-against-the-number"),
+        pytest.param("50\\%", "so $\\boxed{0.5}$", 0.0, id="percent-gold-against-the-fraction"),
+        pytest.param("50\\%", "Answer: 50%", 1.0, id="percent-both-plain-text"),
+        pytest.param("12.5", "so $\\boxed{12.5\\,\\%}$", 1.0, id="thin-space-before-the-sign"),
+        pytest.param(50, "so $\\boxed{50\\text{\\%}}$", 1.0, id="text-percent"),
+    ],
+)
+def test_a_percent_is_graded_as_the_number_before_its_sign_never_also_as_its_hundredth(
+    label: object, response: str, reward: float, scoring_worker: Callable[..., None]
+) -> None:
+    """`\\boxed{50\\%}` is 50: it matches a gold 50 or 50%, never 0.5 (math_verify alone gave 1.0 against both)."""
+    scoring_worker()
+    assert worker.score(label_text(label), response).reward == reward  # type: ignore[arg-type]

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import sys
 from collections.abc import Callable, Sequence
@@ -19,7 +20,7 @@ from grpo_operator.api import GRPORun
 from grpo_operator.api.runtime import GRPORuntime
 from grpo_operator.api.status import ActorMemory, PreemptionGrace, RunPlan, StepTimeSource
 from grpo_operator.cli.clusterread import ReadError
-from grpo_operator.cli.doctor import cluster_runtime, run_doctor
+from grpo_operator.cli.doctor import cluster_runtime, run_doctor, within_deadline
 from grpo_operator.cli.doctorchecks import Target
 from grpo_operator.cli.loading import Document, load_documents, load_runtime
 from grpo_operator.cli.yamldecode import MAX_BYTES
@@ -255,6 +256,20 @@ def cmd_render(checked: list[Checked], output: str, out: TextIO, *, job: bool, s
     return 0
 
 
+DOCTOR_TIMEOUT_SECONDS = 60.0  # kubectl's requests have no overall limit; doctor's dozen reads take seconds
+
+
+def _seconds(text: str) -> float:
+    """A positive, finite number of seconds for `--timeout` (argparse makes the refusal one usage line)."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not 0 < value < 86_400:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds between 0 and 86400; e.g. 60")
+    return value
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="grpo", description="Check, plan and render GRPORun resources offline.")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -269,6 +284,13 @@ def _parser() -> argparse.ArgumentParser:
         dest="as_user",
         metavar="USER",
         help="impersonate USER (as kubectl --as): their reads and what they may do with GRPORuns",
+    )
+    doctor.add_argument(
+        "--timeout",
+        type=_seconds,
+        default=DOCTOR_TIMEOUT_SECONDS,
+        metavar="SECONDS",
+        help="give up after this long, reads and credential plugins included (default: %(default)s)",
     )
     doctor.add_argument(
         "--values", help="the grpo-operator chart's values file (as given to helm install): check what it enables"
@@ -401,7 +423,7 @@ def _load(filename: str, runtime_file: str | None = None) -> list[Checked] | Non
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if args.command == "doctor":
-        return _doctor(args)
+        return within_deadline(lambda: _doctor(args), args.timeout, sys.stderr)
     checked = _load(args.filename, args.runtime)
     if checked is None:
         return 1

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 from typing import Any
+from urllib.parse import urlsplit
 
 import urllib3
 from kubernetes import client, config
@@ -37,9 +38,29 @@ class ReadError(RuntimeError):
     """The cluster cannot be read at all; the message is the one line the user sees."""
 
 
+# What the reads are doing now (one slot, written by the reading thread), so the deadline's line can name what
+# never answered: the kubeconfig's credential plugin, or the request the server is dripping or withholding.
+STEP = ["starting"]
+
+
+def as_user_problem(as_user: str) -> str | None:
+    """Why `--as` cannot be sent as the Impersonate-User header (a control character such as CR or LF), or None."""
+    bad = next((c for c in as_user if not c.isprintable()), None)
+    if bad is None:
+        return None
+    return (
+        f"--as {json.dumps(as_user)[:120]}: a user name is one header line and may not hold a control character "
+        f"({bad!r}); pass the user name exactly, without line breaks"
+    )
+
+
 def connect(kubeconfig: str | None, context: str | None, as_user: str | None = None) -> tuple[client.ApiClient, str]:
     """An API client from the kubeconfig (`--kubeconfig`, else $KUBECONFIG or ~/.kube/config), and the context's
     namespace; with `as_user`, every request impersonates that user (kubectl's --as), access reviews included."""
+    problem = as_user_problem(as_user) if as_user else None
+    if problem:
+        raise ReadError(problem)
+    STEP[0] = "loading the kubeconfig (a credential plugin it runs, if any)"
     try:
         configuration = client.Configuration()
         config.load_kube_config(  # type: ignore[no-untyped-call]
@@ -52,6 +73,13 @@ def connect(kubeconfig: str | None, context: str | None, as_user: str | None = N
             f"no usable kubeconfig ({where}): {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}; "
             "pass --kubeconfig FILE or set KUBECONFIG"
         ) from exc
+    host = str(configuration.host or "")
+    if urlsplit(host).scheme not in ("http", "https") or not urlsplit(host).netloc:
+        # urllib3 would warn, then guess; kubectl reads a bare address as https.
+        raise ReadError(
+            f"the kubeconfig's server address {host!r} has no http:// or https:// scheme; write it as "
+            f"https://{host.rsplit('://', maxsplit=1)[-1]} (kubectl reads it so) in the cluster's server field"
+        )
     configuration.retries = 0
     namespace = ((active or {}).get("context") or {}).get("namespace") or "default"
     api = client.ApiClient(configuration)
@@ -76,11 +104,12 @@ class Reader:
             body=body,
             auth_settings=["BearerToken"],
         )
+        host = self._api.configuration.host
+        STEP[0] = f"{method} {host}{path}"
         try:
             response = self._api.call_api(*request, _request_timeout=TIMEOUT_SECONDS)
             data = response.read()  # type: ignore[no-untyped-call]
-        except urllib3.exceptions.HTTPError as exc:
-            host = self._api.configuration.host
+        except (urllib3.exceptions.HTTPError, OSError) as exc:
             reason = getattr(exc, "reason", None) or exc
             raise ReadError(
                 f"cannot reach the API server at {host}: {reason}; check that the cluster is up and the "
@@ -90,7 +119,7 @@ class Reader:
             refused = ApiException(status=response.status, reason=response.reason)
             refused.body = data
             raise refused
-        return json.loads(data)
+        return _json_object(data, f"{method} {path}", host, response)
 
     def get(self, path: str, kind: str) -> dict[str, Any] | None:
         """The object, or None when it does not exist or `kind` may not be read (recorded)."""
@@ -117,7 +146,13 @@ class Reader:
 
     def items(self, path: str, kind: str) -> list[dict[str, Any]]:
         found = self.get(path, kind)
-        return list(found.get("items") or []) if found else []
+        listed = (found or {}).get("items") or []
+        if not isinstance(listed, list) or not all(isinstance(item, dict) for item in listed):
+            raise ReadError(
+                f"the server at {self._api.configuration.host} answered GET {path} with JSON that is not a "
+                f"Kubernetes list (its items are not objects); {_NOT_AN_API_SERVER}"
+            )
+        return listed
 
     def allowed(self, verb: str, resource: str, namespace: str) -> bool:
         review = {
@@ -131,7 +166,43 @@ class Reader:
             answer = self._call("POST", "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews", review)
         except ApiException:
             return False
-        return bool((answer.get("status") or {}).get("allowed"))
+        status = answer.get("status")
+        return isinstance(status, dict) and status.get("allowed") is True
+
+
+_NOT_AN_API_SERVER = (
+    "is the kubeconfig's server address a Kubernetes API server (not a login page, proxy or other service)?"
+)
+
+
+_JSON_KINDS = {
+    list: "a list",
+    int: "a number",
+    float: "a number",
+    str: "a string",
+    bool: "a boolean",
+    type(None): "null",
+}
+
+
+def _json_object(data: bytes, request: str, host: str, response: Any) -> dict[str, Any]:
+    """The answer as a JSON object; `ReadError` naming what answered and how when it is anything else (an HTML
+    login page, an empty body, a list or a number)."""
+    kind = str(response.headers.get("Content-Type") or "no content type").split(";")[0]
+    try:
+        found = json.loads(data)
+    except (ValueError, RecursionError):
+        start = data[:60].decode("utf-8", "replace")
+        shown = f"not JSON, starting {json.dumps(start)}" if data.strip() else "an empty body"
+        raise ReadError(
+            f"the server at {host} answered {request} with {response.status} {kind}, {shown}; {_NOT_AN_API_SERVER}"
+        ) from None
+    if not isinstance(found, dict):
+        raise ReadError(
+            f"the server at {host} answered {request} with JSON that is not a Kubernetes object "
+            f"({_JSON_KINDS.get(type(found), 'a value')}); {_NOT_AN_API_SERVER}"
+        )
+    return found
 
 
 def _message(body: Any) -> str:

@@ -1,16 +1,19 @@
 """`grpo doctor [-f run.yaml]`: read the cluster once (`clusterread`), judge it (`doctorchecks`) and print the table
-of checks, or JSON with `-o json`. Exit status 1 when any check fails, or the cluster cannot be read (one line).
+of checks, or JSON with `-o json`. Exit status 1 when any check fails, or the cluster cannot be read (one line:
+no kubeconfig, no answer, an answer that is not a Kubernetes API server's, or none within `--timeout`).
 """
 
 from __future__ import annotations
 
 import json
 import textwrap
+import threading
+from collections.abc import Callable
 from typing import Any, TextIO
 
 from grpo_operator.api.runtime import DEFAULT_RUNTIME_NAME, GRPORuntime
-from grpo_operator.cli.clusterread import ReadError, connect, read, read_runtime
-from grpo_operator.cli.doctorchecks import Check, Target, Verdict, checks
+from grpo_operator.cli.clusterread import STEP, ReadError, connect, read, read_runtime
+from grpo_operator.cli.doctorchecks import Check, Cluster, Target, Verdict, checks
 from grpo_operator.cli.yamldecode import MAX_BYTES, YamlError, decode_all
 from grpo_operator.planning.documents import parse_runtime
 from grpo_operator.planning.runtime import runtime_name
@@ -70,6 +73,47 @@ def cluster_runtime(text: str, kubeconfig: str | None, context: str | None, as_u
     return runtime
 
 
+def _judged(cluster: Cluster, target: Target | None, host: str) -> list[Check]:
+    """The checks; objects that are JSON but not of Kubernetes' shape (a field of the wrong type) are one line."""
+    try:
+        return checks(cluster, target)
+    except (AttributeError, TypeError, KeyError, IndexError, ValueError) as exc:
+        raise ReadError(
+            f"the server at {host} answered with objects that do not have the shape Kubernetes gives them "
+            f"({type(exc).__name__}: {str(exc)[:120]}); is the kubeconfig's server address a Kubernetes API server?"
+        ) from exc
+
+
+def within_deadline(work: Callable[[], int], seconds: float, err: TextIO) -> int:
+    """`work()`, or one line and exit 1 when it has not ended after `seconds`: a server that drips bytes or never
+    answers, or a credential plugin that hangs, cannot hold the command (urllib3's timeouts are per read, and the
+    kubernetes client runs exec plugins without one). The reads are GETs only, so leaving them is harmless; the
+    thread is a daemon and goes with the process."""
+    ended: list[int] = []
+    failed: list[BaseException] = []
+
+    def body() -> None:
+        try:
+            ended.append(work())
+        except BaseException as exc:  # handed to the caller's thread as it is
+            failed.append(exc)
+
+    thread = threading.Thread(target=body, name="grpo-doctor-reads", daemon=True)
+    thread.start()
+    thread.join(seconds)
+    if thread.is_alive():
+        print(
+            f"grpo doctor: no answer within --timeout {seconds:g} s while {STEP[0]}; check the kubeconfig's server "
+            "address and credential plugin, or raise --timeout",
+            file=err,
+        )
+        err.flush()
+        return 1
+    if failed:
+        raise failed[0]
+    return ended[0]
+
+
 def run_doctor(
     target: Target | None,
     *,
@@ -86,11 +130,11 @@ def run_doctor(
         api, namespace = connect(kubeconfig, context, as_user)
         with api:
             cluster = read(api, namespace, target)
+            cluster.chart_values = chart
+            rows = _judged(cluster, target, str(api.configuration.host))
     except ReadError as exc:
         print(f"grpo doctor: {exc}", file=err)
         return 1
-    cluster.chart_values = chart
-    rows = checks(cluster, target)
     failed = any(r.verdict is Verdict.FAIL for r in rows)
     if output == "json":
         found = [{"name": r.name, "verdict": r.verdict.value, "found": r.found, "fix": r.fix} for r in rows]

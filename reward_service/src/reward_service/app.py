@@ -5,8 +5,9 @@ Routes: `POST /score` (one `{prompt, response, label}` in, a bare JSON number ou
 `GET /ready` (readiness: a live worker and a service-error ratio under the threshold), `GET /metrics`
 (Prometheus text format) and `GET /` (the effective settings). The handlers only admit, normalise and
 classify; scoring happens in `pool.ScoringPool`. A request may carry an `X-Request-Id`: a retry with the same id
-(and item count) attaches to the work already running or answered for it instead of scoring it again, so a
-client that gave up waiting never multiplies the work by retrying. Status codes: 200 with the reward; 422 for a body or a
+and the same body (its items' prompts, responses and labels, hashed) attaches to the work already running or
+answered for it instead of scoring it again, so a client that gave up waiting never multiplies the work by
+retrying; the same id with another body is scored anew, as its own work. Status codes: 200 with the reward; 422 for a body or a
 gold label that cannot be used (the message names the field, the value and the fix); 413 for a batch
 larger than the queue or a body over REWARD_MAX_BODY_BYTES (`bodylimit`, refused before it is read); 503 with Retry-After when the queue is full or the service failed. A failure of
 the service is never turned into a reward.
@@ -15,7 +16,9 @@ the service is never turned into a reward.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
+import json
 import logging
 import time
 from collections import OrderedDict
@@ -28,7 +31,17 @@ from fastapi.exception_handlers import http_exception_handler
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, PlainTextResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
-from pydantic import BaseModel, ConfigDict, Field, JsonValue, StrictFloat, StrictInt, StrictStr
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    JsonValue,
+    StrictFloat,
+    StrictInt,
+    StrictStr,
+    TypeAdapter,
+    ValidationError,
+)
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from reward_service import worker
@@ -88,6 +101,17 @@ class Rejected(Exception):
 
 def _digest(text: str) -> str:
     return f"{len(text)} chars, sha1 {hashlib.sha1(text.encode('utf-8', 'replace')).hexdigest()[:12]}"  # noqa: S324
+
+
+def _items_digest(items: Sequence[ScoreRequest]) -> str:
+    """A hash of everything that decides the items' rewards: each prompt, response and label, length-prefixed."""
+    digest = hashlib.sha256()
+    for item in items:
+        for part in (item.response, json.dumps([item.prompt, item.label], sort_keys=True)):
+            data = part.encode("utf-8", "surrogatepass")
+            digest.update(len(data).to_bytes(8, "big"))
+            digest.update(data)
+    return digest.hexdigest()
 
 
 class RewardService:
@@ -208,7 +232,9 @@ class RewardService:
         """The rewards of `items`; a request id already running or answered gets that work's rewards."""
         if not request_id or len(request_id) > MAX_REQUEST_ID_CHARS:
             return await self._score(items, batch)
-        key = f"{request_id}/{len(items)}"
+        # The id is bound to the body: a reused id with another body is other work, scored anew, never the first
+        # body's rewards (a wrong answer would get the right one's 1.0).
+        key = f"{request_id}/{len(items)}/{await self._body_digest(items)}"
         answered = self._answered.get(key)
         if answered is not None:
             return answered
@@ -219,6 +245,11 @@ class RewardService:
             running.add_done_callback(lambda done: self._settle(key, done))
         # shield: the client going away (or timing out) leaves the work to its retry
         return await asyncio.shield(running)
+
+    async def _body_digest(self, items: Sequence[ScoreRequest]) -> str:
+        if sum(len(item.response) for item in items) <= INLINE_ON_LOOP_CHARS:
+            return _items_digest(items)
+        return await asyncio.to_thread(_items_digest, items)
 
     def _settle(self, key: str, done: asyncio.Future[list[float]]) -> None:
         self._running.pop(key, None)
@@ -321,6 +352,67 @@ _ERRORS: dict[int | str, dict[str, Any]] = {
 }
 
 
+_BATCH = TypeAdapter(list[ScoreRequest])
+_BATCH_BODY: dict[str, Any] = {
+    "requestBody": {
+        "required": True,
+        "content": {
+            "application/json": {"schema": {"type": "array", "items": {"$ref": "#/components/schemas/ScoreRequest"}}}
+        },
+    }
+}
+
+
+def _json_content(request: Request) -> bool:
+    kind = (request.headers.get("content-type") or "").split(";")[0].strip().lower()  # none: not JSON (strict)
+    return kind == "application/json" or (kind.startswith("application/") and kind.endswith("+json"))
+
+
+async def _batch_items(request: Request) -> list[ScoreRequest]:
+    """The batch, parsed and validated in a thread: a 15 MB body is a second of parsing that, on the event loop,
+    held `/healthz` past the kubelet's liveness timeout. pydantic's parser holds the GIL only for one call (about
+    0.1 s for 15 MB), so the loop answers between the batches' parses. A body that fails is answered as FastAPI
+    answers it (`_as_fastapi_would`), so the 400 and 422 messages are unchanged."""
+    body = await request.body()
+    if body and _json_content(request):
+        with contextlib.suppress(ValidationError):
+            return await asyncio.to_thread(_BATCH.validate_json, body)
+    return _as_fastapi_would(request, body)
+
+
+def _as_fastapi_would(request: Request, body: bytes) -> list[ScoreRequest]:
+    """FastAPI's own reading of a body parameter (fastapi/routing.py, `get_request_handler`): JSON by content type,
+    a JSON error as a 422 `json_invalid` at its position, any other decoding error a 400, then the model's errors
+    under `body`."""
+    if not body:
+        raise RequestValidationError([{"type": "missing", "loc": ("body",), "msg": "Field required", "input": None}])
+    data: Any = body
+    if _json_content(request):
+        try:
+            data = json.loads(body)
+        except json.JSONDecodeError as error:
+            raise RequestValidationError(
+                [
+                    {
+                        "type": "json_invalid",
+                        "loc": ("body", error.pos),
+                        "msg": "JSON decode error",
+                        "input": {},
+                        "ctx": {"error": error.msg},
+                    }
+                ],
+                body=error.doc,
+            ) from None
+        except Exception as error:
+            raise StarletteHTTPException(status_code=400, detail="There was an error parsing the body") from error
+    try:
+        return _BATCH.validate_python(data)
+    except ValidationError as error:
+        raise RequestValidationError(
+            [{**problem, "loc": ("body", *problem["loc"])} for problem in error.errors(include_url=False)]
+        ) from None
+
+
 async def _watch_pool(pool: ScoringPool, period_s: float = 0.5) -> None:
     while True:
         await asyncio.sleep(period_s)
@@ -383,9 +475,10 @@ def create_app(settings: RewardSettings) -> FastAPI:
         """Score one sample; the reply is the reward as a bare JSON number."""
         return await timed(request, "score", [item], batch=False)
 
-    @app.post("/score/batch", response_model=list[float], responses=_ERRORS)
-    async def score_batch(items: list[ScoreRequest], request: Request) -> Response:
+    @app.post("/score/batch", response_model=list[float], responses=_ERRORS, openapi_extra=_BATCH_BODY)
+    async def score_batch(request: Request) -> Response:
         """Score several samples; the reply is the list of rewards, in order (all or nothing)."""
+        items = await _batch_items(request)
         return await timed(request, "score_batch", items, batch=True)
 
     @app.get("/healthz")

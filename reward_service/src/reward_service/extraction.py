@@ -7,7 +7,7 @@ what the final answer *is* before math_verify sees it: the content of the last `
 the two comes last. A response whose final answer is missing, unclosed or empty has no answer (`None`), and
 the service scores it 0.0; nothing earlier in the response can rescue it. Only the short answer text reaches
 math_verify, which also removes the regex cost of scanning long chains of thought; two plain integers are
-compared directly.
+compared directly. A percent is one reading, the number before its sign (`without_percent`), in answers and labels.
 """
 
 from __future__ import annotations
@@ -164,8 +164,27 @@ def extract_final_answer(response: str, mode: Extraction) -> str | None:
         return None
     if content is None:
         return None
-    answer = _unwrap(content)
+    answer = without_percent(_unwrap(content))
     return answer or None
+
+
+# A trailing percent sign, as LaTeX and plain text write it, and the spacing LaTeX puts before it.
+_PERCENT_SIGNS = ("\\text{\\%}", "\\mathrm{\\%}", "\\text{%}", "\\%", "%")
+_THIN_SPACES = ("\\,", "\\;", "\\!", "\\ ", "~")
+
+
+def without_percent(text: str) -> str:
+    """`50\\%` as the number 50: a percent answer is graded as the number written before its sign, so it
+    matches a gold `50` or `50\\%` and never `0.5` (math_verify alone reads `50\\%` as 1/2 and also accepts
+    50: both golds scored 1.0). A text that is only the sign is kept as is."""
+    stripped = text.rstrip()
+    for sign in _PERCENT_SIGNS:
+        if stripped.endswith(sign):
+            number = stripped[: -len(sign)].rstrip()
+            while number.endswith(_THIN_SPACES):
+                number = number[: -2 if number[-2:] in _THIN_SPACES else -1].rstrip()
+            return number or text
+    return text
 
 
 def label_text(label: str | int | float | None) -> str:
@@ -182,7 +201,7 @@ def label_text(label: str | int | float | None) -> str:
         if label.is_integer():
             return str(int(label))
         return format(Decimal(repr(label)), "f")
-    text = label.strip()
+    text = without_percent(label.strip())
     if not text:
         raise LabelError('label is empty: send the gold answer, e.g. "42" or "\\\\frac{1}{2}"')
     return text

@@ -16,10 +16,11 @@ import os
 import stat
 import sys
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
 from pydantic.alias_generators import to_camel
+from pydantic_core import PydanticCustomError
 
 DEFAULT_CONFIG_PATH = Path("/etc/grpo/run-config.json")
 DEFAULT_METRICS_PORT = 9465
@@ -104,6 +105,26 @@ class PreflightSpec(_Strict):
     metrics_port: int = Field(default=DEFAULT_METRICS_PORT, ge=0, le=65535, description="0 disables it")
 
 
+# What a process environment can hold (execve's `NAME=value` strings): no '=' in a name, no NUL anywhere. The
+# operator renders only names of the API server's grammar, so anything else is a corrupted or hand-edited file.
+def _env_name(name: str) -> str:
+    if not name or "=" in name or "\x00" in name:
+        raise PydanticCustomError(
+            "env_name", "an environment variable name must be non-empty, without '=' or NUL (execve splits at '=')"
+        )
+    return name
+
+
+def _env_value(value: str) -> str:
+    if "\x00" in value:
+        raise PydanticCustomError("env_value", "an environment variable value may not hold NUL (execve ends it there)")
+    return value
+
+
+EnvName = Annotated[str, AfterValidator(_env_name)]
+EnvValue = Annotated[str, AfterValidator(_env_value)]
+
+
 class RunConfig(_Strict):
     api_version: Literal["grpo.dev/v1alpha1"]
     kind: Literal["RunConfig"]
@@ -112,7 +133,7 @@ class RunConfig(_Strict):
     plan: Plan = Field(default_factory=Plan)
     preflight: PreflightSpec
     argv: list[str] | None = Field(default=None, min_length=1)
-    env: dict[str, str] = Field(default_factory=dict)
+    env: dict[EnvName, EnvValue] = Field(default_factory=dict)
 
 
 _FIXES = {
@@ -125,7 +146,7 @@ _FIXES = {
 def _location(loc: tuple[int | str, ...]) -> str:
     out = ""
     for part in loc:
-        name = str(part)[:ECHO_CHARS]
+        name = echo(str(part)).strip('"') if not str(part).isprintable() else str(part)[:ECHO_CHARS]
         out += f"[{part}]" if isinstance(part, int) else (f".{name}" if out else name)
     return out
 

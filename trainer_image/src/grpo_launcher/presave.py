@@ -16,6 +16,7 @@ the runtime's `interruptionNoticeSeconds`."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import subprocess
@@ -49,6 +50,7 @@ class Outcome:
     seconds: float
     wait_seconds: float
     data_state: bool = False  # whether miles's rollout data state of `iteration` exists (else it restarts at sample 0)
+    error: str | None = None  # why the hook could not ask for a save (e.g. the sentinel could not be written)
 
 
 def tracker_iteration(checkpoint_dir: Path) -> int | None:
@@ -87,8 +89,13 @@ def save_before_exit(
     running = checkpoint_dir / MILES_RUNNING
     if not miles_running(running, wall()):
         return Outcome(False, False, before, before, 0.0, wait_seconds, data_state(checkpoint_dir, before))
-    sentinel.parent.mkdir(parents=True, exist_ok=True)
-    sentinel.touch()
+    try:
+        sentinel.parent.mkdir(parents=True, exist_ok=True)
+        with sentinel.open("a"):  # unlike touch(), refuses a directory in the way, which miles could never delete
+            pass
+    except OSError as exc:  # a read-only volume, a dangling symlink, a directory in the way: no save can be asked for
+        error = f"cannot write the save sentinel {sentinel}: {exc.strerror or exc}"
+        return Outcome(False, True, before, before, 0.0, wait_seconds, data_state(checkpoint_dir, before), error)
     while True:
         now = tracker_iteration(checkpoint_dir)
         elapsed = round(clock() - start, 1)
@@ -97,7 +104,8 @@ def save_before_exit(
             return Outcome(True, True, before, now, elapsed, wait_seconds, data_state(checkpoint_dir, now))
         if elapsed >= wait_seconds or not miles_running(running, wall()):
             # No save coming: a sentinel left behind would make the next attempt save after its first step.
-            sentinel.unlink(missing_ok=True)
+            with contextlib.suppress(OSError):
+                sentinel.unlink(missing_ok=True)
             return Outcome(False, True, before, now, elapsed, wait_seconds, data_state(checkpoint_dir, now))
         sleep(poll_seconds)
 
@@ -136,10 +144,17 @@ def add_presave(parser: argparse.ArgumentParser) -> None:
 
 
 def run_presave(args: argparse.Namespace, stop: Callable[[], None] = stop_ray) -> int:
-    outcome = save_before_exit(args.sentinel, args.checkpoint_dir, args.wait_seconds)
+    """Never raises and always exits 0: whatever goes wrong is the report line's `error`, and Ray is stopped
+    regardless, so a worker whose hook failed does not hold its GPUs for the whole grace."""
     name = HEAD_REPORT if args.head else REPORT
-    sys.stdout.write(report(outcome, args.checkpoint_dir, name) + "\n")
-    sys.stdout.flush()
+    try:
+        outcome = save_before_exit(args.sentinel, args.checkpoint_dir, args.wait_seconds)
+        line = report(outcome, args.checkpoint_dir, name)
+    except Exception as exc:  # the hook's one promise is to let the pod go
+        line = json.dumps({"preStopSave": None, "error": f"{type(exc).__name__}: {exc}"}, sort_keys=True)
+    with contextlib.suppress(OSError):  # no stdout (the kubelet closed it): the file beside the checkpoints may say it
+        sys.stdout.write(line + "\n")
+        sys.stdout.flush()
     if args.stop_ray:
         stop()
     return 0

@@ -19,7 +19,8 @@ What it does:
 - retries, with exponential backoff and jitter (0.5 s doubling to 30 s), of 503, 429, 502, 504, timeouts and
   connection errors (a restarting service), for at most `GRPO_REWARD_RETRY_BUDGET_S` seconds (default 600)
   per request; the wait is the larger of the backoff and a finite `Retry-After`, never past the budget;
-- an answer is accepted only as JSON of finite numbers (not booleans, strings, NaN or Infinity), a batch's as
+- an answer is accepted only as JSON of finite numbers within +-1e6 (`MAX_ABS_REWARD`: not booleans, strings,
+  NaN, Infinity or 3.5e38, which miles's float32 makes infinite), a batch's as
   a list of exactly one per sample; an answer body is read to at most 1 MiB, decompressed to at most 1 MiB;
 - 422 (a label the service cannot read): the sample scores 0.0, as an unverifiable answer earns no credit,
   is counted (`STATS.unscorable`) and logged with the service's message; one such label never ends the run.
@@ -222,6 +223,12 @@ async def _read_bounded(resp: aiohttp.ClientResponse, limit: int) -> bytes:
     return bytes(out)
 
 
+# miles keeps rewards as float32 (max 3.4e38): 1e300 or 3.5e38 become infinity there, then NaN advantages. The
+# bound sits far below that so a group's sums and squares (its mean and standard deviation) stay finite too, and
+# far above any reward a scorer means (rule rewards are 0..1; a reward model's logits are tens).
+MAX_ABS_REWARD = 1e6
+
+
 def _not_a_number(token: str) -> Any:
     raise ValueError(f"{token} is not a reward")
 
@@ -243,6 +250,11 @@ def _as_reward(value: Any) -> float:
         reward = math.inf
     if not math.isfinite(reward):
         raise _BadAnswer(f"the answer {_one_line(repr(value), 80)} is not a finite number")
+    if abs(reward) > MAX_ABS_REWARD:
+        raise _BadAnswer(
+            f"the answer {_one_line(repr(value), 80)} is outside the reward range [-{MAX_ABS_REWARD:g}, "
+            f"{MAX_ABS_REWARD:g}] (miles keeps rewards as float32)"
+        )
     return reward
 
 
