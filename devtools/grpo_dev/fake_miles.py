@@ -57,7 +57,9 @@ comma list indexed by rollout_id whose last value repeats); `--fake-exit-code` (
 `--fake-data-state-seconds` (1.0: the pause between the tracker and the data state of a save); `--fake-fail-reason WORD` (writes `{"reason": WORD, "message": TEXT}` to the file named by `GRPO_FAILURE_FILE`
 before failing, as a component inside miles that ends the run on purpose does; see grpo_launcher.summary);
 `--fake-fail-after N` (exit at rollout_id N instead of after the last rollout); `--fake-stall-after N` (stop
-advancing at rollout_id N but keep serving until killed); `--fake-bind-address` (127.0.0.1: miles binds
+advancing at rollout_id N but keep serving until killed); `--fake-print-env NAME` (repeatable: print NAME's value as
+the driver and, in a Ray job, a task on each node see it, as a tracker library that logs its settings would leak
+a key; what the kept logs must not hold); `--fake-bind-address` (127.0.0.1: miles binds
 0.0.0.0, but this project's local servers listen on loopback only). SIGTERM (Ray's stop_job) exits at once
 with 143.
 """
@@ -68,6 +70,7 @@ import argparse
 import json
 import os
 import signal
+import socket
 import sys
 import threading
 import time
@@ -136,6 +139,7 @@ def build_parser() -> argparse.ArgumentParser:
     fake.add_argument("--fake-checkpoints", action="store_true")
     fake.add_argument("--fake-data-state-seconds", type=float, default=1.0)
     fake.add_argument("--fake-score-rewards", action="store_true")
+    fake.add_argument("--fake-print-env", action="append", default=[])
     # From the environment too: where a launcher checks miles's argv against the run config (a real Ray job).
     fake.add_argument("--fake-knobs-dir", type=Path, default=os.environ.get("FAKE_MILES_KNOBS_DIR"))
     return parser
@@ -244,6 +248,28 @@ TRAIN_ACTOR = "MegatronTrainRayActor"
 RAY_PREFIX = "\x1b[36m({actor} pid={pid})\x1b[0m "  # Ray's prefix on an actor's forwarded output (colored)
 
 
+def print_env(names: list[str], in_ray: bool) -> None:
+    """Each variable as the driver sees it and, in a Ray job, as a task pinned to each live node sees it."""
+    seen = {socket.gethostname(): {n: os.environ.get(n, "<unset>") for n in names}}
+    if in_ray:
+        import ray
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+        @ray.remote(num_cpus=0)
+        def env_of(wanted: list[str]) -> tuple[str, dict[str, str]]:
+            return socket.gethostname(), {n: os.environ.get(n, "<unset>") for n in wanted}
+
+        nodes = [n["NodeID"] for n in ray.nodes() if n.get("Alive")]  # type: ignore[no-untyped-call]
+        pinned = [
+            env_of.options(scheduling_strategy=NodeAffinitySchedulingStrategy(node, soft=False)).remote(names)
+            for node in nodes
+        ]
+        seen.update(ray.get(pinned, timeout=120))
+    for host, values in sorted(seen.items()):
+        for name, value in values.items():
+            log(f"{name}={value} on {host}")
+
+
 def log(message: str, source: str = "main", where: str = "fake_miles.py", actor: str | None = None) -> None:
     """One line as miles's logger writes it (stderr, `utils/logging_utils.py:33-38`), behind Ray's prefix when
     miles would log it from an actor."""
@@ -274,6 +300,8 @@ def main(argv: list[str] | None = None) -> int:
 
         ray.init(log_to_driver=False)
     signal.signal(signal.SIGTERM, on_sigterm)  # after ray.init, which installs its own
+    if args.fake_print_env:
+        print_env(args.fake_print_env, "RAY_ADDRESS" in os.environ)
 
     def sleep(seconds: float) -> None:
         if stop.wait(seconds):
