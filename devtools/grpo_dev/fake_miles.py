@@ -224,7 +224,6 @@ class Checkpoints:
         if external and self.sentinel is not None:
             os.remove(self.sentinel)
 
-
     def export_hf(self, rollout_id: int) -> None:
         """miles's `save_hf_model` after the model's save (`actor.py:658-661`): errors are logged, never raised."""
         if self.save_hf is None:
@@ -318,8 +317,13 @@ class Evaluator:
             none = at(self.none_ratio, n)
             logged[f"eval/{name}-none_reward_ratio"] = none
             if none:
-                log(f"eval/{name}: {none:g} of samples have reward=None (likely errored/aborted trials); treating "
-                    "as 0.0 for metrics.", "rollout_manager", "metrics.py:33", actor="RolloutManager")
+                log(
+                    f"eval/{name}: {none:g} of samples have reward=None (likely errored/aborted trials); treating "
+                    "as 0.0 for metrics.",
+                    "rollout_manager",
+                    "metrics.py:33",
+                    actor="RolloutManager",
+                )
             logged[f"eval/{name}"] = at(self.score, n)
             logged[f"eval/{name}-truncated_ratio"] = at(self.truncated, n)
         log(f"eval {rollout_id}: {logged}", "rollout_manager", "metrics.py:53", actor="RolloutManager")

@@ -403,7 +403,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "doctor":
         return _doctor(args)
     if args.command == "results":
-        code, why = run_results(args.run, args.namespace, args.kubeconfig, args.context, args.json, sys.stdout)
+        code, why = run_results(
+            args.run, args.namespace, args.kubeconfig, args.context, as_json=args.json, out=sys.stdout
+        )
         if why:
             print(f"grpo results: {why}", file=sys.stderr)
         return code

@@ -74,7 +74,7 @@ def results_json(name: str, namespace: str, status: GRPORunStatus) -> dict[str, 
 
 
 def run_results(
-    name: str, namespace: str | None, kubeconfig: str | None, context: str | None, as_json: bool, out: TextIO
+    name: str, namespace: str | None, kubeconfig: str | None, context: str | None, *, as_json: bool, out: TextIO
 ) -> tuple[int, str]:
     """Exit status and, when not 0, the one line saying why."""
     try:
@@ -88,9 +88,12 @@ def run_results(
         why = "may not be read (forbidden)" if PLURAL in reader.cluster.unreadable else "does not exist"
         return 1, f"GRPORun {name} in namespace {namespace} {why}; list them with kubectl get grporuns -n {namespace}"
     try:
-        status = GRPORunStatus.model_validate(found.get("status") or {})
+        status = GRPORunStatus.model_validate_json(json.dumps(found.get("status") or {}))
     except ValidationError as exc:
-        return 1, f"GRPORun {name}: its status does not read as this grpo's ({exc.error_count()} problem(s)); is it newer?"
+        return (
+            1,
+            f"GRPORun {name}: its status does not read as this grpo's ({exc.error_count()} problem(s)); is it newer?",
+        )
     if as_json:
         print(json.dumps(results_json(name, namespace, status), indent=2), file=out)
     else:

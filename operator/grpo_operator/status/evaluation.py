@@ -66,7 +66,9 @@ def _regressed(entry: EvalSetStatus, score: float, train: float | None, guard: E
     return entry.regression_streak + 1 if below and not reward_fell else 0
 
 
-def _scored(entry: EvalSetStatus, r: EvalReading, train: float | None, guard: EvalRegressionGuard | None) -> EvalSetStatus:
+def _scored(
+    entry: EvalSetStatus, r: EvalReading, train: float | None, guard: EvalRegressionGuard | None
+) -> EvalSetStatus:
     assert r.score is not None
     streak = _regressed(entry, r.score, train, guard)
     better = entry.best is None or r.score > entry.best

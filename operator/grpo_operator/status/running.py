@@ -84,7 +84,7 @@ def _evaluation(
 
 def _outputs(prev: GRPORunStatus | None, summary: RunSummary | None) -> RunOutputs | None:
     found = summary.outputs if summary is not None else None
-    if found is None or found.checkpoint_iteration is None and found.huggingface_path is None:
+    if found is None or (found.checkpoint_iteration is None and found.huggingface_path is None):
         return prev.outputs if prev is not None else None
     return RunOutputs(
         checkpoint_iteration=found.checkpoint_iteration,

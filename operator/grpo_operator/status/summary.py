@@ -35,7 +35,8 @@ def _number(value: Any) -> float | None:
 def _rollout(item: Any) -> TrainerMetrics | None:
     if not isinstance(item, dict) or not isinstance(item.get("rollout"), int):
         return None
-    return TrainerMetrics(int(item["rollout"]), *(_number(item.get(k)) for k in _FIELDS))
+    reward, repetition, truncated, step = (_number(item.get(k)) for k in _FIELDS)
+    return TrainerMetrics(int(item["rollout"]), reward, repetition, truncated, step)
 
 
 def _eval(item: Any) -> EvalReading | None:

@@ -31,7 +31,8 @@ from typing import IO, TextIO
 from grpo_launcher.checks import PREFLIGHT_FAILED_EXIT, print_report
 from grpo_launcher.config import RunConfig, echo
 from grpo_launcher.metrics import MetricsServer, serve
-from grpo_launcher.outputs import EXPORT_MISSING, collect as collect_outputs
+from grpo_launcher.outputs import EXPORT_MISSING
+from grpo_launcher.outputs import collect as collect_outputs
 from grpo_launcher.preflight import PreflightEnv, run_preflight
 from grpo_launcher.presave import MARKER_REFRESH_SECONDS, MILES_RUNNING, data_state, tracker_iteration
 from grpo_launcher.provenance import ProvenanceSources, collect, provenance_line

@@ -45,7 +45,9 @@ def export_problem(directory: Path) -> str | None:
         return f"{directory} does not exist"
     if _empty(directory / "config.json"):
         return f"{directory}/config.json is missing or empty"
-    weights = sorted({p for pattern in WEIGHT_PATTERNS for p in directory.glob(pattern)} | set(_indexed_shards(directory)))
+    weights = sorted(
+        {p for pattern in WEIGHT_PATTERNS for p in directory.glob(pattern)} | set(_indexed_shards(directory))
+    )
     if not weights:
         return f"{directory} has no weight files ({', '.join(WEIGHT_PATTERNS)})"
     bad = [p.name for p in weights if _empty(p)]
