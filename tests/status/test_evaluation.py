@@ -206,3 +206,15 @@ def test_status_outputs_name_the_last_checkpoint_and_the_export() -> None:
         0,
         "/c/iter_0000000",
     )
+
+
+def test_evaluations_no_scrape_caught_take_their_place_from_the_end_of_run_summary() -> None:
+    s = spec({**EVAL, "rollout": {"numRollout": 5}})
+    scraped = _evals((0.3, 0.1), (0.4, 0.2), (0.35, 0.3))[2]  # only the evaluation after rollout 4 was scraped
+    readings = tuple(EvalReading("aime", r, score, 0.0, 0.0) for r, score in ((0, 0.3), (2, 0.45), (4, 0.35)))
+    rollouts = tuple(TrainerMetrics(rollout=r, raw_reward=0.5) for r in range(5))
+    done = RunSummary(exit_code=0, last_rollout=4, rollouts=rollouts, evals=readings)
+    end = observe(cluster=READY, job=job(JobState.SUCCEEDED), now=T0 + timedelta(seconds=9), summary=done)
+    (aime,) = run_through(s, scraped, end).status.evaluation or []
+    assert [(p.rollout, p.score) for p in aime.history] == [(0, 0.3), (2, 0.45), (4, 0.35)]
+    assert (aime.baseline_rollout, aime.best, aime.best_rollout, aime.last, aime.last_rollout) == (0, 0.45, 2, 0.35, 4)

@@ -7,6 +7,8 @@ evaluated), through the same tracking path as the training metrics (docs/integra
 evaluation whose rewards were mostly None measures the scorer, not the model: it is a warning event, not a score,
 and the guard does not count it. The guard trips when the score stays more than `maxDrop` below its best for
 `after` scored evaluations in a row while the training reward, at each of them, is not below its value at the best.
+A scrape sees only the latest evaluation; the ones between two scrapes arrive with the end-of-run summary and take
+their place in the history (and the baseline or best), while the last score and the guard follow the order seen.
 """
 
 from __future__ import annotations
@@ -87,6 +89,28 @@ def _scored(
     )
 
 
+def _late(entry: EvalSetStatus, r: EvalReading, train: float | None) -> EvalSetStatus:
+    """An evaluation older than the last one recorded, first seen in the end-of-run summary (no scrape caught it):
+    it takes its place in the history, and in the baseline or the best where it is one; the last score and the
+    guard's count, which follow the evaluations in order, stay."""
+    assert r.score is not None
+    point = EvalPoint(rollout=r.rollout, score=r.score, train_reward=train)
+    history = sorted([*entry.history, point], key=lambda p: p.rollout)[-HISTORY:]
+    first = entry.baseline_rollout is None or r.rollout < entry.baseline_rollout
+    best = (
+        entry.best is None or r.score > entry.best or (r.score == entry.best and r.rollout < (entry.best_rollout or 0))
+    )
+    return entry.model_copy(
+        update={
+            "baseline": r.score if first else entry.baseline,
+            "baseline_rollout": r.rollout if first else entry.baseline_rollout,
+            "best": r.score if best else entry.best,
+            "best_rollout": r.rollout if best else entry.best_rollout,
+            "history": history,
+        }
+    )
+
+
 def _seen(entry: EvalSetStatus, rollout: int) -> bool:
     return rollout in (entry.last_rollout, entry.not_scored_rollout) or any(p.rollout == rollout for p in entry.history)
 
@@ -104,6 +128,10 @@ def fold(
     for r in seen:
         entry = sets.get(r.name) or EvalSetStatus(name=r.name)
         if _seen(entry, r.rollout):
+            continue
+        latest = max((x for x in (entry.last_rollout, entry.not_scored_rollout) if x is not None), default=None)
+        if latest is not None and r.rollout < latest:
+            sets[r.name] = entry if not_scored(r) else _late(entry, r, train_reward(r.rollout))
             continue
         ratios = {"truncated_ratio": r.truncated_ratio, "none_reward_ratio": r.none_reward_ratio}
         if not_scored(r):
