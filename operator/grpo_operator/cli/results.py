@@ -69,7 +69,9 @@ def results_text(name: str, status: GRPORunStatus) -> str:
 
 
 def results_json(name: str, namespace: str, status: GRPORunStatus) -> dict[str, Any]:
-    dumped = status.model_dump(mode="json", by_alias=True, include={"phase", "reason", "evaluation", "outputs"})
+    dumped = status.model_dump(
+        mode="json", by_alias=True, exclude_none=True, include={"phase", "reason", "evaluation", "outputs"}
+    )
     return {"name": name, "namespace": namespace, **dumped}
 
 
