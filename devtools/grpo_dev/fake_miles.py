@@ -47,7 +47,7 @@ and ignores every other one. What it imitates, read from radixark/miles at the p
   (`ray/rollout/metrics.py:21-59`): per set `eval/<name>` (the mean reward, a None counted as 0),
   `eval/<name>-none_reward_ratio`, `eval/<name>-truncated_ratio`, the line `eval <rollout_id>: {...}` from the
   `RolloutManager` actor (`metrics.py:53`), and the gauges of those keys and `eval/step` through the same tracking
-  path (`metrics.py:55-57`, `tracking_utils/base.py:128-131`). The scores come from `--fake-eval-score` (a series
+  path (`metrics.py:55-57`, `tracking_utils/base.py:119-131`). The scores come from `--fake-eval-score` (a series
   indexed by the evaluation's number, 0 the baseline), the ratios from `--fake-eval-truncated` and
   `--fake-eval-none-ratio` (same indexing); a none ratio above 0 also logs miles's warning (`metrics.py:32-36`).
 * Hugging Face export. With `--save-hf <template>` each save of `--fake-checkpoints` also writes

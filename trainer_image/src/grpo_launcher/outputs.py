@@ -4,7 +4,7 @@ The checkpoint is the one Megatron's tracker names (`latest_checkpointed_iterati
 file miles resumes from), in `<save>/iter_<7 digits>`. miles writes the Hugging Face copy of each save to
 `--save-hf` formatted with the save's rollout id (`save_hf.format(rollout_id=...)`,
 `miles/backends/megatron_utils/actor.py:658-661`, `model.py:892`) and only LOGS a failed export
-(`model.py:917`: "Failed to save HuggingFace format"), so a run that asked for one cannot succeed on miles's exit
+(`model.py:908-910`: "Failed to save HuggingFace format"), so a run that asked for one cannot succeed on miles's exit
 code alone: the launcher checks the export of the last save has `config.json` and weight files, none of them empty,
 and otherwise ends the run with the `ExportMissing` failure (the operator's Failed reason, grpo_launcher.summary).
 """
