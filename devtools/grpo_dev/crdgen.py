@@ -52,6 +52,7 @@ PRINTER_COLUMNS = [
     {"name": "Progress", "type": "string", "jsonPath": ".status.progress"},
     {"name": "Reward", "type": "number", "jsonPath": ".status.metrics.rawReward"},
     {"name": "Repetition", "type": "number", "jsonPath": ".status.metrics.repetitionFrac"},
+    {"name": "Eval", "type": "number", "jsonPath": ".status.evaluation[0].last"},
     {"name": "GPU-Hours", "type": "number", "jsonPath": ".status.accounting.gpuHours"},
     {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
     {"name": "Reason", "type": "string", "jsonPath": ".status.reason", "priority": 1},

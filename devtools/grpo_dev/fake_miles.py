@@ -39,6 +39,23 @@ and ignores every other one. What it imitates, read from radixark/miles at the p
   `train.py` never calls it, Ray connects on its first `placement_group()` (`train.py:26`,
   `ray/placement_group.py:57`), before any rollout; either way the job's `driver_info` carries the node IP.
 
+* Evaluation. With `--eval-interval` and `--eval-prompt-data <name> <path> ...` it evaluates where `train.py`
+  does: once before the first rollout unless `--skip-eval-before-train` (`train.py:95-96`), then after rollout
+  `rollout_id` when `should_run_periodic_action(rollout_id, eval_interval)` (`train.py:135-136`,
+  `utils/misc.py:208-229`: `(rollout_id + 1) % interval == 0`; the operator renders `--num-rollout`, so
+  `num_rollout_per_epoch` is None, `ray/placement_group.py:193-196`, and unlike a save the last rollout is not forced). Each evaluation logs what `log_eval_rollout_data` logs
+  (`ray/rollout/metrics.py:21-59`): per set `eval/<name>` (the mean reward, a None counted as 0),
+  `eval/<name>-none_reward_ratio`, `eval/<name>-truncated_ratio`, the line `eval <rollout_id>: {...}` from the
+  `RolloutManager` actor (`metrics.py:53`), and the gauges of those keys and `eval/step` through the same tracking
+  path (`metrics.py:55-57`, `tracking_utils/base.py:119-131`). The scores come from `--fake-eval-score` (a series
+  indexed by the evaluation's number, 0 the baseline), the ratios from `--fake-eval-truncated` and
+  `--fake-eval-none-ratio` (same indexing); a none ratio above 0 also logs miles's warning (`metrics.py:32-36`).
+* Hugging Face export. With `--save-hf <template>` each save of `--fake-checkpoints` also writes
+  `template.format(rollout_id=...)` with a `config.json` and a `model.safetensors`, as miles's `save_hf_model` does
+  (`backends/megatron_utils/actor.py:658-661`, `model.py:869-917`); `--fake-skip-hf-export` logs miles's
+  "Failed to save HuggingFace format" error instead and writes nothing, as miles does when the export fails
+  (it never raises).
+
 With `--fake-checkpoints` (off by default, so a test never writes under the rendered `/fsx/...` paths unless
 it asks), checkpoints follow miles's `train.py` loop: resume at `latest_checkpointed_iteration.txt` + 1 under
 `--load`, reading the rollout data state of that iteration (`rollout/global_dataset_state_dict_<id>.pt`) or
@@ -125,6 +142,10 @@ def build_parser() -> argparse.ArgumentParser:
     miles.add_argument("--custom-rm-path", default=None)
     miles.add_argument("--rm-url", default=None)
     miles.add_argument("--n-samples-per-prompt", type=int, default=2)
+    miles.add_argument("--eval-interval", type=int, default=None)
+    miles.add_argument("--eval-prompt-data", nargs="+", default=None)
+    miles.add_argument("--skip-eval-before-train", action="store_true")
+    miles.add_argument("--save-hf", default=None)
     fake = parser.add_argument_group("test-double knobs")
     fake.add_argument("--fake-step-seconds", type=float, default=0.3)
     fake.add_argument("--fake-reward", type=series, default=[0.5])
@@ -140,6 +161,10 @@ def build_parser() -> argparse.ArgumentParser:
     fake.add_argument("--fake-data-state-seconds", type=float, default=1.0)
     fake.add_argument("--fake-score-rewards", action="store_true")
     fake.add_argument("--fake-print-env", action="append", default=[])
+    fake.add_argument("--fake-eval-score", type=series, default=[0.5])
+    fake.add_argument("--fake-eval-truncated", type=series, default=[0.0])
+    fake.add_argument("--fake-eval-none-ratio", type=series, default=[0.0])
+    fake.add_argument("--fake-skip-hf-export", action="store_true")
     # From the environment too: where a launcher checks miles's argv against the run config (a real Ray job).
     fake.add_argument("--fake-knobs-dir", type=Path, default=os.environ.get("FAKE_MILES_KNOBS_DIR"))
     return parser
@@ -165,6 +190,8 @@ class Checkpoints:
     sentinel: str | None
     num_rollout: int
     data_state_seconds: float = 1.0
+    save_hf: str | None = None
+    skip_hf: bool = False
 
     def start_rollout_id(self) -> int:
         if self.load is None:
@@ -192,6 +219,7 @@ class Checkpoints:
         (directory / "fake_checkpoint").write_text(f"{rollout_id}\n")
         (Path(self.save) / CHECKPOINT_MARKER).write_text(f"{rollout_id}\n")
         log(f"saved checkpoint iteration {rollout_id} to {self.save}" + (" (sentinel)" if external else ""))
+        self.export_hf(rollout_id)
         sleep(self.data_state_seconds)  # the rollout manager's save comes after the model's (train.py:90)
         state = Path(self.save) / DATA_STATE.format(rollout_id)
         state.parent.mkdir(parents=True, exist_ok=True)
@@ -199,6 +227,19 @@ class Checkpoints:
         log(f"saved rollout data state {state}")
         if external and self.sentinel is not None:
             os.remove(self.sentinel)
+
+    def export_hf(self, rollout_id: int) -> None:
+        """miles's `save_hf_model` after the model's save (`actor.py:658-661`): errors are logged, never raised."""
+        if self.save_hf is None:
+            return
+        path = Path(self.save_hf.format(rollout_id=rollout_id))
+        if self.skip_hf:
+            log(f"Failed to save HuggingFace format: --fake-skip-hf-export ({path})", "actor_cell0_rank0", "model.py")
+            return
+        path.mkdir(parents=True, exist_ok=True)
+        (path / "config.json").write_text(json.dumps({"architectures": ["FakeForCausalLM"], "rollout_id": rollout_id}))
+        (path / "model.safetensors").write_bytes(b"fake weights of rollout %d\n" % rollout_id)
+        log(f"Successfully saved merged HuggingFace model to {path}", "actor_cell0_rank0", "model.py")
 
 
 class Gauges:
@@ -279,6 +320,44 @@ def log(message: str, source: str = "main", where: str = "fake_miles.py", actor:
     print(f"{prefix}[{stamp} {source}] {where} - {message}", file=sys.stderr, flush=True)
 
 
+@dataclass
+class Evaluator:
+    """miles's `log_eval_rollout_data` for the eval sets of `--eval-prompt-data`, scores from the knobs."""
+
+    names: list[str]
+    score: list[float]
+    truncated: list[float]
+    none_ratio: list[float]
+    done: int = 0
+
+    @classmethod
+    def of(cls, args: argparse.Namespace) -> Evaluator | None:
+        if args.eval_interval is None or not args.eval_prompt_data:
+            return None
+        names = args.eval_prompt_data[0::2]
+        return cls(names, args.fake_eval_score, args.fake_eval_truncated, args.fake_eval_none_ratio)
+
+    def evaluate(self, rollout_id: int, gauges: Gauges | None) -> None:
+        n, logged = self.done, {}
+        for name in self.names:
+            none = at(self.none_ratio, n)
+            logged[f"eval/{name}-none_reward_ratio"] = none
+            if none:
+                log(
+                    f"eval/{name}: {none:g} of samples have reward=None (likely errored/aborted trials); treating "
+                    "as 0.0 for metrics.",
+                    "rollout_manager",
+                    "metrics.py:33",
+                    actor="RolloutManager",
+                )
+            logged[f"eval/{name}"] = at(self.score, n)
+            logged[f"eval/{name}-truncated_ratio"] = at(self.truncated, n)
+        log(f"eval {rollout_id}: {logged}", "rollout_manager", "metrics.py:53", actor="RolloutManager")
+        if gauges is not None:
+            gauges.update({**logged, "eval/step": rollout_id})
+        self.done += 1
+
+
 def main(argv: list[str] | None = None) -> int:
     raw = sys.argv[1:] if argv is None else argv
     # A launcher's `--` before miles's argv must not turn miles's flags into positionals.
@@ -314,6 +393,8 @@ def main(argv: list[str] | None = None) -> int:
         args.save_trigger_sentinel,
         args.num_rollout,
         args.fake_data_state_seconds,
+        args.save_hf,
+        args.fake_skip_hf_export,
     )
     if not args.fake_checkpoints:
         checkpoints = Checkpoints(None, None, None, None, args.num_rollout)
@@ -329,7 +410,10 @@ def main(argv: list[str] | None = None) -> int:
             log(f"Prometheus metrics server on {args.fake_bind_address}:{args.prometheus_port}, run_name={run_name}")
         log(f"ignoring {len(ignored)} other arguments; num_rollout={args.num_rollout}")
         start = checkpoints.start_rollout_id()
+        evaluator = Evaluator.of(args)
         for rollout_id in range(start, args.num_rollout):
+            if evaluator is not None and rollout_id == start and not args.skip_eval_before_train:
+                evaluator.evaluate(rollout_id, gauges)
             if args.fake_fail_after is not None and rollout_id >= args.fake_fail_after:
                 break
             if args.fake_stall_after is not None and rollout_id >= args.fake_stall_after:
@@ -353,6 +437,8 @@ def main(argv: list[str] | None = None) -> int:
             if gauges is not None:
                 gauges.update({**samples, **train, **perf, "rollout/step": rollout_id})
             checkpoints.after_rollout(rollout_id, sleep)
+            if evaluator is not None and (rollout_id + 1) % args.eval_interval == 0:
+                evaluator.evaluate(rollout_id, gauges)
     except Terminated:
         log("received SIGTERM, exiting")
         return 128 + signal.SIGTERM

@@ -7,7 +7,7 @@ from typing import Any
 import yaml
 from grpo_dev import crdgen
 
-EXPECTED_COLUMNS = ["Phase", "Model", "Progress", "Reward", "Repetition", "GPU-Hours", "Age"]
+EXPECTED_COLUMNS = ["Phase", "Model", "Progress", "Reward", "Repetition", "Eval", "GPU-Hours", "Age"]
 
 
 def walk(node: Any, path: str = "") -> list[tuple[str, dict[str, Any]]]:
@@ -87,7 +87,7 @@ def test_cross_field_rules_are_declared_as_cel() -> None:
 def test_status_keys_printer_columns_and_names() -> None:
     version = crdgen.crd()["spec"]["versions"][0]
     assert version["subresources"] == {"status": {}}
-    assert [c["name"] for c in version["additionalPrinterColumns"]][:7] == EXPECTED_COLUMNS
+    assert [c["name"] for c in version["additionalPrinterColumns"]][:8] == EXPECTED_COLUMNS
     status = version["schema"]["openAPIV3Schema"]["properties"]["status"]["properties"]
     assert {
         "phase",

@@ -215,3 +215,15 @@ def test_the_committed_data_is_what_the_extractor_reads_from_the_pinned_sources(
     committed = json.loads(miles_flags.DATA_FILE.read_text())
     assert json.loads(json.dumps(fresh["flags"])) == committed["flags"], "run make miles-flags"
     assert fresh["sources"] == committed["sources"], "run make miles-flags"
+
+
+@pytest.mark.parametrize("path", valid_examples(), ids=lambda p: p.stem)
+def test_a_hugging_face_export_renders_save_hf_inside_the_checkpoint_directory_and_miles_accepts_it(
+    path: Path,
+) -> None:
+    doc = example(path.stem, {"export": {"huggingface": True}})
+    argv = rendered(doc).job.miles_argv
+    checkpoints = argv[argv.index("--save") + 1]
+    assert argv[argv.index("--save-hf") + 1] == f"{checkpoints}/hf/iter_{{rollout_id:07d}}"
+    assert check_argv(argv, DATA) == []
+    assert "--save-hf" not in rendered(example(path.stem)).job.miles_argv

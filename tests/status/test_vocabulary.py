@@ -68,6 +68,7 @@ def test_every_reason_belongs_to_a_phase_a_condition_or_an_event() -> None:
         Reason.NOT_SAVED_BEFORE_STOP,
         Reason.CAPTURE_SKIPPED,
         Reason.CAPTURE_FAILED,
+        Reason.EVAL_NOT_SCORED,
     }
     triggers = {Reason.CAPTURE_REQUESTED}  # an evidence bundle's trigger (status.forensics)
     assert set(Reason) - used == events | triggers

@@ -793,6 +793,22 @@ class MinRewardGuard(ApiModel):
         return f"guards.minReward.value default {low:g} (the lowest score of the reward's range {low:g}..{high:g})"
 
 
+class EvalRegressionGuard(ApiModel):
+    """Reward hacking: the held-out score falls while the training reward does not (status/evaluation.py)."""
+
+    max_drop: float = Field(
+        ge=0,
+        le=1000,
+        description="The eval score may fall this far below its best; more than this counts as a regression.",
+    )
+    after: int = Field(
+        default=2,
+        ge=1,
+        le=1000,
+        description="Consecutive scored evaluations in regression, the training reward not falling, before it trips.",
+    )
+
+
 class GuardsSpec(ApiModel):
     max_repetition_frac: float = Field(
         default=0.3, ge=0, le=1, description="rollout/repetition_frac above this is degenerate output."
@@ -815,6 +831,11 @@ class GuardsSpec(ApiModel):
         ge=0,
         le=604800,
         description="After each (re)start of the job, time for model load before the stall clock starts.",
+    )
+    eval_regression: EvalRegressionGuard | None = Field(
+        default=None,
+        description="Trip (EvalRegressed) when the eval score falls more than maxDrop below its best for `after` "
+        "evaluations in a row while the training reward did not fall; needs spec.eval.",
     )
     action: GuardAction = Field(default=GuardAction.STOP, description="Stop the job and fail the run, or only Warn.")
 
@@ -855,6 +876,16 @@ class PreemptionSpec(ApiModel):
         ge=1,
         le=86400,
         description="A rollout step's time until one is observed (then the observed p95 of recent rollouts).",
+    )
+
+
+class ExportSpec(ApiModel):
+    """Copies of the trained model besides miles's Megatron checkpoints."""
+
+    huggingface: bool = Field(
+        default=False,
+        description="Write a Hugging Face copy at each save (miles --save-hf, under the checkpoint directory); the "
+        "run succeeds only when the last one has config.json and non-empty weight files (else Failed/ExportMissing).",
     )
 
 
@@ -912,6 +943,7 @@ class GRPORunSpec(ApiModel):
         max_length=64,
         description="Extra miles/Megatron/SGLang arguments appended last; flags the operator manages are refused.",
     )
+    export: ExportSpec = Field(default_factory=ExportSpec, description="Copies of the trained model to write.")
     guards: GuardsSpec = Field(
         default_factory=GuardsSpec,
         description="Stop runs that degenerate or stall; default: the runtime's defaults.guards.",

@@ -84,6 +84,10 @@ class Reason(StrEnum):
     CUDA_KERNEL_ERROR = "CUDAKernelError"
     # a worker pod waited unschedulable past spec.recovery.provisioningTimeoutSeconds (status/recovery.py)
     PROVISIONING_TIMEOUT = "ProvisioningTimeout"
+    # the eval score fell below its best while the training reward did not: guards.evalRegression (status/evaluation.py)
+    EVAL_REGRESSED = "EvalRegressed"
+    # spec.export.huggingface: the last Hugging Face export is missing or empty (the launcher's check)
+    EXPORT_MISSING = "ExportMissing"
     # conditions
     VALID = "Valid"
     RUNTIME_ALTERED = "RuntimeAltered"  # status.runtime failed its digest (also its Warning event)
@@ -119,6 +123,7 @@ class Reason(StrEnum):
     CAPTURE_REQUESTED = "CaptureRequested"  # a bundle's trigger: the grpo.dev/capture annotation
     CAPTURE_SKIPPED = "CaptureSkipped"
     CAPTURE_FAILED = "CaptureFailed"  # an evidence bundle or a log tail the API server would not store
+    EVAL_NOT_SCORED = "EvalNotScored"  # an evaluation whose rewards were mostly None (miles's none_reward_ratio)
 
 
 R = Reason
@@ -139,6 +144,8 @@ FAILURE_CLASSES = (
 _ENDINGS = (
     R.DEGENERATE_OUTPUT,
     R.STALLED,
+    R.EVAL_REGRESSED,
+    R.EXPORT_MISSING,
     R.UNVERIFIED,
     R.PREFLIGHT_FAILED,
     R.PROVISIONING_TIMEOUT,
@@ -150,7 +157,7 @@ _ENDINGS = (
 PHASE_REASONS: dict[Phase, tuple[Reason, ...]] = {
     Phase.PENDING: (R.PROVISIONING, R.QUEUED, R.RUNTIME_NOT_FOUND, R.API_SERVER_UNAVAILABLE),
     Phase.PROVISIONING: (R.PROVISIONING, R.SUBMITTING, R.WAITING_FOR_DRIVER, R.RESTARTING),
-    Phase.RUNNING: (R.RUNNING, R.SUSPENDING, R.DEGENERATE_OUTPUT, R.STALLED),
+    Phase.RUNNING: (R.RUNNING, R.SUSPENDING, R.DEGENERATE_OUTPUT, R.STALLED, R.EVAL_REGRESSED),
     Phase.SUSPENDED: (R.SUSPENDED, *KUEUE_EVICTIONS),
     Phase.SUCCEEDED: (R.SUCCEEDED,),
     Phase.FAILED: (R.INVALID_SPEC, *_ENDINGS),
@@ -180,7 +187,7 @@ CONDITION_REASONS: dict[ConditionType, tuple[Reason, ...]] = {
         R.RUN_SUMMARY,
         R.NO_RUN_SUMMARY,
     ),
-    ConditionType.HEALTHY: (R.NO_METRICS, R.METRICS_HEALTHY, R.DEGENERATE_OUTPUT, R.STALLED),
+    ConditionType.HEALTHY: (R.NO_METRICS, R.METRICS_HEALTHY, R.DEGENERATE_OUTPUT, R.STALLED, R.EVAL_REGRESSED),
     ConditionType.COMPLETE: (R.IN_PROGRESS, R.SUCCEEDED, *_ENDINGS),
 }
 
@@ -210,6 +217,60 @@ class RunMetrics(ApiModel):
     updated_at: str | None = Field(default=None, description="When the metrics were scraped (RFC 3339).")
     source: MetricsSource | None = Field(
         default=None, description="Scrape: miles's gauges; RunSummary: the launcher's end-of-run record."
+    )
+
+
+class EvalPoint(ApiModel):
+    """One scored evaluation."""
+
+    rollout: int = Field(description="The rollout after which miles evaluated (its eval/step).")
+    score: float = Field(description="eval/<name>: mean reward over the eval set (a None reward counted as 0).")
+    train_reward: float | None = Field(
+        default=None, description="rollout/raw_reward of that rollout, when observed (none for the baseline)."
+    )
+
+
+class EvalSetStatus(ApiModel):
+    """One eval set's scores, as miles logs them (docs/integrations/miles.md: evaluation)."""
+
+    name: str = Field(description="The eval set (spec.eval.name): miles's eval/<name>.")
+    baseline: float | None = Field(default=None, description="The first score observed (before training, by default).")
+    baseline_rollout: int | None = Field(default=None, description="The rollout of the baseline.")
+    last: float | None = Field(default=None, description="The latest score.")
+    last_rollout: int | None = Field(default=None, description="The rollout of the latest score.")
+    best: float | None = Field(default=None, description="The highest score so far.")
+    best_rollout: int | None = Field(default=None, description="The rollout of the best score (the first, on a tie).")
+    truncated_ratio: float | None = Field(
+        default=None, description="eval/<name>-truncated_ratio of the latest evaluation."
+    )
+    none_reward_ratio: float | None = Field(
+        default=None,
+        description="eval/<name>-none_reward_ratio of the latest evaluation: the share of rewards that were None.",
+    )
+    not_scored_rollout: int | None = Field(
+        default=None,
+        description="The latest evaluation left unscored: more than half its rewards were None (a warning event).",
+    )
+    regression_streak: int = Field(
+        default=0, ge=0, description="Scored evaluations in a row past guards.evalRegression.maxDrop below the best."
+    )
+    history: list[EvalPoint] = Field(
+        default_factory=list, max_length=20, description="The latest scored evaluations, oldest first."
+    )
+
+
+class RunOutputs(ApiModel):
+    """Where the trained model is: miles's last Megatron checkpoint and the Hugging Face export."""
+
+    checkpoint_iteration: int | None = Field(
+        default=None, description="The last checkpoint written: Megatron's tracker latest_checkpointed_iteration.txt."
+    )
+    checkpoint_path: str | None = Field(default=None, description="Its directory: <checkpointDir>/iter_<7 digits>.")
+    huggingface_path: str | None = Field(
+        default=None, description="The last Hugging Face export (spec.export.huggingface), once the launcher found it."
+    )
+    huggingface_verified: bool | None = Field(
+        default=None, description="Whether it has config.json and non-empty weight files (the launcher's check)."
     )
 
 
@@ -536,6 +597,15 @@ class GRPORunStatus(ApiModel):
     observed_generation: int | None = Field(default=None, description="Spec generation this status reflects.")
     progress: str | None = Field(default=None, description="Rollouts done / total, e.g. 37/100.")
     metrics: RunMetrics | None = Field(default=None, description="Last metrics scraped from the trainer.")
+    evaluation: list[EvalSetStatus] | None = Field(
+        default=None,
+        max_length=8,
+        description="Held-out evaluation scores per eval set (spec.eval), from the same source as metrics.",
+        json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"]},
+    )
+    outputs: RunOutputs | None = Field(
+        default=None, description="The last Megatron checkpoint and Hugging Face export, from the launcher."
+    )
     plan: RunPlan | None = Field(default=None, description="The computed plan.")
     ray_cluster_name: str | None = Field(default=None, description="The RayCluster of this run.")
     job_submission_id: str | None = Field(default=None, description="Ray job submission id.")

@@ -1,5 +1,6 @@
 """The `grpo` command: validate, plan and render GRPORun files offline, with the operator's own code, and
-`grpo doctor`: what the cluster lacks for GRPORuns, and whether a given run can start now (cli/doctor.py).
+`grpo doctor`: what the cluster lacks for GRPORuns, and whether a given run can start now (cli/doctor.py);
+`grpo results RUN`: a run's eval scores, checkpoint and export, read from the API server (cli/results.py).
 
 Exit status: 0 when every document is valid (every doctor check passes), 1 when any is not (one line per
 problem), 2 for a usage error. A user error never prints a traceback.
@@ -23,6 +24,7 @@ from grpo_operator.cli.clusterread import ReadError
 from grpo_operator.cli.doctor import cluster_runtime, run_doctor, within_deadline
 from grpo_operator.cli.doctorchecks import Target
 from grpo_operator.cli.loading import Document, load_documents, load_runtime
+from grpo_operator.cli.results import run_results
 from grpo_operator.cli.yamldecode import MAX_BYTES
 from grpo_operator.planning import validation
 from grpo_operator.planning.validation import Problem, Severity, errors
@@ -299,6 +301,13 @@ def _parser() -> argparse.ArgumentParser:
         "--runtime",
         help="YAML file with the GRPORuntime the run of -f uses (default: the cluster's, as the operator reads it)",
     )
+    text = "print what a run produced: eval scores per set, the last checkpoint, the Hugging Face export"
+    results = sub.add_parser("results", help=text, description=text)
+    results.add_argument("run", help="the GRPORun's name")
+    results.add_argument("-n", "--namespace", help="its namespace (default: the kubeconfig context's)")
+    results.add_argument("--json", action="store_true", help="print the status's evaluation and outputs as JSON")
+    results.add_argument("--kubeconfig", help="kubeconfig file (default: $KUBECONFIG, then ~/.kube/config)")
+    results.add_argument("--context", help="kubeconfig context (default: the current one)")
     for name, text in (
         ("validate", "check every GRPORun and GRPORuntime in FILE; one line per problem"),
         ("plan", "print what each GRPORun needs and whether it fits"),
@@ -424,6 +433,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if args.command == "doctor":
         return within_deadline(lambda: _doctor(args), args.timeout, sys.stderr)
+    if args.command == "results":
+        code, why = run_results(
+            args.run, args.namespace, args.kubeconfig, args.context, as_json=args.json, out=sys.stdout
+        )
+        if why:
+            print(f"grpo results: {why}", file=sys.stderr)
+        return code
     checked = _load(args.filename, args.runtime)
     if checked is None:
         return 1

@@ -2,7 +2,8 @@
 
 Parsing uses prometheus_client's own text parser; the reading of metric names follows miles's collector
 (`miles_metric_` + key with `/` and `-` turned into `_`, label `run_name`) and the reward service's
-`reward_service_*` families.
+`reward_service_*` families. miles documents each gauge with its key, so the eval sets' gauges are read by their
+HELP text (`eval/<name>`: a `-` in the name cannot be told from a `_` in the gauge's name).
 
 A `Scraper` (made at start, one per operator) does not scrape an endpoint that timed out again for a while (per
 URL, doubling from 5 s to 60 s; a success forgets it): a hung trainer or reward service costs its run one
@@ -22,7 +23,8 @@ from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.samples import Sample
 
 from grpo_operator.edges.backoff import Backoff
-from grpo_operator.status.observation import TrainerMetrics
+from grpo_operator.status import evaluation
+from grpo_operator.status.observation import EvalReading, TrainerMetrics
 
 TRAINER_GAUGES = {
     "miles_metric_rollout_step": "rollout",
@@ -70,16 +72,30 @@ def _samples(text: str) -> Iterable[Sample]:
         raise ScrapeError(f"not Prometheus text: {exc}") from None
 
 
+def _evals(keyed: dict[str, float]) -> tuple[EvalReading, ...]:
+    step = keyed.get(evaluation.STEP_KEY)
+    return () if step is None else evaluation.readings(int(step), keyed)
+
+
 def trainer_metrics(text: str, run_name: str) -> TrainerMetrics:
     """The run's gauges; samples labelled for another run (a shared driver node) are ignored."""
     values: dict[str, float] = {}
-    for sample in _samples(text):
-        field = TRAINER_GAUGES.get(sample.name)
-        if field is None or sample.labels.get("run_name", run_name) != run_name:
-            continue
-        values[field] = float(sample.value)
+    keyed: dict[str, float] = {}  # eval gauges by miles's key (their HELP text)
+    try:
+        families = list(text_string_to_metric_families(text))
+    except ValueError as exc:
+        raise ScrapeError(f"not Prometheus text: {exc}") from None
+    for family in families:
+        for sample in family.samples:
+            if sample.labels.get("run_name", run_name) != run_name:
+                continue
+            field = TRAINER_GAUGES.get(sample.name)
+            if field is not None:
+                values[field] = float(sample.value)
+            elif family.documentation.startswith("eval/"):
+                keyed[family.documentation] = float(sample.value)
     rollout = values.pop("rollout", None)
-    return TrainerMetrics(rollout=int(rollout) if rollout is not None else None, **values)
+    return TrainerMetrics(rollout=int(rollout) if rollout is not None else None, evals=_evals(keyed), **values)
 
 
 def reward_error_ratio(text: str) -> float | None:

@@ -53,6 +53,7 @@ _BY_FIELD: dict[str, tuple[str, ...]] = {
     "spec.model.torchDistCheckpoint": ("--ref-load",),
     "spec.storage.checkpointDir": ("--load", "--save"),
     "spec.storage.saveInterval": ("--save-interval",),
+    "spec.export.huggingface": ("--save-hf",),
     "spec.storage.tensorboardDir": ("--tensorboard-dir", "--use-tensorboard"),
     "spec.data.promptData": ("--prompt-data",),
     "spec.data.inputKey": ("--input-key",),

@@ -481,6 +481,7 @@ def _field_rules(run: GRPORun) -> list[Problem]:
                 Severity.WARNING,
             )
         )
+    out += _eval_guard_rules(spec)
     if spec.guards.stall_timeout_seconds < 600:
         out.append(
             Problem(
@@ -501,6 +502,20 @@ def _field_rules(run: GRPORun) -> list[Problem]:
             )
         )
     return out
+
+
+def _eval_guard_rules(spec: GRPORunSpec) -> list[Problem]:
+    """The reward-hacking guard reads the eval scores: without spec.eval miles logs none and it could never trip."""
+    guard = spec.guards.eval_regression
+    if guard is None or spec.eval is not None:
+        return []
+    return [
+        Problem(
+            "spec.guards.evalRegression",
+            f"{{maxDrop: {guard.max_drop:g}, after: {guard.after}}} needs spec.eval: without an eval set miles logs no "
+            "eval score and the guard could never trip; add spec.eval (promptData, interval) or remove the guard",
+        )
+    ]
 
 
 def check(run: GRPORun, rollout_seconds: Sequence[int] = ()) -> Checked:

@@ -22,6 +22,7 @@ from grpo_operator.render.settings import RenderSettings
 
 ENTRYPOINT_RESOURCES = {"gpu_node": 0.001}  # the driver runs on a GPU worker, never on the CPU-only head
 SAVE_SENTINEL = ".grpo-save-now"
+HF_EXPORT_DIR = "hf"  # spec.export.huggingface: miles --save-hf writes iter_<rollout>/ under it
 REWARD_CLIENT = "grpo_launcher.reward_client.reward"
 # Rewards that return a dict: --reward-key names the number in it, as miles's own dapo recipes pass it
 # (docs/integrations/miles.md, "Reward types"); without it miles fails converting the first rollout.
@@ -66,6 +67,12 @@ def save_sentinel(plan: RunPlan) -> str:
     return f"{plan.checkpoint_dir}/{SAVE_SENTINEL}"
 
 
+def huggingface_export(plan: RunPlan) -> str:
+    """miles's `--save-hf`: a directory per save, inside the run's checkpoint directory (so inside the claim); miles
+    formats it with the save's rollout id (`save_hf.format(rollout_id=...)`, docs/integrations/miles.md)."""
+    return f"{plan.checkpoint_dir}/{HF_EXPORT_DIR}/iter_{{rollout_id:07d}}"
+
+
 def miles_argv(run: GRPORun, plan: RunPlan, settings: RenderSettings) -> list[str]:
     s = run.spec
     profile = PROFILES[s.model.profile]
@@ -85,6 +92,7 @@ def miles_argv(run: GRPORun, plan: RunPlan, settings: RenderSettings) -> list[st
         "--save-trigger-sentinel",
         save_sentinel(plan),
     ]
+    argv += ["--save-hf", huggingface_export(plan)] if s.export.huggingface else []
     argv += ["--prompt-data", s.data.prompt_data, "--input-key", s.data.input_key, "--label-key", s.data.label_key]
     argv += ["--apply-chat-template"] if s.data.apply_chat_template else []
     argv += ["--rollout-shuffle"] if s.data.shuffle else []

@@ -67,14 +67,32 @@ def _failed(draft: Draft, reason: str, message: str) -> Decision:
 def _succeeded(draft: Draft, trip: Trip | None) -> Decision:
     """Verified or not: a trip fails it under either guard action, a missing final rollout makes it Unverified."""
     if trip is not None:
-        return _failed(draft, trip.reason, f"the Ray job succeeded but the output is degenerate: {trip.message}")
+        what = "the held-out score regressed" if trip.reason is R.EVAL_REGRESSED else "the output is degenerate"
+        return _failed(draft, trip.reason, f"the Ray job succeeded but {what}: {trip.message}")
     metrics, progress = draft.progress.metrics, draft.progress.text
     if metrics is None or metrics.rollout != draft.progress.total - 1:
         last = f"the last rollout observed is {progress}" if metrics is not None else "no rollout metrics were observed"
         how = "" if draft.obs.summary is not None else " and its log has no end-of-run summary"
         return _failed(draft, R.UNVERIFIED, f"the Ray job succeeded but the end cannot be verified: {last}{how}")
+    missing = export_missing(draft)
+    if missing is not None:
+        return _failed(draft, R.EXPORT_MISSING, missing)
     draft.conds.set(C.COMPLETE, True, R.SUCCEEDED, f"{progress} rollouts")
     return draft.decide(Phase.SUCCEEDED, R.SUCCEEDED, f"completed {progress} rollouts")
+
+
+def export_missing(draft: Draft) -> str | None:
+    """Why a requested Hugging Face export cannot be credited: the launcher did not find it whole."""
+    if not draft.spec.export.huggingface:
+        return None
+    out = draft.progress.outputs
+    if out is not None and out.huggingface_verified:
+        return None
+    where = f" at {out.huggingface_path}" if out is not None and out.huggingface_path else ""
+    return (
+        f"spec.export.huggingface is true but the launcher found no complete Hugging Face export{where} (config.json "
+        "and non-empty weight files); miles logs 'Failed to save HuggingFace format' when its export fails"
+    )
 
 
 def ended(draft: Draft, trip: Trip | None) -> Decision:

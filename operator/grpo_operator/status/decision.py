@@ -8,7 +8,15 @@ from datetime import datetime
 from typing import Literal
 
 from grpo_operator.api.spec import GRPORunSpec
-from grpo_operator.api.status import TERMINAL_PHASES, GRPORunStatus, Phase, RunMetrics, RunProvenance
+from grpo_operator.api.status import (
+    TERMINAL_PHASES,
+    EvalSetStatus,
+    GRPORunStatus,
+    Phase,
+    RunMetrics,
+    RunOutputs,
+    RunProvenance,
+)
 from grpo_operator.status.conditions import Conditions
 from grpo_operator.status.guards import GuardState
 from grpo_operator.status.observation import Observation, rfc3339
@@ -126,6 +134,9 @@ class Progress:
     metrics: RunMetrics | None
     guard: GuardState
     total: int
+    evaluation: list[EvalSetStatus] | None = None
+    outputs: RunOutputs | None = None
+    eval_warnings: tuple[str, ...] = ()  # evaluations this reconcile left unscored (mostly None rewards)
 
     @property
     def text(self) -> str:
@@ -172,6 +183,8 @@ class Draft:
             "logs": self.obs.logs or (self.prev.logs if self.prev else None),
             "provenance": provenance(self.prev, self.obs),
             "metrics": self.progress.metrics,
+            "evaluation": self.progress.evaluation,
+            "outputs": self.progress.outputs,
             "progress": self.progress.text,
             "guard_rollout": guard.last_rollout,
             "repetition_streak": guard.streak,

@@ -26,6 +26,7 @@ def _draft(prev: GRPORunStatus | None, obs: Observation, spec: GRPORunSpec, cond
     attempt = attempts.current(prev, obs)
     progress = running.progress(prev, obs, spec, attempts.guard_state(prev, attempt))
     draft = Draft(prev, obs, spec, conds, attempt, progress)
+    draft.events.extend(Event("Warning", Reason.EVAL_NOT_SCORED, text) for text in progress.eval_warnings)
     draft.metrics_available = running.availability(draft)
     return draft
 

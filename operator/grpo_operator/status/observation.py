@@ -77,6 +77,27 @@ class GpuObservation:
 
 
 @dataclass(frozen=True)
+class EvalReading:
+    """One evaluation of one eval set as miles logs it (`eval/<name>`, `-truncated_ratio`, `-none_reward_ratio`)."""
+
+    name: str
+    rollout: int  # miles's eval/step: the rollout after which it evaluated
+    score: float | None = None
+    truncated_ratio: float | None = None
+    none_reward_ratio: float | None = None
+
+
+@dataclass(frozen=True)
+class Outputs:
+    """What the launcher found the run wrote: the tracker's last checkpoint and the Hugging Face export."""
+
+    checkpoint_iteration: int | None = None
+    checkpoint_path: str | None = None
+    huggingface_path: str | None = None
+    huggingface_verified: bool | None = None
+
+
+@dataclass(frozen=True)
 class TrainerMetrics:
     """The gauges miles's Prometheus collector serves (`miles_metric_<key>`), for one run."""
 
@@ -85,6 +106,7 @@ class TrainerMetrics:
     repetition_frac: float | None = None
     truncated_ratio: float | None = None
     step_time_seconds: float | None = None
+    evals: tuple[EvalReading, ...] = ()  # the latest evaluation of each eval set the gauges hold
 
 
 @dataclass(frozen=True)
@@ -105,6 +127,8 @@ class RunSummary:
     rollouts: tuple[TrainerMetrics, ...] = ()
     provenance: dict[str, str] = field(default_factory=dict)
     failure: Failure | None = None
+    evals: tuple[EvalReading, ...] = ()  # every evaluation the launcher saw miles log, in order
+    outputs: Outputs | None = None
 
     @property
     def last(self) -> TrainerMetrics | None:

@@ -1,5 +1,5 @@
 """A running job: the trainer's numbers (the end-of-run summary once the job ended, else the scrape, else the last
-seen), whether they can be read at all (a failing scrape is `MetricsAvailable=False`, not a stall), the guards'
+seen) with its evaluations (`status.evaluation`) and outputs, whether they can be read at all (a failing scrape is `MetricsAvailable=False`, not a stall), the guards'
 verdict, and stopping the job when a guard trips under `guards.action: Stop`."""
 
 from __future__ import annotations
@@ -9,17 +9,27 @@ from datetime import datetime
 from grpo_operator.api.spec import GRPORunSpec, GuardAction
 from grpo_operator.api.status import (
     ConditionType,
+    EvalSetStatus,
     GRPORunStatus,
     MetricsSource,
     Phase,
     Reason,
     RunMetrics,
+    RunOutputs,
 )
-from grpo_operator.status import forensics, guards
+from grpo_operator.status import evaluation, forensics, guards
 from grpo_operator.status.conditions import Conditions
 from grpo_operator.status.decision import Decision, Draft, Progress, StopJob
 from grpo_operator.status.guards import GuardState, Trip
-from grpo_operator.status.observation import JobState, Observation, TrainerMetrics, parse_rfc3339, rfc3339
+from grpo_operator.status.observation import (
+    EvalReading,
+    JobState,
+    Observation,
+    RunSummary,
+    TrainerMetrics,
+    parse_rfc3339,
+    rfc3339,
+)
 
 C, R = ConditionType, Reason
 
@@ -49,7 +59,39 @@ def progress(prev: GRPORunStatus | None, obs: Observation, spec: GRPORunSpec, st
     elif obs.metrics is not None and obs.metrics.rollout is not None:
         metrics = _run_metrics(obs.metrics, obs.now, MetricsSource.SCRAPE)
         state = guards.advance(state, spec.guards, obs.metrics, obs.now)
-    return Progress(metrics, state, spec.rollout.num_rollout)
+    evals, warnings = _evaluation(prev, obs, spec, summary)
+    return Progress(metrics, state, spec.rollout.num_rollout, evals, _outputs(prev, summary), tuple(warnings))
+
+
+def _evaluation(
+    prev: GRPORunStatus | None, obs: Observation, spec: GRPORunSpec, summary: RunSummary | None
+) -> tuple[list[EvalSetStatus] | None, list[str]]:
+    """The eval sets with this reconcile's evaluations folded in: the summary's once the job ended, else the
+    scrape's; the training reward of an evaluation's rollout where this reconcile or the last one saw it."""
+    old = prev.evaluation if prev is not None else None
+    rewards: dict[int | None, float | None] = {}
+    seen: tuple[EvalReading, ...] = ()
+    if prev is not None and prev.metrics is not None:
+        rewards[prev.metrics.rollout] = prev.metrics.raw_reward
+    if summary is not None:
+        seen = summary.evals
+        rewards.update({r.rollout: r.raw_reward for r in summary.rollouts})
+    elif obs.metrics is not None:
+        seen = obs.metrics.evals
+        rewards[obs.metrics.rollout] = obs.metrics.raw_reward
+    return evaluation.fold(old, seen, rewards.get, spec.guards.eval_regression)
+
+
+def _outputs(prev: GRPORunStatus | None, summary: RunSummary | None) -> RunOutputs | None:
+    found = summary.outputs if summary is not None else None
+    if found is None or (found.checkpoint_iteration is None and found.huggingface_path is None):
+        return prev.outputs if prev is not None else None
+    return RunOutputs(
+        checkpoint_iteration=found.checkpoint_iteration,
+        checkpoint_path=found.checkpoint_path,
+        huggingface_path=found.huggingface_path,
+        huggingface_verified=found.huggingface_verified,
+    )
 
 
 def _scrape_failed(conds: Conditions, obs: Observation, spec: GRPORunSpec, error: str) -> str | None:
@@ -109,6 +151,7 @@ def health(draft: Draft) -> Trip | None:
     state, spec, metrics = draft.progress.guard, draft.spec, draft.progress.metrics
     job = draft.obs.job
     trip = guards.degenerate(state, spec.guards, _as_trainer(metrics))
+    trip = trip or evaluation.regression(draft.progress.evaluation, spec.guards.eval_regression)
     if trip is None and job is not None and job.state is JobState.RUNNING:
         since = parse_rfc3339(draft.attempt.attempt_start_time)
         trip = guards.stalled(state, spec.guards, since, draft.now, draft.metrics_available)

@@ -9,7 +9,9 @@ miles logs and prints them, one line of `json.dumps`, as the job's last output:
                       "provenance": {"miles_commit": "...", "ray": "2.x", ...}, "failure": null}
 
 `rollouts` holds the last `MAX_ROLLOUTS` in order (a value is null when miles did not log it); `failure` is null or
-the `{"reason", "message"}` a component inside miles wrote before ending the run on purpose. The LAST such line of
+the `{"reason", "message"}` a component inside miles wrote before ending the run on purpose; `evals` the
+evaluations miles logged (`{"rollout", "name", "score", "truncated_ratio", "none_reward_ratio"}`, the last
+`MAX_EVALS`), `outputs` the last checkpoint and Hugging Face export the launcher found. The LAST such line of
 the job's log counts; a line that does not parse is ignored (the run then ends unverified rather than on a guess).
 """
 
@@ -18,10 +20,11 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from grpo_operator.status.observation import Failure, Resume, RunSummary, TrainerMetrics
+from grpo_operator.status.observation import EvalReading, Failure, Outputs, Resume, RunSummary, TrainerMetrics
 
 MARK = "GRPO_RUN_SUMMARY "
 MAX_ROLLOUTS = 100
+MAX_EVALS = 100
 _FIELDS = ("raw_reward", "repetition_frac", "truncated_ratio", "step_time_seconds")
 
 
@@ -32,7 +35,35 @@ def _number(value: Any) -> float | None:
 def _rollout(item: Any) -> TrainerMetrics | None:
     if not isinstance(item, dict) or not isinstance(item.get("rollout"), int):
         return None
-    return TrainerMetrics(int(item["rollout"]), *(_number(item.get(k)) for k in _FIELDS))
+    reward, repetition, truncated, step = (_number(item.get(k)) for k in _FIELDS)
+    return TrainerMetrics(int(item["rollout"]), reward, repetition, truncated, step)
+
+
+def _eval(item: Any) -> EvalReading | None:
+    if not isinstance(item, dict) or _int(item.get("rollout")) is None or not isinstance(item.get("name"), str):
+        return None
+    ratios = (_number(item.get(k)) for k in ("truncated_ratio", "none_reward_ratio"))
+    return EvalReading(item["name"][:63], int(item["rollout"]), _number(item.get("score")), *ratios)
+
+
+def _list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
+def _text(value: Any) -> str | None:
+    return value[:1024] if isinstance(value, str) and value else None
+
+
+def _outputs(raw: Any) -> Outputs | None:
+    if not isinstance(raw, dict):
+        return None
+    verified = raw.get("huggingface_verified")
+    return Outputs(
+        checkpoint_iteration=_int(raw.get("checkpoint_iteration")),
+        checkpoint_path=_text(raw.get("checkpoint_path")),
+        huggingface_path=_text(raw.get("huggingface_path")),
+        huggingface_verified=verified if isinstance(verified, bool) else None,
+    )
 
 
 def _failure(raw: Any) -> Failure | None:
@@ -58,6 +89,8 @@ def _summary(data: dict[str, Any]) -> RunSummary:
         rollouts=rollouts[-MAX_ROLLOUTS:],
         provenance=provenance,
         failure=_failure(data.get("failure")),
+        evals=tuple(e for e in (_eval(i) for i in _list(data.get("evals"))) if e is not None)[-MAX_EVALS:],
+        outputs=_outputs(data.get("outputs")),
     )
 
 

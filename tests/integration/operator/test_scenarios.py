@@ -66,7 +66,17 @@ def test_happy_path_reaches_succeeded_with_metrics_and_filled_columns(env) -> No
         lambda: (r := phase_is(kubectl, ns, "happy", "Running")) and r["status"].get("metrics") and r,
     )
     table = kubectl("get", "grporuns", "-n", ns).stdout.splitlines()
-    assert table[0].split() == ["NAME", "PHASE", "MODEL", "PROGRESS", "REWARD", "REPETITION", "GPU-HOURS", "AGE"]
+    assert table[0].split() == [
+        "NAME",
+        "PHASE",
+        "MODEL",
+        "PROGRESS",
+        "REWARD",
+        "REPETITION",
+        "EVAL",
+        "GPU-HOURS",
+        "AGE",
+    ]
     row = table[1].split()
     assert row[1] == "Running" and row[2] == "qwen3-4b" and row[3].endswith("/25") and row[4] == "0.5" and row[5] == "0"
     assert condition(running, "JobRunning")["status"] == "True"

@@ -31,6 +31,8 @@ from typing import IO, TextIO
 from grpo_launcher.checks import PREFLIGHT_FAILED_EXIT, print_report
 from grpo_launcher.config import RunConfig, echo
 from grpo_launcher.metrics import MetricsServer, serve
+from grpo_launcher.outputs import EXPORT_MISSING
+from grpo_launcher.outputs import collect as collect_outputs
 from grpo_launcher.preflight import PreflightEnv, run_preflight
 from grpo_launcher.presave import MARKER_REFRESH_SECONDS, MILES_RUNNING, data_state, tracker_iteration
 from grpo_launcher.provenance import ProvenanceSources, collect, provenance_line
@@ -148,7 +150,13 @@ def run(config: RunConfig, miles_argv: Sequence[str], options: RunOptions, out: 
         finally:
             if metrics is not None:
                 metrics.close()
-            out.write(summary_line(code, rollouts, facts, read_failure(failure_file) or rollouts.failure) + "\n")
+            failure = read_failure(failure_file) or rollouts.failure
+            outputs, missing = collect_outputs(flag_value(miles_argv, "--save"), flag_value(miles_argv, "--save-hf"))
+            if code == 0 and missing is not None:
+                # miles only logs a failed Hugging Face export: the run asked for one, so it fails here.
+                failure, code = {"reason": EXPORT_MISSING, "message": f"Hugging Face export missing: {missing}"}, 1
+                out.write(f"[error] {failure['message']}\n")
+            out.write(summary_line(code, rollouts, facts, failure, outputs) + "\n")
             out.flush()
     return code
 

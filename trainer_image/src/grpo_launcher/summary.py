@@ -14,13 +14,19 @@ Contract with the operator (its parser is `operator/grpo_operator/status/summary
       GRPO_RUN_SUMMARY {"version": 1, "exit_code": 0, "first_rollout": 0, "last_rollout": 5, "rollouts_logged": 6,
                         "rollouts": [{"rollout": 5, "raw_reward": 0.5, "repetition_frac": 0.0,
                                       "truncated_ratio": 0.0, "step_time_seconds": 1.2}, ...],
-                        "dropped_keys": [], "provenance": {...}, "failure": null}
+                        "dropped_keys": [], "provenance": {...}, "failure": null,
+                        "evals": [{"rollout": 0, "name": "aime", "score": 0.4, "truncated_ratio": 0.0,
+                                   "none_reward_ratio": 0.0}, ...],
+                        "outputs": {"checkpoint_iteration": 5, "checkpoint_path": ".../iter_0000005",
+                                    "huggingface_path": null, "huggingface_verified": null}}
 
   (``json.dumps``, one line). ``rollouts`` are the last ``MAX_ROLLOUTS`` rollouts in order, a field null when
   miles did not log it or logged a value that could not be read; ``dropped_keys`` names the kept keys (or
   ``<unreadable key>``) whose value could not be read in some line, the rest of that line still counts;
   ``provenance`` is what ``provenance.collect`` read at start; ``failure`` is the failure
-  file's object, or null when there is none or it does not parse.
+  file's object, or null when there is none or it does not parse; ``evals`` the last ``MAX_EVALS`` evaluations
+  miles logged (``eval <id>: {'eval/<name>': .., 'eval/<name>-truncated_ratio': .., 'eval/<name>-none_reward_ratio':
+  ..}``, ``ray/rollout/metrics.py:53``), one item per eval set; ``outputs`` what ``grpo_launcher.outputs`` found.
 * The operator reads the job's log through the Ray Jobs API when the job ends and takes the last such line.
 
 How the launcher sees the metrics: it reads miles's own output (miles runs as its child with stdout and stderr
@@ -48,6 +54,7 @@ MARK = "GRPO_RUN_SUMMARY"
 FAILURE_FILE_ENV = "GRPO_FAILURE_FILE"
 FAILURE_LINE_MARK = "GRPO_FAILURE "
 MAX_ROLLOUTS = 100
+MAX_EVALS = 100
 KEYS = {
     "rollout/raw_reward": "raw_reward",
     "rollout/repetition_frac": "repetition_frac",
@@ -55,6 +62,10 @@ KEYS = {
     "perf/step_time": "step_time_seconds",
 }
 _LINE = re.compile(r"\b(?:rollout|perf) (\d+): (\{.*\})\s*$")
+_EVAL_LINE = re.compile(r"\beval (\d+): (\{.*\})\s*$")
+# miles's eval keys of one set (operator/grpo_operator/status/evaluation.py reads the same): the score and two ratios
+_EVAL_KEY = re.compile(r"^eval/([a-z0-9][a-z0-9_-]{0,62}?)(-truncated_ratio|-none_reward_ratio)?$")
+_EVAL_FIELDS = {"": "score", "-truncated_ratio": "truncated_ratio", "-none_reward_ratio": "none_reward_ratio"}
 # The numeric types miles's helpers put in these dicts, by the name their repr calls: numpy scalars
 # (`np.float64(0.5)` under numpy 2), numpy arrays (`array([0.5])`) and torch scalars (`tensor(0.5)`).
 _NUMERIC_CALLS = frozenset(
@@ -153,6 +164,24 @@ def parse_metrics_line_keys(line: str) -> tuple[int, dict[str, float], list[str]
     return int(found.group(1)), kept, dropped
 
 
+def parse_eval_line(line: str) -> list[dict[str, Any]] | None:
+    """The evaluations of one `eval <id>: {...}` line, one per eval set, or None for any other line."""
+    found = _EVAL_LINE.search(line)
+    if found is None:
+        return None
+    sets: dict[str, dict[str, Any]] = {}
+    for item in _split_top_level(found.group(2)[1:-1], ","):
+        key_text, *rest = _split_top_level(item, ":")
+        key = _key(key_text) if item.strip() else None
+        matched = _EVAL_KEY.match(key) if key is not None and key != "eval/step" and rest else None
+        number = _value(rest[0]) if matched is not None else None
+        if matched is None or number is None or not math.isfinite(number):
+            continue
+        entry = sets.setdefault(matched.group(1), {"rollout": int(found.group(1)), "name": matched.group(1)})
+        entry[_EVAL_FIELDS[matched.group(2) or ""]] = number
+    return [{"score": None, "truncated_ratio": None, "none_reward_ratio": None, **e} for _, e in sorted(sets.items())]
+
+
 def parse_metrics_line(line: str) -> tuple[int, dict[str, float]] | None:
     """(rollout id, the keys we keep) of one miles metrics line, or None for any other line."""
     parsed = parse_metrics_line_keys(line)
@@ -169,11 +198,17 @@ class RolloutLog:
         self._lock = threading.Lock()
         self.failure: dict[str, str] | None = None  # the first GRPO_FAILURE line's object
         self._dropped: set[str] = set()
+        self._evals: list[dict[str, Any]] = []
 
     def feed(self, line: str) -> None:
         at = line.find(FAILURE_LINE_MARK)
         if at >= 0 and self.failure is None:
             self.failure = _failure_object(line[at + len(FAILURE_LINE_MARK) :])
+            return
+        evals = parse_eval_line(line)
+        if evals is not None:
+            with self._lock:
+                self._evals = (self._evals + evals)[-MAX_EVALS:]
             return
         parsed = parse_metrics_line_keys(line)
         if parsed is None:
@@ -198,6 +233,7 @@ class RolloutLog:
                 "rollouts_logged": self._count,
                 "rollouts": rollouts,
                 "dropped_keys": sorted(self._dropped),
+                "evals": list(self._evals),
             }
 
 
@@ -220,7 +256,11 @@ def read_failure(path: Path) -> dict[str, str] | None:
 
 
 def summary_line(
-    exit_code: int, rollouts: RolloutLog, provenance: Mapping[str, str], failure: dict[str, str] | None
+    exit_code: int,
+    rollouts: RolloutLog,
+    provenance: Mapping[str, str],
+    failure: dict[str, str] | None,
+    outputs: Mapping[str, Any] | None = None,
 ) -> str:
     payload = {
         "version": 1,
@@ -228,5 +268,6 @@ def summary_line(
         **rollouts.snapshot(),
         "provenance": dict(provenance),
         "failure": failure,
+        "outputs": dict(outputs) if outputs is not None else None,
     }
     return f"{MARK} {json.dumps(payload, sort_keys=True)}"
