@@ -91,7 +91,13 @@ CASES: dict[str, Layout] = {
 
 
 def _symmetric_collectives() -> None:
-    """Gathers whose results decide sizes return this rank's value from every rank (see the docstring)."""
+    """Every collective that writes a new tensor writes this rank's own data (see the module docstring).
+
+    The gathers give sizes (the MoE dispatcher's counts, `all_gather_object`) as if every rank were this
+    one; the reduce-scatters and all-to-alls keep activations finite. Left unwritten, as the fake backend
+    leaves them, they can hold NaN, and a router fed NaN sends every token to the first experts: one rank
+    would receive every token of the expert-parallel group, a load no real run sees.
+    """
     import torch
     import torch.distributed.distributed_c10d as c10d
     from megatron.core.tensor_parallel import mappings
@@ -100,18 +106,46 @@ def _symmetric_collectives() -> None:
         def wait(self) -> bool:
             return True
 
+    def done(async_op: bool) -> Any:
+        return _Done() if async_op else None
+
+    def fill(output: Any, source: Any) -> None:
+        n = min(output.numel(), source.numel())
+        flat = output.view(-1)
+        flat[:n].copy_(source.reshape(-1)[:n])
+        flat[n:].zero_()
+
     def all_gather(tensor_list: list[Any], tensor: Any, group: Any = None, async_op: bool = False) -> Any:
         for t in tensor_list:
-            t.copy_(tensor.view_as(t) if t.numel() == tensor.numel() else t)
-        return _Done() if async_op else None
+            fill(t, tensor)
+        return done(async_op)
 
     def all_gather_into_tensor(output: Any, input_: Any, group: Any = None, async_op: bool = False) -> Any:
         output.view(-1, input_.numel()).copy_(input_.reshape(1, -1))
-        return _Done() if async_op else None
+        return done(async_op)
+
+    def reduce_scatter_tensor(
+        output: Any, input_: Any, op: Any = None, group: Any = None, async_op: bool = False
+    ) -> Any:
+        fill(output, input_)
+        return done(async_op)
+
+    def reduce_scatter(
+        output: Any, input_list: list[Any], op: Any = None, group: Any = None, async_op: bool = False
+    ) -> Any:
+        fill(output, input_list[0])
+        return done(async_op)
+
+    def all_to_all_single(output: Any, input_: Any, *args: Any, async_op: bool = False, **kwargs: Any) -> Any:
+        fill(output, input_)
+        return done(async_op)
 
     c10d.all_gather = all_gather
     torch.distributed.all_gather = all_gather
+    torch.distributed.reduce_scatter = reduce_scatter
+    torch.distributed.all_to_all_single = all_to_all_single
     mappings.dist_all_gather_func = all_gather_into_tensor
+    mappings.dist_reduce_scatter_func = reduce_scatter_tensor
 
 
 def _sequence_parallel_rmsnorm() -> None:
@@ -314,6 +348,11 @@ def _step_last(ddp: Any, layout: Layout, tokens_n: int, vocab: int, hidden: int)
         (out[0] if isinstance(out, tuple) else out).register_hook(grad_reached_trunk)
 
     handles = [layer.register_forward_hook(after_layer) for layer in module.decoder.layers]
+    rec["expert_rows"] = []
+    for layer in module.decoder.layers:
+        experts = getattr(layer.mlp, "experts", None)
+        if experts is not None:
+            handles.append(experts.register_forward_pre_hook(lambda _m, a: rec["expert_rows"].append(a[0].shape[0])))
     handles.append(module.decoder.register_forward_hook(after_decoder))
     tokens = torch.randint(0, vocab, (1, tokens_n), device="cuda")
     position_ids = torch.arange(tokens_n, device="cuda").unsqueeze(0)
