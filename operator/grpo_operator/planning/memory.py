@@ -3,7 +3,9 @@
 The actor's terms (weights, fp32 gradients, sharded optimizer state, the optimizer step's transient, activations
 under full recompute, the CUDA context, an allocator margin) are sharded as Megatron shards them and fitted to
 measurements on an H200 (`benchmarks/memory/measurements.json`, held to them by
-`tests/planning/test_memory_calibration.py`). The rollout side follows how SGLang sizes its KV pool from
+`tests/planning/test_memory_calibration.py`), and one rank's shard of TP, EP and PP layouts to measurements with
+a fake process group (`benchmarks/memory/measurements-sharded.json`, `tests/planning/test_memory_sharded.py`).
+The rollout side follows how SGLang sizes its KV pool from
 `memFraction`; its remaining constants are calibrated on observed runs, not measured. docs/memory-model.md
 derives each term; docs/integrations/megatron-sglang.md lists the upstream behaviour it relies on.
 """
