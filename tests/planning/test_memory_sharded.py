@@ -29,8 +29,10 @@ CASES = [c for c in DATA["cases"] if "error" not in c]
 # (case pattern, component) -> (largest error allowed, percent; why the model does not follow it).
 KNOWN_DEVIATIONS: dict[tuple[str, str], tuple[float, str]] = {
     ("glm-z1-9b-*", "checkpoints"): (16.0, "one more hidden state per stage than Qwen's (L+3): not yet explained"),
-    ("qwen3-30b-a3b-*-tp2xep2-*", "layerWorkingSet"): (8.0, "random-router load beyond the measured max rows"),
-    ("qwen3-30b-a3b-*-tp1xep8-*", "layerWorkingSet"): (8.0, "random-router load beyond the measured max rows"),
+    ("qwen3-30b-a3b-*-tp*xep*-*", "layerWorkingSet"): (
+        10.0,
+        "a random router's load: compared at the busiest layer's rows, the rest moves from run to run",
+    ),
     ("qwen2.5-72b-*-r0", "trunkBackwardFirstStage"): (
         18.0,
         "the first stage's embedding backward beside the other micro-batch's checkpoints; not modelled",
