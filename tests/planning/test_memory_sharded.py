@@ -18,8 +18,9 @@ import json
 from typing import Any
 
 import pytest
+from grpo_operator.api.catalog import ModelProfileName
 from grpo_operator.planning.memory import GIB, Sharding, actor_estimate, layer_working_set_per_token
-from grpo_operator.planning.profiles import PROFILES, ModelProfile, ModelProfileName
+from grpo_operator.planning.profiles import PROFILES, ModelProfile
 
 from tests.support.builders import REPO
 
@@ -64,7 +65,7 @@ def routed_load(profile: ModelProfile, case: dict[str, Any], run: dict[str, Any]
     per_token = layer_working_set_per_token(profile) - layer_working_set_per_token(
         dataclasses.replace(profile, moe=dataclasses.replace(profile.moe, router_topk=0))
     )
-    return per_token * run["tokens"] / case["tp"] * (max(run["expert_rows"]) / balanced - 1)
+    return float(per_token * run["tokens"] / case["tp"] * (max(run["expert_rows"]) / balanced - 1))
 
 
 def components(case: dict[str, Any]) -> list[tuple[str, float, float]]:
@@ -118,7 +119,7 @@ def allowed(case: str, component: str) -> float:
 
 def measured_peak(case: dict[str, Any]) -> float:
     final = case["final"]
-    return max(final.get("logits_phase_peak", 0), final["trunk_backward_peak"], final["step_peak_allocated"])
+    return float(max(final.get("logits_phase_peak", 0), final["trunk_backward_peak"], final["step_peak_allocated"]))
 
 
 def worst_stage_peaks() -> list[tuple[str, float, float]]:
