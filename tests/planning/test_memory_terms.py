@@ -21,6 +21,7 @@ from grpo_operator.planning.memory import (
     actor_estimate,
     layer_working_set_per_token,
     rollout_estimate,
+    tensor_parallel_fixed,
 )
 from grpo_operator.planning.profiles import PROFILES
 
@@ -61,9 +62,28 @@ def test_tensor_parallelism_splits_every_activation_term_of_a_micro_batch() -> N
     one = activation_terms(DENSE, Sharding(gpus=8), 8192)
     two = activation_terms(DENSE, Sharding(gpus=8, tensor=2), 8192)
     assert one.tied_output_grad > 0
-    for term in ("checkpoints", "checkpoints_last_stage", "layer_working_set", "logits", "embedding_grad"):
+    for term in ("checkpoints", "checkpoints_last_stage", "logits", "embedding_grad"):
         assert getattr(two, term) == pytest.approx(getattr(one, term) / 2, rel=1e-12), term
     assert two.tied_output_grad == pytest.approx(one.tied_output_grad / 2, rel=1e-12)
+    # The working set's per-token part halves; under TP it also holds one bf16 down-projection shard.
+    fixed = tensor_parallel_fixed(DENSE, Sharding(gpus=8, tensor=2))
+    assert fixed == pytest.approx(2 * DENSE.ffn_hidden_size * DENSE.hidden_size / 2, rel=1e-12)
+    assert two.layer_working_set - fixed == pytest.approx(one.layer_working_set / 2, rel=1e-12)
+    assert tensor_parallel_fixed(DENSE, Sharding(gpus=8)) == 0.0
+
+
+def test_the_optimizer_step_transient_covers_the_larger_group_when_experts_have_an_optimizer_of_their_own() -> None:
+    def shards(sharding: Sharding) -> tuple[float, float]:
+        dense = MOE.dense_params / (sharding.tensor * sharding.pipeline) / (sharding.data_parallel * sharding.context)
+        experts = MOE.expert_params / (sharding.expert * sharding.expert_tensor * sharding.pipeline)
+        return dense, experts / sharding.expert_data_parallel
+
+    own = Sharding(gpus=16, tensor=2, expert=2)  # EP > 1: expert parameters reduce over their own group
+    dense, experts = shards(own)
+    assert actor_estimate(MOE, own, 4096).step_transient_gib * GIB == pytest.approx(4 * max(dense, experts))
+    shared = Sharding(gpus=8)  # EP 1 and ETP == TP: one optimizer steps every parameter at once
+    dense, experts = shards(shared)
+    assert actor_estimate(MOE, shared, 4096).step_transient_gib * GIB == pytest.approx(4 * (dense + experts))
 
 
 def test_the_first_pipeline_stage_holds_the_checkpoints_of_as_many_micro_batches_as_there_are_stages() -> None:

@@ -6,9 +6,10 @@ against them, per component, for that profile; `tests/planning/test_memory_calib
 figure from the data and fails if one here differs, so `grpo plan` cannot claim a better fit than measured.
 A profile without measurements has no entry: its plan says "not calibrated". Pure data, no I/O.
 
-What a single GPU cannot show is not covered by any figure here: the division by TP, PP, CP, EP and DP
-(taken from Megatron's sharding, docs/memory-model.md), NCCL communicators of many ranks, and the
-SGLang side (calibrated on observed runs only).
+The figures here are the unsharded ones. The division by TP, EP, PP and DP is measured separately, one
+rank's shard with a fake process group (`benchmarks/memory/measurements-sharded.json`, held by
+`tests/planning/test_memory_sharded.py`); CP is not measured. Not covered anywhere: NCCL's own buffers, and
+the SGLang side (calibrated on observed runs only).
 """
 
 from __future__ import annotations

@@ -3,7 +3,9 @@
 The actor's terms (weights, fp32 gradients, sharded optimizer state, the optimizer step's transient, activations
 under full recompute, the CUDA context, an allocator margin) are sharded as Megatron shards them and fitted to
 measurements on an H200 (`benchmarks/memory/measurements.json`, held to them by
-`tests/planning/test_memory_calibration.py`). The rollout side follows how SGLang sizes its KV pool from
+`tests/planning/test_memory_calibration.py`), and one rank's shard of TP, EP and PP layouts to measurements with
+a fake process group (`benchmarks/memory/measurements-sharded.json`, `tests/planning/test_memory_sharded.py`).
+The rollout side follows how SGLang sizes its KV pool from
 `memFraction`; its remaining constants are calibrated on observed runs, not measured. docs/memory-model.md
 derives each term; docs/integrations/megatron-sglang.md lists the upstream behaviour it relies on.
 """
@@ -30,6 +32,10 @@ WORKING_SET_HIDDEN = 8.56
 WORKING_SET_FFN = 12.46
 WORKING_SET_QKV = 7.91
 WORKING_SET_MOE_DISPATCH = 8.56
+# Under tensor parallelism (with sequence parallelism, as rendered), one layer's backward also holds a bf16
+# tensor the size of the dense FFN's down-projection shard, 2 x ffn x hidden / TP bytes per layer, fixed in
+# the tokens (measured with a fake process group: Qwen2.5-72B TP4, GLM-Z1-9B TP2; docs/memory-model.md).
+SEQUENCE_PARALLEL_WEIGHT_GRAD_BYTES = 2
 # While the input embedding's dense gradient exists, per token: the gradients reaching it (fitted, Qwen3-8B
 # and Qwen2.5-72B at 4096 tokens, where this phase is the trunk's peak).
 EMBEDDING_BACKWARD_HIDDEN = 6.5
@@ -149,6 +155,23 @@ def layer_working_set_per_token(profile: ModelProfile) -> float:
     return WORKING_SET_HIDDEN * profile.hidden_size + WORKING_SET_FFN * ffn + WORKING_SET_QKV * attention + dispatch
 
 
+def tensor_parallel_fixed(profile: ModelProfile, sharding: Sharding) -> float:
+    """The working set's part that does not grow with the tokens, seen only under TP > 1 (dense FFNs)."""
+    if sharding.tensor == 1 or profile.moe is not None:
+        return 0.0
+    return SEQUENCE_PARALLEL_WEIGHT_GRAD_BYTES * profile.ffn_hidden_size * profile.hidden_size / sharding.tensor
+
+
+def step_transient_params(profile: ModelProfile, sharding: Sharding, dense: float, experts: float) -> float:
+    """Parameters whose fp32 step temporaries coexist: Megatron steps expert parameters with an optimizer of
+    their own (a ChainedOptimizer runs one after the other) when they are reduced over a group of their own,
+    i.e. with EP > 1 or ETP != TP (megatron/core/tensor_parallel/layers.py, `use_expert_pgs`)."""
+    s = sharding
+    if profile.moe is not None and (s.expert > 1 or s.expert_tensor != s.tensor):
+        return max(dense, experts)
+    return dense + experts
+
+
 def activation_terms(profile: ModelProfile, sharding: Sharding, tokens: int, temperature: float = 1.0) -> Activations:
     s = sharding
     layers = math.ceil(profile.num_layers / s.pipeline)
@@ -159,7 +182,7 @@ def activation_terms(profile: ModelProfile, sharding: Sharding, tokens: int, tem
     return Activations(
         checkpoints=per_stage_checkpoints * s.pipeline,
         checkpoints_last_stage=per_stage_checkpoints,
-        layer_working_set=layer_working_set_per_token(profile) * tokens / s.tensor,
+        layer_working_set=layer_working_set_per_token(profile) * tokens / s.tensor + tensor_parallel_fixed(profile, s),
         logits=logit_bytes * tokens * profile.vocab_size / s.tensor,
         embedding_grad=embedding_backward,
         tied_output_grad=embedding if profile.tie_embeddings and s.pipeline == 1 else 0.0,
@@ -173,7 +196,9 @@ def actor_estimate(
     dense = profile.dense_params / (s.tensor * s.pipeline)
     experts = profile.expert_params / (s.expert * s.expert_tensor * s.pipeline)
     params = dense + experts
-    optimizer_params = dense / (s.data_parallel * s.context) + experts / s.expert_data_parallel
+    dense_shard = dense / (s.data_parallel * s.context)
+    expert_shard = experts / s.expert_data_parallel
+    optimizer_params = dense_shard + expert_shard
     return ActorEstimate(
         params_per_gpu=params,
         optimizer_params_per_gpu=optimizer_params,
@@ -181,7 +206,7 @@ def actor_estimate(
         grads_gib=params * GRAD_BYTES / GIB,
         optimizer_gib=optimizer_params * OPTIMIZER_BYTES / GIB,
         activations=activation_terms(profile, s, max_tokens_per_gpu, temperature),
-        step_transient_gib=optimizer_params * STEP_TRANSIENT_BYTES / GIB,
+        step_transient_gib=step_transient_params(profile, s, dense_shard, expert_shard) * STEP_TRANSIENT_BYTES / GIB,
         context_gib=CONTEXT_GIB,
     )
 
