@@ -112,7 +112,7 @@ def test_a_forked_child_writes_its_own_file(
     tmp_path: Path, site_dir: Path, children: list[subprocess.Popen[str]]
 ) -> None:
     directory = tmp_path / "stacks"
-    parent, (parent_pid, child_pid) = start(children, FORKER, site_dir, str(directory))
+    _, (parent_pid, child_pid) = start(children, FORKER, site_dir, str(directory))
     try:
         dumps = {d["pid"]: d["dump"] for d in stacks.dump_stacks(directory, wait_seconds=30)}
         assert set(dumps) == {parent_pid, child_pid}

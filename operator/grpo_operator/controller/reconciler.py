@@ -36,9 +36,10 @@ from grpo_operator.planning.runtime import record_of
 from grpo_operator.planning.validation import check, errors
 from grpo_operator.render import MissingRewardImage, Rendered, names, queueing, render
 from grpo_operator.render.evidence import evidence_config_map
-from grpo_operator.render.job import checkpoint_request
+from grpo_operator.render.job import checkpoint_request, stacks_job
 from grpo_operator.render.joblogs import KEY as LOG_KEY
 from grpo_operator.render.joblogs import job_logs_config_map
+from grpo_operator.render.raycluster import ptrace_granted
 from grpo_operator.render.redaction import redact, run_secrets
 from grpo_operator.status import admission, attempts, summary
 from grpo_operator.status.decision import (
@@ -536,7 +537,12 @@ class Reconciler:
         ns, name = run.metadata.namespace, run.metadata.name
         pieces = dict(action.pieces)
         try:
-            pieces.update(ctx.ray.evidence(action.submission_id, budget_seconds=self.settings.capture_budget_seconds))
+            budget = self.settings.capture_budget_seconds
+            stacks = stacks_job(action.submission_id, action.config_map, budget, self.settings.render)
+            found = ctx.ray.evidence(
+                action.submission_id, budget_seconds=budget, stacks=stacks, py_spy=ptrace_granted(run)
+            )
+            pieces.update(found)
         except RayUnavailable as exc:
             pieces["error.txt"] = f"the Ray head could not be read: {exc}"
         if run.spec.reward.type is RewardType.REMOTE:

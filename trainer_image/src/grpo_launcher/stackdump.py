@@ -13,6 +13,7 @@ SGLang's spawned children included (docs/integrations/python.md). `grpo_launcher
 from __future__ import annotations
 
 import argparse
+import contextlib
 import faulthandler
 import os
 import signal
@@ -50,12 +51,12 @@ def install() -> bool:
             os.register_at_fork(after_in_child=_after_fork)
             _fork_hook = True
         return True
-    except Exception:  # noqa: BLE001 - a hook that breaks the interpreter's start is worse than no stacks
+    except Exception:  # a hook that breaks the interpreter's start is worse than no stacks
         return False
 
 
 def _register() -> bool:
-    global _file  # noqa: PLW0603 - faulthandler keeps the file object; so do we, to close it after a fork
+    global _file  # faulthandler keeps the file object; so do we, to close it once replaced (after a fork)
     directory = os.environ.get(ENV)
     if not directory or SIGNAL is None:
         return False
@@ -73,10 +74,8 @@ def _register() -> bool:
 
 def _after_fork() -> None:
     """A forked child writes to its own pid's file: the parent's file would mix both processes' stacks."""
-    try:
+    with contextlib.suppress(Exception):  # the child keeps the parent's registration rather than fail
         _register()
-    except Exception:  # noqa: BLE001, S110 - the child keeps the parent's registration rather than fail
-        pass
 
 
 def install_pth(target: Path | None = None) -> Path:

@@ -54,7 +54,7 @@ def candidates(directory: str | Path, exclude: Iterable[int] = ()) -> list[int]:
 def _send(pid: int) -> bool:
     """Signal `pid` only if it still catches the signal. The pidfd names the process checked, so a pid reused in
     between is never signalled (the kernel answers ESRCH for the one that exited)."""
-    assert SIGNAL is not None  # noqa: S101 - candidates() found none without it
+    assert SIGNAL is not None  # candidates() finds none without it
     try:
         handle = os.pidfd_open(pid)
     except (AttributeError, OSError):
@@ -157,10 +157,11 @@ def ray_logs_dir() -> Path:
     """This node's Ray log directory: the running Ray's own (the local head's temp dir differs), else Ray's
     default."""
     try:
-        import ray._private.worker as worker  # noqa: PLC0415 - only inside a Ray task
+        from ray._private import worker  # noqa: PLC0415 - only inside a Ray task
 
-        return Path(worker.global_worker.node.get_logs_dir_path())
-    except Exception:  # noqa: BLE001 - outside Ray, or a Ray without it: the default path
+        node = worker.global_worker.node
+        return Path(node.get_logs_dir_path()) if node is not None else RAY_LOGS
+    except Exception:  # outside Ray, or a Ray without it: the default path
         return RAY_LOGS
 
 
@@ -185,8 +186,9 @@ def bounded(result: dict[str, Any], limit: int = NODE_BYTES) -> dict[str, Any]:
         size = len(process["dump"])
         if used + size > limit:
             left_out.append(f"stack of pid {process['pid']} ({size} bytes)")
-            process = {**process, "dump": ""}
-        used += len(process["dump"])
+            kept_stacks.append({**process, "dump": ""})
+            continue
+        used += size
         kept_stacks.append(process)
     kept: dict[str, dict[str, str]] = {"nccl": {}, "logs": {}}
     for kind in ("nccl", "logs"):
@@ -225,7 +227,7 @@ def run_driver(directory: str, seconds: float) -> int:
     task = ray.remote(num_cpus=0, max_retries=0)(collect_node)
     wait = min(5.0, max(0.5, seconds / 4))
     pending: dict[Any, str] = {}
-    for node in ray.nodes():
+    for node in ray.nodes():  # type: ignore[no-untyped-call]
         if node.get("Alive"):
             strategy = NodeAffinitySchedulingStrategy(node["NodeID"], soft=False)
             pending[task.options(scheduling_strategy=strategy).remote(_label(node), directory, wait)] = _label(node)
@@ -235,7 +237,7 @@ def run_driver(directory: str, seconds: float) -> int:
             label = pending.pop(ref)
             try:
                 print(MARK + json.dumps(ray.get(ref)), flush=True)
-            except Exception as exc:  # noqa: BLE001 - the node's task failed: say so, go on with the others
+            except Exception as exc:  # the node's task failed: say so, go on with the others
                 why = f"{type(exc).__name__}: {str(exc)[:500]}"
                 print(MISSING_MARK + json.dumps({"node": label, "why": why}), flush=True)
     for label in pending.values():
