@@ -286,13 +286,15 @@ def checkpoint_request(run: GRPORun, plan: RunPlan, settings: RenderSettings, su
     )
 
 
-def stacks_job(submission_id: str, bundle: str, budget_seconds: float, settings: RenderSettings) -> JobSubmission:
+def stacks_job(
+    submission_id: str, bundle: str, budget_seconds: float, settings: RenderSettings, directory: str = STACKS_DIR
+) -> JobSubmission:
     """The short job that reads every node's stacks, flight-recorder dumps and Ray log tails for the evidence bundle
     `bundle` of the job `submission_id` (grpo_launcher.stacks): its driver stops waiting for nodes before the
     capture's budget ends. On the head (no entrypoint resources) and with no CPU, so it runs beside a job that holds
     every worker's. Its own processes register no hook (an empty GRPO_STACKS_DIR): they are not what is looked at."""
     seconds = max(1.0, budget_seconds - STACKS_JOB_MARGIN_SECONDS)
-    argv = (settings.python, "-m", "grpo_launcher.stacks", "--dir", STACKS_DIR, "--seconds", _num(seconds))
+    argv = (settings.python, "-m", "grpo_launcher.stacks", "--dir", directory, "--seconds", _num(seconds))
     return JobSubmission(
         submission_id=names.stacks_submission_id(submission_id, bundle),
         entrypoint_argv=argv,

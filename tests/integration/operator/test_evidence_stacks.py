@@ -1,0 +1,106 @@
+"""Stacks without ptrace, on the session's real Ray head: the evidence capture's own Ray job (grpo_launcher.stacks)
+dumps a hung job's driver, its actor and the subprocess the actor spawned (as SGLang's engine spawns its scheduler),
+each in its named frame, with py-spy never asked; and a node whose raylet is stopped costs the capture its budget,
+no more, and is named in `missing.txt`.
+
+The head is shared by the session and started before any test, so its processes cannot carry the pods'
+`GRPO_STACKS_DIR`: the hung job gets it through its runtime env's `env_vars` (which Ray gives the job's driver and
+workers, and they give their children), with a `sitecustomize` on its PYTHONPATH that adds a site directory holding
+the image's own `.pth` (`stackdump.install_pth`), so the hook runs at interpreter start as in the image."""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import signal
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from grpo_launcher import stackdump
+from grpo_operator.edges.rayjobs import RayJobs
+from grpo_operator.render.job import stacks_job
+from grpo_operator.render.settings import RenderSettings
+from ray.job_submission import JobSubmissionClient
+
+from tests.support.operator_harness import RAY_TOKEN, wait_for
+
+pytestmark = pytest.mark.integration
+
+SCRIPT = Path(__file__).resolve().parents[2] / "support" / "hanging_job.py"
+SETTINGS = RenderSettings(python=sys.executable)
+
+
+def hooked_runtime_env(tmp_path: Path, stacks_dir: Path) -> dict[str, object]:
+    """The job's processes start as a Ray pod's do in the image: the `.pth` runs, `GRPO_STACKS_DIR` is set."""
+    pth_dir, custom = tmp_path / "site-packages", tmp_path / "customize"
+    pth_dir.mkdir()
+    custom.mkdir()
+    stackdump.install_pth(pth_dir)
+    (custom / "sitecustomize.py").write_text(f"import site\nsite.addsitedir({str(pth_dir)!r})\n")
+    path = os.pathsep.join([str(custom), os.environ.get("PYTHONPATH", "")])
+    return {"env_vars": {stackdump.ENV: str(stacks_dir), "PYTHONPATH": path}}
+
+
+def test_the_stacks_job_names_the_hung_driver_its_actor_and_the_actors_subprocess_without_py_spy(
+    ray_head,  # type: ignore[no-untyped-def]
+    tmp_path: Path,
+) -> None:
+    client = JobSubmissionClient(ray_head.dashboard_url, headers={"Authorization": f"Bearer {RAY_TOKEN}"})
+    sid, stacks_dir = f"stacks-{secrets.token_hex(4)}", tmp_path / "stacks"
+    marker = f"HUNG-{sid}"
+    entrypoint = f"{sys.executable} {SCRIPT} --marker {marker} --spawn"
+    client.submit_job(entrypoint=entrypoint, submission_id=sid, runtime_env=hooked_runtime_env(tmp_path, stacks_dir))
+    ray = RayJobs(ray_head.dashboard_url, RAY_TOKEN)
+    try:
+        wait_for("the hung job's marker", lambda: marker in client.get_job_logs(sid), timeout=300)
+        job = stacks_job(sid, "run-forensics-1", 60.0, SETTINGS, directory=str(stacks_dir))
+        pieces = ray.evidence(sid, budget_seconds=60.0, stacks=job)
+        stacks = pieces["stacks.txt"]
+        for frame in ("driver_waits_here", "wait_in_named_frame", "subprocess_waits_here"):
+            assert frame in stacks, (frame, stacks[-4000:], pieces.get("missing.txt"))
+        assert "(pid " not in stacks  # no py-spy section (`== driver (pid N on ...)`): ptrace was not granted
+        sections = [s for s in stacks.split("\n== ") if "subprocess_waits_here" in s]
+        assert sections and all("-c" in s.splitlines()[0] for s in sections)  # the section names its command line
+        assert any(k.startswith("logs-") and k.endswith("raylet.out") for k in pieces), sorted(pieces)
+        assert client.get_job_info(job.submission_id).status.value == "SUCCEEDED"  # the job ended by itself
+        assert client.get_job_info(sid).status.value == "RUNNING"  # and the hung job was only looked at
+    finally:
+        client.stop_job(sid)
+
+
+def test_a_node_whose_raylet_never_answers_costs_the_budget_and_is_named_missing(
+    ray_head,  # type: ignore[no-untyped-def]
+    tmp_path: Path,
+) -> None:
+    client = JobSubmissionClient(ray_head.dashboard_url, headers={"Authorization": f"Bearer {RAY_TOKEN}"})
+    sid = f"stacks-stopped-{secrets.token_hex(4)}"
+    marker = f"HUNG-{sid}"
+    client.submit_job(entrypoint=f"{sys.executable} {SCRIPT} --marker {marker}", submission_id=sid)
+    ray = RayJobs(ray_head.dashboard_url, RAY_TOKEN)
+    budget = 30.0
+    with ray_head.worker_node({"stacks_silent": 1}) as node:
+        raylets = [p for p in node.pids() if b"raylet" in Path(f"/proc/{p}/cmdline").read_bytes().split(b"\0")[0]]
+        try:
+            wait_for("the hung job's marker", lambda: marker in client.get_job_logs(sid), timeout=300)
+            assert raylets, node.pids()
+            for pid in raylets:
+                os.kill(pid, signal.SIGSTOP)
+            job = stacks_job(sid, "run-forensics-2", budget, SETTINGS, directory=str(tmp_path / "stacks"))
+            began = time.monotonic()
+            pieces = ray.evidence(sid, budget_seconds=budget, stacks=job)
+            took = time.monotonic() - began
+        finally:
+            for pid in raylets:
+                os.kill(pid, signal.SIGCONT)
+            client.stop_job(sid)
+    assert took < budget + 5.0, took  # the product's promise: the stop after the capture waits no longer
+    missing = pieces.get("missing.txt", "")
+    assert "node " in missing and node.node_id[:8] in missing, (missing, node.node_id)
+    [line] = [m for m in missing.splitlines() if node.node_id[:8] in m]
+    assert line.startswith("node ") and ("did not answer" in line or "Died" in line), line
+    answered = [s for s in pieces["stacks.txt"].split("\n") if s.startswith("== ")]
+    assert answered and all(node.node_id[:8] not in s for s in answered)  # the head's node answered; not this one
+    assert json.loads(pieces["job.json"])["status"] == "RUNNING"
