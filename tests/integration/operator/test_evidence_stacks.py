@@ -3,10 +3,10 @@ dumps a hung job's driver, its actor and the subprocess the actor spawned (as SG
 each in its named frame, with py-spy never asked; and a node whose raylet is stopped costs the capture its budget,
 no more, and is named in `missing.txt`.
 
-The head is shared by the session and started before any test, so its processes cannot carry the pods'
-`GRPO_STACKS_DIR`: the hung job gets it through its runtime env's `env_vars` (which Ray gives the job's driver and
-workers, and they give their children), with a `sitecustomize` on its PYTHONPATH that adds a site directory holding
-the image's own `.pth` (`stackdump.install_pth`), so the hook runs at interpreter start as in the image."""
+The session's head starts every Python process with the image's hook, as a Ray pod does (devtools/grpo_dev/localray.py:
+a `sitecustomize` adding a site directory that holds the image's own `.pth`); the hung job points its processes at a
+directory of its own through its runtime env's `env_vars`, which Ray gives the job's driver and workers and they give
+their children, so no other test's processes are dumped with it."""
 
 from __future__ import annotations
 
@@ -33,15 +33,8 @@ SCRIPT = Path(__file__).resolve().parents[2] / "support" / "hanging_job.py"
 SETTINGS = RenderSettings(python=sys.executable)
 
 
-def hooked_runtime_env(tmp_path: Path, stacks_dir: Path) -> dict[str, object]:
-    """The job's processes start as a Ray pod's do in the image: the `.pth` runs, `GRPO_STACKS_DIR` is set."""
-    pth_dir, custom = tmp_path / "site-packages", tmp_path / "customize"
-    pth_dir.mkdir()
-    custom.mkdir()
-    stackdump.install_pth(pth_dir)
-    (custom / "sitecustomize.py").write_text(f"import site\nsite.addsitedir({str(pth_dir)!r})\n")
-    path = os.pathsep.join([str(custom), os.environ.get("PYTHONPATH", "")])
-    return {"env_vars": {stackdump.ENV: str(stacks_dir), "PYTHONPATH": path}}
+def hooked_runtime_env(stacks_dir: Path) -> dict[str, object]:
+    return {"env_vars": {stackdump.ENV: str(stacks_dir)}}
 
 
 def test_the_stacks_job_names_the_hung_driver_its_actor_and_the_actors_subprocess_without_py_spy(
@@ -52,7 +45,7 @@ def test_the_stacks_job_names_the_hung_driver_its_actor_and_the_actors_subproces
     sid, stacks_dir = f"stacks-{secrets.token_hex(4)}", tmp_path / "stacks"
     marker = f"HUNG-{sid}"
     entrypoint = f"{sys.executable} {SCRIPT} --marker {marker} --spawn"
-    client.submit_job(entrypoint=entrypoint, submission_id=sid, runtime_env=hooked_runtime_env(tmp_path, stacks_dir))
+    client.submit_job(entrypoint=entrypoint, submission_id=sid, runtime_env=hooked_runtime_env(stacks_dir))
     ray = RayJobs(ray_head.dashboard_url, RAY_TOKEN)
     try:
         wait_for("the hung job's marker", lambda: marker in client.get_job_logs(sid), timeout=300)
