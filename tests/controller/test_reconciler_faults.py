@@ -135,3 +135,14 @@ def test_the_stall_capture_reads_stacks_through_its_own_job_and_py_spy_only_wher
     assert captured == sid and py_spy is ptrace
     assert stacks is not None and stacks.submission_id == f"{sid}-stacks-1"
     assert ("stop", sid) in h.ray.calls
+
+
+def test_the_nodes_log_tails_come_last_in_the_bundle_so_a_full_one_leaves_them_out_first() -> None:
+    h = harness({"guards": {"stallTimeoutSeconds": 300, "startupGraceSeconds": 0}})
+    # Ray answers with the tails before stacks.txt: the bundle still puts them last.
+    h.ray.evidence_pieces = {"logs-node-a-raylet.out": "raylet\n", "nccl-node-a-x.b64": "gA==", "stacks.txt": "s\n"}
+    running(h, 2)
+    h.step(minutes=10)
+    [bundle] = [m for (kind, name), m in h.kube.applied.items() if kind == "ConfigMap" and "-forensics-" in name]
+    pieces = [line.split(":")[0] for line in bundle["data"]["index.txt"].splitlines() if ".gz:" in line]
+    assert pieces == ["job.json.gz", "stacks.txt.gz", "logs-node-a-raylet.out.gz", "nccl-node-a-x.b64.gz"], pieces

@@ -119,6 +119,7 @@ class FakeRay:
     calls: list[tuple[str, str]] = field(default_factory=list)
     token: str | None = "token"
     captures: list[tuple[str, JobSubmission | None, bool]] = field(default_factory=list)  # evidence's arguments
+    evidence_pieces: dict[str, str] = field(default_factory=dict)  # what evidence returns beside job.json
 
     def _reach(self, what: str, submission_id: str) -> None:
         self.calls.append((what, submission_id))
@@ -157,7 +158,7 @@ class FakeRay:
     ) -> dict[str, str]:
         self._reach("evidence", submission_id)
         self.captures.append((submission_id, stacks, py_spy))
-        return {"job.json": json.dumps({"submission_id": submission_id})}
+        return {"job.json": json.dumps({"submission_id": submission_id}), **self.evidence_pieces}
 
 
 def run_body(spec: dict[str, Any] | None = None, generation: int = 1) -> dict[str, Any]:

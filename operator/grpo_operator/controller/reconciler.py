@@ -30,6 +30,7 @@ from grpo_operator.edges import childstate, endpoints, scrape
 from grpo_operator.edges.kube import ChildRefused, Kube, StatusConflict
 from grpo_operator.edges.opmetrics import OperatorMetrics
 from grpo_operator.edges.rayjobs import RayJobs, RayUnavailable
+from grpo_operator.edges.stackslog import TAIL_PIECES
 from grpo_operator.planning import grace
 from grpo_operator.planning.documents import parse_run
 from grpo_operator.planning.runtime import record_of
@@ -535,18 +536,20 @@ class Reconciler:
         reward service's metrics when the run has one."""
         run = ctx.run
         ns, name = run.metadata.namespace, run.metadata.name
-        pieces = dict(action.pieces)
+        pieces, tails = dict(action.pieces), {}
         try:
             budget = self.settings.capture_budget_seconds
             stacks = stacks_job(action.submission_id, action.config_map, budget, self.settings.render)
             found = ctx.ray.evidence(
                 action.submission_id, budget_seconds=budget, stacks=stacks, py_spy=ptrace_granted(run)
             )
-            pieces.update(found)
+            tails = {k: v for k, v in found.items() if k.startswith(TAIL_PIECES)}
+            pieces.update({k: v for k, v in found.items() if k not in tails})
         except RayUnavailable as exc:
             pieces["error.txt"] = f"the Ray head could not be read: {exc}"
         if run.spec.reward.type is RewardType.REMOTE:
             pieces["reward-metrics.txt"] = self._reward_metrics_text(ns, name)
+        pieces.update(tails)  # the nodes' log tails and flight-recorder dumps last: a full bundle leaves them out first
         header = {"trigger": action.trigger, "submission_id": action.submission_id, "captured": rfc3339(self.clock())}
         manifest = evidence_config_map(
             ns, name, run.metadata.uid, action.config_map, header=header, pieces=pieces, secrets=self._secrets(ctx)

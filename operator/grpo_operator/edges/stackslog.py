@@ -15,6 +15,7 @@ from typing import Any
 
 MARK = "GRPO_STACKS "
 MISSING_MARK = "GRPO_STACKS_MISSING "
+TAIL_PIECES = ("logs-", "nccl-")  # the per-node pieces, which a full bundle leaves out before any other
 _KEY_CHARS = re.compile(r"[^-._a-zA-Z0-9]")  # what a ConfigMap key may hold
 
 
@@ -78,9 +79,9 @@ def _node(out: StacksPieces, text: str) -> int:
         )
     if not processes:
         out.stacks.append(f"== {label}: no process there has the stacks hook (GRPO_STACKS_DIR unset, or no Python)\n")
+    for name, encoded in dict(node.get("nccl", {})).items():  # before the logs: what a full bundle keeps longer
+        out.pieces[piece_key("nccl", label, str(name)) + ".b64"] = str(encoded)
     for name, log in dict(node.get("logs", {})).items():
         out.pieces[piece_key("logs", label, str(name))] = str(log)
-    for name, encoded in dict(node.get("nccl", {})).items():
-        out.pieces[piece_key("nccl", label, str(name)) + ".b64"] = str(encoded)
     out.missing += [(f"{label} {what}", "over the node's share of the bundle") for what in node.get("left_out", [])]
     return 1
