@@ -76,7 +76,15 @@ before failing, as a component inside miles that ends the run on purpose does; s
 `--fake-fail-after N` (exit at rollout_id N instead of after the last rollout); `--fake-stall-after N` (stop
 advancing at rollout_id N but keep serving until killed); `--fake-print-env NAME` (repeatable: print NAME's value as
 the driver and, in a Ray job, a task on each node see it, as a tracker library that logs its settings would leak
-a key; what the kept logs must not hold); `--fake-bind-address` (127.0.0.1: miles binds
+a key; what the kept logs must not hold); `--fake-hang-frames` (with `--fake-stall-after`: the
+stall looks as a hung miles does to the evidence capture: the driver waits in `fake_driver_waits_in_rollout`; as a
+Ray job it starts one num_cpus=0 actor, on a node other than the driver's when there is one, as miles's
+`RolloutManager` drives SGLang engines on the GPU workers, that waits in `fake_actor_waits_in_generate` after
+spawning a Python subprocess, as SGLang's engine starts its scheduler and detokenizer (`mp.Process` in
+`sglang/srt/entrypoints/engine.py` `_launch_subprocesses`, read on SGLang's main branch, not at the image's pin),
+that waits in `fake_scheduler_waits_for_batch`; and where `TORCH_NCCL_DEBUG_INFO_TEMP_FILE`
+is set it writes a stand-in flight-recorder dump at that path + rank 0, where torch would on a watchdog timeout);
+`--fake-bind-address` (127.0.0.1: miles binds
 0.0.0.0, but this project's local servers listen on loopback only). SIGTERM (Ray's stop_job) exits at once
 with 143.
 """
@@ -86,8 +94,10 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import pickle
 import signal
 import socket
+import subprocess
 import sys
 import threading
 import time
@@ -155,6 +165,7 @@ def build_parser() -> argparse.ArgumentParser:
     fake.add_argument("--fake-fail-message", default=None)
     fake.add_argument("--fake-fail-after", type=int, default=None)
     fake.add_argument("--fake-stall-after", type=int, default=None)
+    fake.add_argument("--fake-hang-frames", action="store_true")
     fake.add_argument("--fake-fail-reason", default=None)
     fake.add_argument("--fake-bind-address", default="127.0.0.1")
     fake.add_argument("--fake-checkpoints", action="store_true")
@@ -356,6 +367,80 @@ class Evaluator:
         if gauges is not None:
             gauges.update({**logged, "eval/step": rollout_id})
         self.done += 1
+# The scheduler stand-in: it exits once its parent (the actor's worker) is gone, so a stopped job leaves nothing.
+SCHEDULER = """
+import os, time
+parent = os.getppid()
+def fake_scheduler_waits_for_batch():
+    while os.getppid() == parent:
+        time.sleep(0.5)
+print("scheduler up", flush=True)
+fake_scheduler_waits_for_batch()
+"""
+FLIGHT_RECORDER_RANK = 0
+_HELD: list[Any] = []
+
+
+def fake_driver_waits_in_rollout(stop: threading.Event) -> None:
+    """Where the hung driver waits (a stack dump names this frame)."""
+    stop.wait()
+
+
+def spawn_scheduler() -> subprocess.Popen[str]:
+    """A Python child as SGLang's scheduler is, blocked in `fake_scheduler_waits_for_batch`, once it is up."""
+    child = subprocess.Popen([sys.executable, "-c", SCHEDULER], stdout=subprocess.PIPE, text=True)
+    assert child.stdout is not None
+    child.stdout.readline()
+    return child
+
+
+def fake_actor_waits_in_generate() -> None:
+    """The actor's hang: its scheduler spawned, then a wait that never ends (a stack dump names this frame)."""
+    spawn_scheduler()
+    while True:
+        time.sleep(0.5)
+
+
+def other_node(nodes: list[dict[str, Any]], driver_node: str) -> str | None:
+    """An alive node other than the driver's, or None when the driver's is the only one."""
+    others = sorted(str(n["NodeID"]) for n in nodes if n.get("Alive") and n.get("NodeID") != driver_node)
+    return others[0] if others else None
+
+
+def write_flight_recorder_standin(prefix: str) -> Path:
+    """Some pickled bytes where torch's flight recorder writes rank 0's dump (`<prefix><rank>`, torch's
+    `DebugInfoWriter`; docs/integrations/torch.md): not torch's format, only its place and its being binary."""
+    path = Path(f"{prefix}{FLIGHT_RECORDER_RANK}")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(
+        pickle.dumps({"version": "fake_miles stand-in", "entries": [{"profiling_name": "nccl:all_reduce"}]})
+    )
+    return path
+
+
+def hang_frames() -> None:
+    """`--fake-hang-frames`: the actor and its scheduler (as a Ray job), and the flight-recorder stand-in."""
+    prefix = os.environ.get("TORCH_NCCL_DEBUG_INFO_TEMP_FILE")
+    if prefix:
+        log(f"wrote flight-recorder stand-in {write_flight_recorder_standin(prefix)}")
+    if "RAY_ADDRESS" not in os.environ:
+        return
+    import ray
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    @ray.remote(num_cpus=0)
+    class FakeRolloutEngine:
+        def generate(self) -> None:
+            fake_actor_waits_in_generate()
+
+    target = other_node(ray.nodes(), ray.get_runtime_context().get_node_id())  # type: ignore[no-untyped-call]
+    options: dict[str, Any] = {}
+    if target is not None:
+        options["scheduling_strategy"] = NodeAffinitySchedulingStrategy(target, soft=False)
+    engine = FakeRolloutEngine.options(**options).remote()  # type: ignore[attr-defined]
+    engine.generate.remote()
+    _HELD.append(engine)  # a dropped handle would end the actor
+    log(f"hung actor started on node {target or 'of the driver'}")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -418,7 +503,9 @@ def main(argv: list[str] | None = None) -> int:
                 break
             if args.fake_stall_after is not None and rollout_id >= args.fake_stall_after:
                 log(f"stalled before rollout {rollout_id} (--fake-stall-after {args.fake_stall_after})")
-                stop.wait()
+                if args.fake_hang_frames:
+                    hang_frames()
+                fake_driver_waits_in_rollout(stop)
                 raise Terminated
             began = time.monotonic()
             sleep(args.fake_step_seconds)

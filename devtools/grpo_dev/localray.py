@@ -13,6 +13,10 @@ without a token and 403 with a wrong one; its health endpoints stay open (Ray 2.
 python/ray/_private/authentication/http_token_authentication.py, get_token_auth_middleware;
 python/ray/dashboard/http_server_head.py, public_exact_paths). `auth=False` starts one without.
 
+Every Python process of the head starts with the trainer image's stacks hook (`grpo_launcher.stackdump`, through a
+`sitecustomize` on its PYTHONPATH) writing into the operator's `GRPO_STACKS_DIR`, as in a Ray pod, so the operator's
+stacks job reads them here too; a job may point its own processes elsewhere with `env_vars`.
+
 Teardown is scoped to this head, never a machine-wide `ray stop`: every process of the head (daemons,
 workers, job supervisors and job entrypoints) inherits the environment variable `GRPO_LOCALRAY_HEAD=<temp
 dir>`, and `stop()` signals exactly the processes whose environment carries it (SIGTERM, then SIGKILL),
@@ -45,6 +49,10 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
+
+from grpo_launcher.stackdump import ENV as STACKS_ENV
+from grpo_launcher.stackdump import install_pth
+from grpo_operator.render.job import STACKS_DIR
 
 from grpo_dev.localcluster.processes import terminate_on_signals
 
@@ -343,7 +351,24 @@ class LocalRayHead:
         # agent finds py-spy on PATH, so the interpreter's own bin directory (the venv's) comes first.
         env["RAY_DASHBOARD_ENABLE_PROFILING"] = "1"
         env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
+        # Every Python process of the head starts with the stacks hook, as in a Ray pod of the trainer image
+        # (`_stacks_hook`): the operator's stacks job reads them without ptrace.
+        env[STACKS_ENV] = STACKS_DIR
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(self._stacks_hook()), env.get("PYTHONPATH")) if p)
         return env
+
+    def _stacks_hook(self) -> Path:
+        """A directory whose `sitecustomize` adds a site directory holding the trainer image's own `.pth`
+        (`grpo_launcher.stackdump`): the venv here has no `.pth` of ours, and on PYTHONPATH only a `sitecustomize`
+        runs at start. The directory is the operator's fixed one (render/job.py `STACKS_DIR`), shared by the heads
+        of one machine: dump files are named by pid, and the stacks job signals only processes that catch it."""
+        custom, pth_dir = self.temp_dir / "stacks-hook", self.temp_dir / "stacks-hook-site"
+        if not (custom / "sitecustomize.py").exists():
+            custom.mkdir(exist_ok=True)
+            pth_dir.mkdir(exist_ok=True)
+            install_pth(pth_dir)
+            (custom / "sitecustomize.py").write_text(f"import site\nsite.addsitedir({str(pth_dir)!r})\n")
+        return custom
 
     def ray_start_argv(self) -> list[str]:
         p = self.ports

@@ -6,9 +6,11 @@ alone. Each row failed on the code before this change (issue 44)."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from grpo_operator.api.status import Phase, Reason
 from grpo_operator.status.decision import CaptureEvidence, StopJob
 from grpo_operator.status.observation import JobObservation, JobState
@@ -116,3 +118,31 @@ def test_an_edit_that_cannot_run_leaves_the_running_attempt_alone_and_starts_no_
     fixed = h.step()
     assert len([s for w, s in h.ray.calls if w == "submit"]) == 2, fixed.status
     assert {c.type: c.status for c in fixed.status.conditions or []}["Validated"] == "True"
+
+
+@pytest.mark.parametrize("ptrace", [False, True])
+def test_the_stall_capture_reads_stacks_through_its_own_job_and_py_spy_only_where_the_runtime_grants_ptrace(
+    ptrace: bool,
+) -> None:
+    h = harness({"guards": {"stallTimeoutSeconds": 300, "startupGraceSeconds": 0}})
+    runtime = yaml.safe_load((Path(__file__).parents[2] / "examples" / "runtimes" / "aws.yaml").read_text())
+    runtime["spec"]["debug"] = {"ptrace": ptrace}
+    h.kube.runtimes["default"] = runtime
+    running(h, 2)
+    tripped = h.step(minutes=10)
+    sid = tripped.status.job_submission_id
+    [(captured, stacks, py_spy)] = h.ray.captures
+    assert captured == sid and py_spy is ptrace
+    assert stacks is not None and stacks.submission_id == f"{sid}-stacks-1"
+    assert ("stop", sid) in h.ray.calls
+
+
+def test_the_nodes_log_tails_come_last_in_the_bundle_so_a_full_one_leaves_them_out_first() -> None:
+    h = harness({"guards": {"stallTimeoutSeconds": 300, "startupGraceSeconds": 0}})
+    # Ray answers with the tails before stacks.txt: the bundle still puts them last.
+    h.ray.evidence_pieces = {"logs-node-a-raylet.out": "raylet\n", "nccl-node-a-x.b64": "gA==", "stacks.txt": "s\n"}
+    running(h, 2)
+    h.step(minutes=10)
+    [bundle] = [m for (kind, name), m in h.kube.applied.items() if kind == "ConfigMap" and "-forensics-" in name]
+    pieces = [line.split(":")[0] for line in bundle["data"]["index.txt"].splitlines() if ".gz:" in line]
+    assert pieces == ["job.json.gz", "stacks.txt.gz", "logs-node-a-raylet.out.gz", "nccl-node-a-x.b64.gz"], pieces

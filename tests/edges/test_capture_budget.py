@@ -73,7 +73,7 @@ def released() -> Iterator[threading.Event]:
 
 def test_a_dead_nodes_agent_costs_the_budget_and_the_bundle_says_what_is_missing(released: threading.Event) -> None:
     # The budget is what the dead agent costs; the live requests answer at once, well inside it on a loaded machine.
-    pieces = PlayedRay(released).evidence("grpo-x-1", budget_seconds=5.0)
+    pieces = PlayedRay(released).evidence("grpo-x-1", budget_seconds=5.0, py_spy=True)
     assert not released.is_set()  # the dead agent never answered: the capture ended on its budget
     stacks = pieces["stacks.txt"]
     assert "sleeping_in_pid_7" in stacks and "sleeping_in_pid_11" in stacks, stacks  # the driver, the live actor

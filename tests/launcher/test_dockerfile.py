@@ -71,3 +71,17 @@ def test_recorded_versions_match_the_launcher_package() -> None:
 def test_the_image_environment_feeds_the_provenance_line() -> None:
     for variable in ("GRPO_MILES_BASE", "GRPO_EFA_INSTALLER_VERSION", "GRPO_GDRCOPY_VERSION"):
         assert f"{variable}=" in INSTRUCTIONS
+
+
+def test_both_ray_images_install_the_stacks_hook_and_the_build_asserts_it_registers() -> None:
+    node = "\n".join(
+        line
+        for line in (ROOT / "devtools" / "images" / "ray-node.Dockerfile").read_text().splitlines()
+        if not line.lstrip().startswith("#")
+    )
+    for instructions, python in ((INSTRUCTIONS, "python3"), (node, "/opt/venv/bin/python")):
+        install = instructions.index(f"{python} -m grpo_launcher.stackdump --install-pth")
+        check = instructions.index(
+            f"GRPO_STACKS_DIR=/tmp/grpo-stacks-check {python} -m grpo_launcher.stackdump --check"
+        )
+        assert install < check

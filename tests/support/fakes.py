@@ -47,6 +47,7 @@ class FakeKube(Kube):
         self.applied: dict[tuple[str, str], dict[str, Any]] = {}
         self.calls: list[tuple[str, str]] = []
         self.refuse: dict[str, ApiException] = {}  # a part of a child's name -> the error its apply answers
+        self.runtimes: dict[str, dict[str, Any]] = {}  # GRPORuntimes by name; none: the built-in default
 
     # the run
     def get_run(self, namespace: str, run: str) -> dict[str, Any] | None:
@@ -56,7 +57,7 @@ class FakeKube(Kube):
         return self.get_run(namespace, run)
 
     def runtime(self, name: str) -> dict[str, Any] | None:
-        return None  # the built-in AWS types are the default runtime
+        return copy.deepcopy(self.runtimes.get(name))  # none: the built-in AWS types are the default runtime
 
     def patch_status(
         self, namespace: str, run: str, status: dict[str, Any], resource_version: str | None = None
@@ -117,6 +118,8 @@ class FakeRay:
     unavailable: str | None = None
     calls: list[tuple[str, str]] = field(default_factory=list)
     token: str | None = "token"
+    captures: list[tuple[str, JobSubmission | None, bool]] = field(default_factory=list)  # evidence's arguments
+    evidence_pieces: dict[str, str] = field(default_factory=dict)  # what evidence returns beside job.json
 
     def _reach(self, what: str, submission_id: str) -> None:
         self.calls.append((what, submission_id))
@@ -144,9 +147,18 @@ class FakeRay:
         self._reach("logs", submission_id)
         return self.logs_of.get(submission_id, "")
 
-    def evidence(self, submission_id: str, log_lines: int = 2000, budget_seconds: float = 60.0) -> dict[str, str]:
+    def evidence(
+        self,
+        submission_id: str,
+        log_lines: int = 2000,
+        budget_seconds: float = 60.0,
+        *,
+        stacks: JobSubmission | None = None,
+        py_spy: bool = False,
+    ) -> dict[str, str]:
         self._reach("evidence", submission_id)
-        return {"job.json": json.dumps({"submission_id": submission_id})}
+        self.captures.append((submission_id, stacks, py_spy))
+        return {"job.json": json.dumps({"submission_id": submission_id}), **self.evidence_pieces}
 
 
 def run_body(spec: dict[str, Any] | None = None, generation: int = 1) -> dict[str, Any]:

@@ -259,6 +259,18 @@ class RuntimeLocks(ApiModel):
     )
 
 
+class RuntimeDebug(ApiModel):
+    """How far a platform lets its runs' processes be inspected."""
+
+    ptrace: bool = Field(
+        default=False,
+        description="Add SYS_PTRACE to the Ray containers and turn on the Ray dashboard's py-spy stacks "
+        "(RAY_DASHBOARD_ENABLE_PROFILING=1), which the evidence capture then reads too. Any process in a Ray pod may "
+        "then read and write the memory of the others there. Off (the default): stacks come from the image's "
+        "faulthandler hook, which needs no capability (docs/SECURITY.md).",
+    )
+
+
 class GRPORuntimeSpec(ApiModel):
     """The node types, fabric, defaults and locks a platform offers GRPORuns."""
 
@@ -280,6 +292,7 @@ class GRPORuntimeSpec(ApiModel):
     )
     defaults: RuntimeDefaults = Field(default_factory=RuntimeDefaults, description="What a run may leave out.")
     locks: RuntimeLocks = Field(default_factory=RuntimeLocks, description="What a run may not override.")
+    debug: RuntimeDebug = Field(default_factory=RuntimeDebug, description="How far runs' processes may be inspected.")
 
     @model_validator(mode="after")
     def _names_resolve(self) -> GRPORuntimeSpec:

@@ -32,15 +32,17 @@ from grpo_operator.edges.errors import Unavailable
 from grpo_operator.edges.kube import ChildRefused, Kube, StatusConflict
 from grpo_operator.edges.opmetrics import OperatorMetrics
 from grpo_operator.edges.rayjobs import RayJobs, RayUnavailable
+from grpo_operator.edges.stackslog import TAIL_PIECES
 from grpo_operator.planning import grace
 from grpo_operator.planning.documents import parse_run
 from grpo_operator.planning.runtime import record_of
 from grpo_operator.planning.validation import check, errors
 from grpo_operator.render import MissingRewardImage, Rendered, names, queueing, render
 from grpo_operator.render.evidence import evidence_config_map
-from grpo_operator.render.job import checkpoint_request
+from grpo_operator.render.job import checkpoint_request, stacks_job
 from grpo_operator.render.joblogs import KEY as LOG_KEY
 from grpo_operator.render.joblogs import job_logs_config_map
+from grpo_operator.render.raycluster import ptrace_granted
 from grpo_operator.render.redaction import redact, run_secrets
 from grpo_operator.status import admission, attempts, summary
 from grpo_operator.status.decision import (
@@ -557,13 +559,20 @@ class Reconciler:
         reward service's metrics when the run has one."""
         run = ctx.run
         ns, name = run.metadata.namespace, run.metadata.name
-        pieces = dict(action.pieces)
+        pieces, tails = dict(action.pieces), {}
         try:
-            pieces.update(ctx.ray.evidence(action.submission_id, budget_seconds=self.settings.capture_budget_seconds))
+            budget = self.settings.capture_budget_seconds
+            stacks = stacks_job(action.submission_id, action.config_map, budget, self.settings.render)
+            found = ctx.ray.evidence(
+                action.submission_id, budget_seconds=budget, stacks=stacks, py_spy=ptrace_granted(run)
+            )
+            tails = {k: v for k, v in found.items() if k.startswith(TAIL_PIECES)}
+            pieces.update({k: v for k, v in found.items() if k not in tails})
         except RayUnavailable as exc:
             pieces["error.txt"] = f"the Ray head could not be read: {exc}"
         if run.spec.reward.type is RewardType.REMOTE:
             pieces["reward-metrics.txt"] = self._reward_metrics_text(ns, name)
+        pieces.update(tails)  # the nodes' log tails and flight-recorder dumps last: a full bundle leaves them out first
         header = {"trigger": action.trigger, "submission_id": action.submission_id, "captured": rfc3339(self.clock())}
         manifest = evidence_config_map(
             ns, name, run.metadata.uid, action.config_map, header=header, pieces=pieces, secrets=self._secrets(ctx)

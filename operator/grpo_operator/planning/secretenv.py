@@ -20,10 +20,14 @@ POD_ENV = (
     "RAY_DEDUP_LOGS",
     "PYTHONUNBUFFERED",
     "RAY_memory_monitor_refresh_ms",
-    "RAY_DASHBOARD_ENABLE_PROFILING",
+    "RAY_DASHBOARD_ENABLE_PROFILING",  # only where the runtime grants ptrace: kept either way, as JOB_ENV is
     "TOKENIZERS_PARALLELISM",
     "NCCL_DEBUG",
     "NCCL_SOCKET_IFNAME",
+    "GRPO_STACKS_DIR",
+    "TORCH_NCCL_TRACE_BUFFER_SIZE",
+    "TORCH_NCCL_DUMP_ON_TIMEOUT",
+    "TORCH_NCCL_DEBUG_INFO_TEMP_FILE",
 )
 RAY_AUTH_ENV = ("RAY_AUTH_MODE", "RAY_AUTH_TOKEN")
 HF_ENV = "HF_TOKEN"  # the variable of spec.hfTokenSecret

@@ -24,6 +24,13 @@ ENTRYPOINT_RESOURCES = {"gpu_node": 0.001}  # the driver runs on a GPU worker, n
 SAVE_SENTINEL = ".grpo-save-now"
 HF_EXPORT_DIR = "hf"  # spec.export.huggingface: miles --save-hf writes iter_<rollout>/ under it
 REWARD_CLIENT = "grpo_launcher.reward_client.reward"
+# Where every Ray pod's Python processes write their stacks (grpo_launcher.stackdump) and torch its flight-recorder
+# dumps: the container's own /tmp, so per pod and writable by the image's user.
+STACKS_DIR = "/tmp/grpo-stacks"
+NCCL_TRACE_PREFIX = "nccl_trace_rank_"  # torch appends the rank (docs/integrations/torch.md)
+NCCL_TRACE_ENTRIES = 2000  # collectives the flight recorder keeps per process
+# Of the capture's budget, what the stacks job's driver does not wait: its start, the operator's stop and log read.
+STACKS_JOB_MARGIN_SECONDS = 15.0
 # Rewards that return a dict: --reward-key names the number in it, as miles's own dapo recipes pass it
 # (docs/integrations/miles.md, "Reward types"); without it miles fails converting the first rollout.
 REWARD_KEYS: dict[RewardType, str] = {RewardType.DAPO: "score"}
@@ -37,6 +44,7 @@ class JobSubmission:
     runtime_env: dict[str, Any]
     entrypoint_resources: dict[str, float]
     metadata: dict[str, str] = field(default_factory=dict)
+    entrypoint_num_cpus: float | None = None  # None: Ray's default (0)
 
     @property
     def entrypoint(self) -> str:
@@ -284,4 +292,24 @@ def checkpoint_request(run: GRPORun, plan: RunPlan, settings: RenderSettings, su
             "grpo.dev/namespace": run.metadata.namespace,
             "grpo.dev/purpose": "checkpoint-before-suspend",
         },
+    )
+
+
+def stacks_job(
+    submission_id: str, bundle: str, budget_seconds: float, settings: RenderSettings, directory: str = STACKS_DIR
+) -> JobSubmission:
+    """The short job that reads every node's stacks, flight-recorder dumps and Ray log tails for the evidence bundle
+    `bundle` of the job `submission_id` (grpo_launcher.stacks): its driver stops waiting for nodes before the
+    capture's budget ends. On the head (no entrypoint resources) and with no CPU, so it runs beside a job that holds
+    every worker's. Its own processes register no hook (an empty GRPO_STACKS_DIR): they are not what is looked at."""
+    seconds = max(1.0, budget_seconds - STACKS_JOB_MARGIN_SECONDS)
+    argv = (settings.python, "-m", "grpo_launcher.stacks", "--dir", directory, "--seconds", _num(seconds))
+    return JobSubmission(
+        submission_id=names.stacks_submission_id(submission_id, bundle),
+        entrypoint_argv=argv,
+        miles_argv=(),
+        runtime_env={"env_vars": {"PYTHONUNBUFFERED": "1", "GRPO_STACKS_DIR": ""}},
+        entrypoint_resources={},
+        metadata={"grpo.dev/purpose": "evidence-stacks", "grpo.dev/job": submission_id},
+        entrypoint_num_cpus=0,
     )

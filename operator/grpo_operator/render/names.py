@@ -97,3 +97,9 @@ def submission_id(run: str, uid: str, generation: int, prev: GRPORunStatus | Non
 def checkpoint_submission_id(submission_id: str) -> str:
     """The one-line job that asks the job `submission_id` for a checkpoint before a suspend."""
     return f"{submission_id}-save"
+
+
+def stacks_submission_id(submission_id: str, bundle: str) -> str:
+    """The stacks job of the evidence bundle `bundle` (`forensics`, which ends in its index) of job `submission_id`:
+    one per bundle, so a later capture of the same attempt is a new job, and a retried one finds its own."""
+    return f"{submission_id}-stacks-{bundle.rsplit('-', 1)[-1]}"

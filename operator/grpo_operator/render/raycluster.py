@@ -17,7 +17,7 @@ from grpo_operator.api.status import RunPlan
 from grpo_operator.planning.grace import hook_wait_seconds, pod_grace_seconds
 from grpo_operator.planning.instances import INSTANCE_TYPE_LABEL, INSTANCES, instance_of, runtime_of
 from grpo_operator.render import names, queueing
-from grpo_operator.render.job import save_sentinel
+from grpo_operator.render.job import NCCL_TRACE_ENTRIES, NCCL_TRACE_PREFIX, STACKS_DIR, save_sentinel
 from grpo_operator.render.settings import DASHBOARD_PORT, RenderSettings
 
 HOST_SHARE = 0.9  # of a node's vCPUs and memory requested by its worker pod (daemonsets need the rest)
@@ -48,13 +48,11 @@ def pod_env(run: GRPORun) -> list[dict[str, Any]]:
         {"name": "RAY_DEDUP_LOGS", "value": "0"},
         {"name": "PYTHONUNBUFFERED", "value": "1"},
         {"name": "RAY_memory_monitor_refresh_ms", "value": "0"},
-        # The dashboard's py-spy stack dumps (/worker/traceback), which the evidence capture reads before a
-        # guard stops the job (docs/integrations/ray.md).
-        {"name": "RAY_DASHBOARD_ENABLE_PROFILING", "value": "1"},
         {"name": "TOKENIZERS_PARALLELISM", "value": "false"},
         {"name": "NCCL_DEBUG", "value": "WARN"},
         {"name": "NCCL_SOCKET_IFNAME", "value": "^lo,docker"},
     ]
+    env += debug_env(run)
     # Token auth on every Ray process and on KubeRay's `wait-gcs-ready` init container, which copies this env;
     # KubeRay's probes call health endpoints Ray serves without the token (docs/integrations/kuberay.md, ray.md).
     # The token itself only by reference (docs/SECURITY.md).
@@ -77,6 +75,35 @@ def pod_env(run: GRPORun) -> list[dict[str, Any]]:
         ref = entry.secret_key_ref
         env.append({"name": entry.name, "valueFrom": {"secretKeyRef": {"name": ref.name, "key": ref.key}}})
     return env
+
+
+def debug_env(run: GRPORun) -> list[dict[str, Any]]:
+    """What the evidence capture reads without ptrace: every Python process's faulthandler hook writes into
+    `STACKS_DIR` (grpo_launcher.stackdump), and torch's NCCL flight recorder dumps its last collectives there on a
+    watchdog timeout (docs/integrations/torch.md). The dashboard's py-spy stacks only where the runtime grants
+    ptrace (`spec.debug.ptrace`, docs/SECURITY.md)."""
+    env = [
+        {"name": "GRPO_STACKS_DIR", "value": STACKS_DIR},
+        {"name": "TORCH_NCCL_TRACE_BUFFER_SIZE", "value": str(NCCL_TRACE_ENTRIES)},
+        {"name": "TORCH_NCCL_DUMP_ON_TIMEOUT", "value": "1"},
+        {"name": "TORCH_NCCL_DEBUG_INFO_TEMP_FILE", "value": f"{STACKS_DIR}/{NCCL_TRACE_PREFIX}"},
+    ]
+    if ptrace_granted(run):
+        env.append({"name": "RAY_DASHBOARD_ENABLE_PROFILING", "value": "1"})
+    return env
+
+
+def ptrace_granted(run: GRPORun) -> bool:
+    return runtime_of(run.spec).spec.debug.ptrace
+
+
+def _with_ptrace(run: GRPORun, security: dict[str, Any]) -> dict[str, Any]:
+    """A Ray container's securityContext, with SYS_PTRACE added where the runtime grants it (py-spy)."""
+    if not ptrace_granted(run):
+        return security
+    capabilities = dict(security["capabilities"])
+    capabilities["add"] = [*capabilities.get("add", []), "SYS_PTRACE"]
+    return {**security, "capabilities": capabilities}
 
 
 def _shared_volume(run: GRPORun) -> dict[str, Any]:
@@ -160,7 +187,9 @@ def head_group(run: GRPORun, plan: RunPlan, settings: RenderSettings) -> dict[st
                     "limits": {"memory": memory},
                 },
                 "volumeMounts": [{"name": "shared", "mountPath": spec.storage.mount_path}, _config_mount(settings)],
-                "securityContext": {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}},
+                "securityContext": _with_ptrace(
+                    run, {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
+                ),
                 "lifecycle": {"preStop": {"exec": {"command": [*presave_command(plan, settings, grace), "--head"]}}},
             }
         ],
@@ -301,7 +330,7 @@ def worker_group(run: GRPORun, plan: RunPlan, settings: RenderSettings) -> dict[
                 "env": env,
                 "resources": {"requests": requests, "limits": limits},
                 "volumeMounts": volume_mounts,
-                "securityContext": security,
+                "securityContext": _with_ptrace(run, security),
                 "lifecycle": {"preStop": {"exec": {"command": presave_command(plan, settings, grace)}}},
             }
         ],

@@ -1,5 +1,6 @@
 """The evidence of a hung job, read from a real Ray head (the session's local head, token auth on, py-spy dumps
-on as the operator's RayCluster turns them on): a job whose actor waits in a named frame and whose driver waits
+on as the operator's RayCluster turns them on where the GRPORuntime grants `spec.debug.ptrace`, so `py_spy=True`;
+the stacks without ptrace are tests/integration/operator/test_evidence_stacks.py): a job whose actor waits in a named frame and whose driver waits
 in another, after flooding its log with 1 GiB. What `RayJobs.evidence` reads, kept as the bundle the operator
 writes, names both frames, lists the actor, holds the driver's last lines, fits a ConfigMap and holds no token.
 An actor on a second raylet joined to the head (a worker node, as a Ray worker pod is) has its stack read through
@@ -40,7 +41,7 @@ def test_the_evidence_of_a_hung_job_names_each_processs_frame_and_stays_bounded_
         pieces = wait_for(
             "both hung frames in the stacks and the marker ending the driver's log",
             lambda: (
-                (p := ray.evidence(sid))
+                (p := ray.evidence(sid, py_spy=True))
                 and "wait_in_named_frame" in p["stacks.txt"]
                 and "driver_waits_here" in p["stacks.txt"]
                 and p["driver.log"].rstrip().endswith(marker)
@@ -75,7 +76,7 @@ def test_the_stack_of_an_actor_on_another_node_is_read_through_that_nodes_agent(
             ray = RayJobs(ray_head.dashboard_url, RAY_TOKEN)
             pieces = wait_for(
                 "the actor's frame in the stacks",
-                lambda: (p := ray.evidence(sid)) and "wait_in_named_frame" in p["stacks.txt"] and p,
+                lambda: (p := ray.evidence(sid, py_spy=True)) and "wait_in_named_frame" in p["stacks.txt"] and p,
                 timeout=300,
             )
             [actor] = json.loads(pieces["actors.json"])["result"]
