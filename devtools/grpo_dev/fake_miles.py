@@ -367,6 +367,8 @@ class Evaluator:
         if gauges is not None:
             gauges.update({**logged, "eval/step": rollout_id})
         self.done += 1
+
+
 # The scheduler stand-in: it exits once its parent (the actor's worker) is gone, so a stopped job leaves nothing.
 SCHEDULER = """
 import os, time
