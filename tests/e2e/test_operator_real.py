@@ -12,7 +12,9 @@ delivers: Kueue's suspension of the running cluster (the head and the workers de
 the data state before the head goes, and the next attempt's launcher says where it resumed; a launcher killed
 outright holds no GPU past its marker's staleness and the ledger counts the teardown; a deleted head is a counted
 restart from its save, and past recovery.maxRestarts `Failed/HeadLost`, and before that, in the same run, a Jobs
-API away keeps the run `Running` and submits nothing; a bundle over a configmap quota still lets the stall stop the job.
+API away keeps the run `Running` and submits nothing; a bundle over a configmap quota still lets the stall stop the job;
+a hung run's bundle names every process's frame without ptrace, holds the flight recorder's dump, and survives a pod
+that no longer answers, and its tracker key, given by secretEnv, is kept nowhere.
 
 Nothing rendered is edited: the runtime sizes and places every pod. What is played: the GPU (the `ray-node-gpu`
 dev layer: stand-in libcuda, torch and nvidia-smi, devtools/images/gpu_standin/; the node advertises
@@ -22,8 +24,13 @@ image, its knobs in the shared volume), and the shared file system (a tmpfs behi
 
 from __future__ import annotations
 
+import base64
+import gzip
 import json
+import os
 import re
+import secrets
+import signal
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -32,6 +39,7 @@ from typing import Any
 import pytest
 from grpo_dev.images import DEV_IMAGES
 from grpo_dev.localcluster import SimulatedCluster, realplatform
+from grpo_operator.controller.config import OperatorSettings
 from grpo_operator.render import names
 
 from tests.e2e.conftest import NAMESPACE
@@ -615,3 +623,123 @@ def test_a_bundle_over_the_namespaces_configmap_quota_still_lets_the_stall_stop_
     warnings = [e["message"] for e in _events(real_cluster, run) if e["reason"] == "CaptureFailed"]
     assert warnings and "exceeded quota" in warnings[0], _events(real_cluster, run)
     delete_run(real_cluster, run)
+
+
+FRAMES = ("fake_driver_waits_in_rollout", "fake_actor_waits_in_generate", "fake_scheduler_waits_for_batch")
+CAPTURE_BUDGET_SECONDS = OperatorSettings.model_fields["capture_budget_seconds"].default  # the chart sets none
+
+
+def _config_map(cluster: SimulatedCluster, name: str) -> dict[str, str]:
+    """A ConfigMap's data, its gzip'd pieces (an evidence bundle's) unpacked under their names."""
+    found = cluster.get_json("configmap", name, "-n", NAMESPACE)
+    binary = (found.get("binaryData") or {}).items()
+    texts = {k.removesuffix(".gz"): gzip.decompress(base64.b64decode(v)).decode(errors="replace") for k, v in binary}
+    return {**texts, **(found.get("data") or {})}
+
+
+def _capture(cluster: SimulatedCluster, run: str, value: str) -> dict[str, str]:
+    """A bundle asked for with the grpo.dev/capture annotation: its pieces once the request is handled."""
+    cluster.kubectl("annotate", "grporun", run, "-n", NAMESPACE, f"grpo.dev/capture={value}", "--overwrite")
+    done = wait_for(
+        f"the capture {value} handled",
+        lambda: (found := status(cluster, run)).get("captureHandled") == value and found,
+        lambda: status(cluster, run),
+    )
+    return _config_map(cluster, done["forensics"][-1]["configMap"])
+
+
+def _raylet_and_agent(pod: dict[str, Any]) -> list[int]:
+    """This machine's pids of a pod's raylet and dashboard agent (its containers' cgroups name the pod's uid)."""
+    uid = pod["metadata"]["uid"]
+    marks = (f"pod{uid}", f"pod{uid.replace('-', '_')}")
+    found = []
+    for proc in Path("/proc").iterdir():
+        try:
+            cgroup = (proc / "cgroup").read_text() if proc.name.isdigit() else ""
+            argv = (proc / "cmdline").read_bytes().split(b"\0") if cgroup else []
+        except OSError:
+            continue
+        ray = any(a.endswith((b"/raylet", b"dashboard/agent.py")) for a in argv)
+        if ray and any(m in cgroup for m in marks):
+            found.append(int(proc.name))
+    return found
+
+
+def _written_for(cluster: SimulatedCluster, run: str) -> dict[str, str]:
+    """Every place the operator writes for a run, as text: each ConfigMap of the namespace (a bundle's pieces
+    unpacked), the run's status and its events."""
+    places = {
+        f"ConfigMap/{m['metadata']['name']}": json.dumps(_config_map(cluster, m["metadata"]["name"]))
+        for m in cluster.get_json("configmaps", "-n", NAMESPACE)["items"]
+    }
+    places["status"] = json.dumps(status(cluster, run))
+    places["events"] = json.dumps(_events(cluster, run))
+    return places
+
+
+def test_a_hung_run_keeps_every_processs_stack_without_ptrace_its_flight_recorder_and_no_tracker_key(
+    real_cluster: SimulatedCluster, platform: dict[str, Any]
+) -> None:
+    """Pods as rendered (non-root, no SYS_PTRACE; the runtime grants no ptrace): the double stalls at rollout 2 with
+    its driver (on the worker pod), an actor on the head pod and that actor's subprocess (as SGLang's scheduler)
+    each waiting in a named function, and a flight-recorder dump where torch writes one. A capture request's bundle
+    names each function, holds the dump, and has the driver's log with the tracker key the driver and a task on
+    each pod printed (as a tracker library that logs its settings would), redacted. With the worker pod's raylet
+    and dashboard agent stopped (SIGSTOP from this machine: a node that no longer answers), the next capture ends
+    within its budget and names that pod as missing. No ConfigMap, status or event of the run holds the key, and
+    the same key as an extraArgs flag is refused by the operator. The stopped raylet may have cost the node (Ray's
+    health check), so the run's end is only waited for, not judged."""
+    key = f"wk-{secrets.token_hex(16)}"
+    secret = {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "tracker", "namespace": NAMESPACE}}
+    real_cluster.kubectl("apply", "-f", "-", input=json.dumps({**secret, "stringData": {"api-key": key}}))
+    spec = {
+        "secretEnv": [{"name": "WANDB_API_KEY", "secretKeyRef": {"name": "tracker", "key": "api-key"}}],
+        "guards": {"stallTimeoutSeconds": 1800, "startupGraceSeconds": 0},
+    }
+    knobs = ["--fake-step-seconds", "2", "--fake-stall-after", "2", "--fake-hang-frames"]
+    run = start(real_cluster, platform, run_manifest("real-stacks", rollouts=40, spec=spec), [*knobs, *PRINT_KEY])
+    wait_for("rollout 1 scraped", _rollout(real_cluster, run, 1), lambda: status(real_cluster, run))
+    # The double reaches its frames a few seconds after rollout 1: ask again until a bundle has them all.
+    for n in range(8):
+        pieces = _capture(real_cluster, run, f"hung-{n}")
+        if all(f in pieces.get("stacks.txt", "") for f in FRAMES):
+            break
+    said = pieces.get("stacks.txt", "")[-6000:], pieces.get("missing.txt")
+    assert all(f in pieces["stacks.txt"] for f in FRAMES), said
+    assert "missing.txt" not in pieces and "py-spy" not in pieces["stacks.txt"], said
+    assert [k for k in pieces if k.startswith("nccl-") and "nccl_trace_rank_0" in k], sorted(pieces)
+    [head], [worker] = pods(real_cluster, run, "ray-head"), pods(real_cluster, run, "ray-worker")
+    for pod in (head, worker):  # the variable reached both pods, and the bundle holds it redacted
+        assert f"WANDB_API_KEY=<redacted> on {pod['metadata']['name']}" in pieces["driver.log"], pieces["driver.log"]
+    # One Ray pod that no longer answers: the capture ends within its budget and names what it could not get.
+    stopped = _raylet_and_agent(worker)
+    assert len(stopped) == 2, stopped
+    for pid in stopped:
+        os.kill(pid, signal.SIGSTOP)
+    try:
+        partial = _capture(real_cluster, run, "worker-stopped")
+    finally:
+        for pid in stopped:
+            os.kill(pid, signal.SIGCONT)
+    assert FRAMES[1] in partial["stacks.txt"], partial["stacks.txt"][-6000:]  # the head's actor, still read
+    assert f"node {worker['metadata']['name']}-" in partial["missing.txt"], partial["missing.txt"]
+    took = float(partial["index.txt"].split("capture_seconds: ")[1].split()[0])
+    assert took <= CAPTURE_BUDGET_SECONDS, partial["index.txt"]
+    # The same key as a flag: refused by the operator, quoted nowhere.
+    flagged = run_manifest("real-flag", rollouts=2, spec={"extraArgs": ["--wandb-key", key]})
+    real_cluster.kubectl("apply", "-f", "-", input=json.dumps(flagged))
+    refused = wait_for(
+        "Failed/InvalidSpec", phase_is(real_cluster, "real-flag", "Failed"), lambda: status(real_cluster, "real-flag")
+    )
+    assert refused["reason"] == "InvalidSpec" and "secretEnv" in refused["message"], refused
+    real_cluster.kubectl("patch", "grporun", run, "-n", NAMESPACE, "--type=merge", "-p", STALL_SOON)
+    wait_for("the run ended", phase_is(real_cluster, run, "Failed", "Succeeded"), lambda: status(real_cluster, run))
+    leaks = [w for r in (run, "real-flag") for w, text in _written_for(real_cluster, r).items() if key in text]
+    assert leaks == [], leaks
+    delete_run(real_cluster, "real-flag")
+    delete_run(real_cluster, run)
+    real_cluster.kubectl("delete", "secret", "tracker", "-n", NAMESPACE)
+
+
+PRINT_KEY = ["--fake-print-env", "WANDB_API_KEY"]
+STALL_SOON = json.dumps({"spec": {"guards": {"stallTimeoutSeconds": 30}}})

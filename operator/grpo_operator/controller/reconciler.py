@@ -13,6 +13,7 @@ import dataclasses
 import json
 import logging
 import threading
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -560,6 +561,7 @@ class Reconciler:
         run = ctx.run
         ns, name = run.metadata.namespace, run.metadata.name
         pieces, tails = dict(action.pieces), {}
+        began = time.monotonic()  # the capture's own length, told in the bundle: the budget is a promise to keep
         try:
             budget = self.settings.capture_budget_seconds
             stacks = stacks_job(action.submission_id, action.config_map, budget, self.settings.render)
@@ -573,7 +575,12 @@ class Reconciler:
         if run.spec.reward.type is RewardType.REMOTE:
             pieces["reward-metrics.txt"] = self._reward_metrics_text(ns, name)
         pieces.update(tails)  # the nodes' log tails and flight-recorder dumps last: a full bundle leaves them out first
-        header = {"trigger": action.trigger, "submission_id": action.submission_id, "captured": rfc3339(self.clock())}
+        header = {
+            "trigger": action.trigger,
+            "submission_id": action.submission_id,
+            "captured": rfc3339(self.clock()),
+            "capture_seconds": f"{time.monotonic() - began:.1f}",
+        }
         manifest = evidence_config_map(
             ns, name, run.metadata.uid, action.config_map, header=header, pieces=pieces, secrets=self._secrets(ctx)
         )
