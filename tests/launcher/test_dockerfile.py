@@ -71,3 +71,15 @@ def test_recorded_versions_match_the_launcher_package() -> None:
 def test_the_image_environment_feeds_the_provenance_line() -> None:
     for variable in ("GRPO_MILES_BASE", "GRPO_EFA_INSTALLER_VERSION", "GRPO_GDRCOPY_VERSION"):
         assert f"{variable}=" in INSTRUCTIONS
+
+
+def test_the_image_declares_its_miles_version_and_the_build_checks_the_base_holds_that_miles() -> None:
+    """A platform picks the miles version by the base it builds on; the image says which (label and the launcher's
+    provenance) and a base holding another miles checkout fails the build (docs/trainer-image.md)."""
+    from grpo_dev.miles_flags import MILES_COMMIT
+
+    assert _arg("MILES_VERSION") == "dec268f7"
+    assert re.fullmatch(r"[0-9a-f]{40}", _arg("MILES_COMMIT")) and _arg("MILES_COMMIT").startswith(MILES_COMMIT)
+    assert 'test "${head}" = "${MILES_COMMIT}"' in INSTRUCTIONS
+    assert "GRPO_MILES_VERSION=${MILES_VERSION}" in INSTRUCTIONS
+    assert 'dev.grpo.miles.version="${MILES_VERSION}"' in INSTRUCTIONS
