@@ -27,3 +27,13 @@ def test_extra_args_are_checked_against_the_runs_miles_version(version: str, ext
     if refused and version == "v0.1.0":  # the message names the version's pins
         assert problems[0][0] == 0
         assert problems[0][1].startswith(f"{extra[0]} is not a flag of miles radixark/miles@78527b91 ")
+
+
+def test_the_versions_a_runtime_may_declare_are_those_with_a_flag_table() -> None:
+    from typing import get_args
+
+    from grpo_operator.api.runtime import MilesVersion
+    from grpo_operator.planning.miles_parser import DEFAULT_MILES_VERSION, MILES_VERSIONS
+
+    assert list(get_args(MilesVersion)) == list(MILES_VERSIONS)
+    assert next(iter(MILES_VERSIONS)) == DEFAULT_MILES_VERSION
