@@ -62,8 +62,10 @@ miles-flags: install
 	  $(BIN)/pip download -q --no-deps --only-binary=:all: -d $(SRC_CACHE) sglang==0.5.16; \
 	  wheel=$$(ls $(SRC_CACHE)/sglang-0.5.16-*.whl | head -n1); \
 	fi; \
-	$(PY) -m grpo_dev.miles_flags extract --miles-git $(MILES_GIT) --megatron-git $(MEGATRON_GIT) --router-git $(ROUTER_GIT) --sglang-wheel "$$wheel" \
-	  && MILES_GIT=$(MILES_GIT) MEGATRON_GIT=$(MEGATRON_GIT) ROUTER_GIT=$(ROUTER_GIT) SGLANG_WHEEL="$$wheel" $(PY) -m pytest -q -rs tests/render/test_miles_flags.py
+	for version in dec268f7 v0.1.0; do \
+	  $(PY) -m grpo_dev.miles_flags extract --version $$version --miles-git $(MILES_GIT) --megatron-git $(MEGATRON_GIT) --router-git $(ROUTER_GIT) --sglang-wheel "$$wheel" || exit 1; \
+	done \
+	  && MILES_GIT=$(MILES_GIT) MEGATRON_GIT=$(MEGATRON_GIT) ROUTER_GIT=$(ROUTER_GIT) SGLANG_WHEEL="$$wheel" $(PY) -m pytest -q -rs tests/render/test_miles_flags.py tests/render/test_miles_flag_versions.py
 
 ## Build (once, cached under ~/.cache/grpo-operator) etcd, kube-apiserver, kubectl, helm and the KubeRay CRDs.
 control-plane: install

@@ -34,7 +34,11 @@ and ignores every other one. What it imitates, read from radixark/miles at the p
   group of `--n-samples-per-prompt` samples (2 by default) of a made-up math answer through that function, loaded
   by module path and awaited as `await rm_function(args, samples)` with objects carrying `.prompt`, `.response`
   and `.label` (`miles/utils/misc.py:47`, `miles/rollout/rm_hub/__init__.py:19-24,89-106`), and logs
-  `reward <id>: [...]` (a line of this double's, not miles's). An exception there fails the run, as in miles.
+  `reward <id>: [...]` (a line of this double's, not miles's). An exception there fails the run, as in miles at
+  dec268f7. With `--fake-miles-version v0.1.0` it is swallowed instead, as v0.1.0's default class-based rollout
+  swallows a group's exception (`miles/rollout/inference_rollout/inference_rollout_train.py:121-126` at v0.1.0,
+  docs/integrations/miles.md): logged as `[rollout] Task raised exception: <repr>`, the group dropped and another
+  one scored, so with the reward service down the double never advances and never exits on its own.
 * When run as a Ray job (RAY_ADDRESS set) it connects to the cluster with `ray.init()` first: miles's
   `train.py` never calls it, Ray connects on its first `placement_group()` (`train.py:26`,
   `ray/placement_group.py:57`), before any rollout; either way the job's `driver_info` carries the node IP.
@@ -84,7 +88,8 @@ spawning a Python subprocess, as SGLang's engine starts its scheduler and detoke
 `sglang/srt/entrypoints/engine.py` `_launch_subprocesses`, read on SGLang's main branch, not at the image's pin),
 that waits in `fake_scheduler_waits_for_batch`; and where `TORCH_NCCL_DEBUG_INFO_TEMP_FILE`
 is set it writes a stand-in flight-recorder dump at that path + rank 0, where torch would on a watchdog timeout);
-`--fake-bind-address` (127.0.0.1: miles binds
+`--fake-miles-version dec268f7|v0.1.0` (dec268f7: which version's handling of a group's reward exception, see
+Rewards); `--fake-bind-address` (127.0.0.1: miles binds
 0.0.0.0, but this project's local servers listen on loopback only). SIGTERM (Ray's stop_job) exits at once
 with 143.
 """
@@ -111,6 +116,7 @@ METRIC_PREFIX = "miles_metric_"
 DEFAULT_RUN_NAME = "miles_training"
 CHECKPOINT_MARKER = "latest_checkpointed_iteration.txt"
 DATA_STATE = "rollout/global_dataset_state_dict_{}.pt"
+MILES_VERSIONS = ("dec268f7", "v0.1.0")  # the behaviours this double imitates; the first is the default
 
 
 class Terminated(Exception):
@@ -176,6 +182,7 @@ def build_parser() -> argparse.ArgumentParser:
     fake.add_argument("--fake-eval-truncated", type=series, default=[0.0])
     fake.add_argument("--fake-eval-none-ratio", type=series, default=[0.0])
     fake.add_argument("--fake-skip-hf-export", action="store_true")
+    fake.add_argument("--fake-miles-version", choices=MILES_VERSIONS, default=MILES_VERSIONS[0])
     # From the environment too: where a launcher checks miles's argv against the run config (a real Ray job).
     fake.add_argument("--fake-knobs-dir", type=Path, default=os.environ.get("FAKE_MILES_KNOBS_DIR"))
     return parser
@@ -294,6 +301,20 @@ def score_group(args: argparse.Namespace, rollout_id: int) -> list[float]:
     ]
     scores = asyncio.run(function(args, samples))
     return [float(score) for score in scores]
+
+
+def score_until_a_group_lands(args: argparse.Namespace, rollout_id: int, sleep: Callable[[float], None]) -> list[float]:
+    """dec268f7: one group, its exception ends the run. v0.1.0: an exception is logged and another group tried,
+    until one is scored (`inference_rollout_train.py:121-126` at v0.1.0: `except Exception as e:
+    logger.error(f"[rollout] Task raised exception: {e!r}", exc_info=True); continue`)."""
+    while True:
+        try:
+            return score_group(args, rollout_id)
+        except Exception as exc:
+            if args.fake_miles_version == "dec268f7":
+                raise
+            log(f"[rollout] Task raised exception: {exc!r}", "rollout_manager", "inference_rollout_train.py:125")
+            sleep(max(args.fake_step_seconds, 0.1))  # the next prompts; a SIGTERM ends the wait
 
 
 TRAIN_ACTOR = "MegatronTrainRayActor"
@@ -519,7 +540,8 @@ def main(argv: list[str] | None = None) -> int:
             train = {"rollout/raw_reward": at(args.fake_reward, rollout_id), "rollout/log_probs": -0.5}
             perf = {"perf/step_time": time.monotonic() - began}
             if args.fake_score_rewards and args.custom_rm_path and args.rm_url:
-                log(f"reward {rollout_id}: {score_group(args, rollout_id)} from {args.rm_url}", "rollout_manager")
+                scores = score_until_a_group_lands(args, rollout_id, sleep)
+                log(f"reward {rollout_id}: {scores} from {args.rm_url}", "rollout_manager")
             log(f"perf {rollout_id}: {samples}", "rollout_manager", "metrics.py:79", actor="RolloutManager")
             log(f"rollout {rollout_id}: {train}", "actor_cell0_rank0", "log_utils.py:66", actor=TRAIN_ACTOR)
             log(f"perf {rollout_id}: {perf}", "actor_cell0_rank0", "train_metric_utils.py:50", actor=TRAIN_ACTOR)

@@ -60,6 +60,42 @@ ROUTER_REPO = "radixark/sgl-router-for-miles"
 ROUTER_COMMIT = "a2ad8d0c84191efea67e1bb2b61d0c634b84c2ce"
 ROUTER_ARGS = "bindings/python/src/sglang_router/router_args.py"
 SGLANG_VERSION = "0.5.16"  # miles docker/Dockerfile:13 (SGLANG_IMAGE_TAG=v0.5.16)
+SGLANG_NOTE = (
+    "miles's image builds the sglang-miles branch over the v0.5.16 base image "
+    "(miles docker/Dockerfile:13-19); flags here are the released 0.5.16's"
+)
+
+
+@dataclass(frozen=True)
+class MilesVersion:
+    """One supported miles version: the commits its flag table is read from and where the table is written."""
+
+    miles: str
+    megatron: str
+    router: str
+    data_file: Path
+    table_module: Path
+    sglang_note: str = SGLANG_NOTE
+
+
+# The supported miles versions (docs/integrations/miles.md, "Pins" and "miles v0.1.0"); the first is the default.
+VERSIONS: dict[str, MilesVersion] = {
+    "dec268f7": MilesVersion(MILES_COMMIT, MEGATRON_COMMIT, ROUTER_COMMIT, DATA_FILE, TABLE_MODULE),
+    # v0.1.0's release-lock.json:2-7 pins Megatron 37f91617 and SGLang sgl-project/sglang@cb05a44f (branch
+    # sglang-miles over the v0.5.16 base). That SGLang source is not read here (the repository is too large to
+    # mirror), so its flags are the released 0.5.16's, as for dec268f7. The image installs a prebuilt sglang_router
+    # wheel (miles docker/Dockerfile:246-275 at v0.1.0) whose commit is not recorded: the router's flags are
+    # a2ad8d0c's, as for dec268f7.
+    "v0.1.0": MilesVersion(
+        "78527b9102b3a5f15891128cbec3ac6c2dc4089e",
+        "37f91617b95c1ef4f01fc66210e502572ad97fda",
+        ROUTER_COMMIT,
+        DATA_FILE.with_name("miles_flags-v0.1.0.json"),
+        TABLE_MODULE.with_name("miles_flag_table_v0_1_0.py"),
+        "miles v0.1.0 pins sgl-project/sglang@cb05a44f35a7c9e27e46d74112cc841ca674ef43 (branch sglang-miles over "
+        "the v0.5.16 base, release-lock.json:2-5), not read here; flags here are the released 0.5.16's",
+    ),
+}
 
 MILES_FILES = ("miles/utils/arguments.py", "miles/backends/sglang_utils/arguments.py", "miles/dashboard/args.py")
 MILES_SKIPPED_FUNCTIONS = {"add_user_provided_function_arguments"}  # only with MILES_EXPERIMENTAL_ROLLOUT_REFACTOR=1
@@ -610,22 +646,72 @@ def _scalar(name: str | None) -> str:
     return name if name in ("int", "float", "str") else "str"  # arg_utils._infer_type_func
 
 
-def _miles_sglang_skips(text: str) -> list[str]:
-    """The `skipped_args` list of miles's wrapper (miles/backends/sglang_utils/arguments.py)."""
-    for node in ast.walk(ast.parse(text)):
-        if isinstance(node, ast.Assign) and any(_name(t) == "skipped_args" for t in node.targets):
-            return list(ast.literal_eval(node.value))
-    raise ValueError("skipped_args not found in miles's SGLang wrapper")
+@dataclass(frozen=True)
+class SglangCopy:
+    """One prefixed copy of SGLang's flags that miles's wrapper adds (flag prefix, dest prefix, skipped dests,
+    and whether the copy inherits: default SUPPRESS, store_true/store_false made BooleanOptionalAction)."""
+
+    flag_prefix: str
+    dest_prefix: str
+    skipped: tuple[str, ...]
+    inherit: bool = False
 
 
-def miles_prefix_sglang(flags: list[Flag], skipped: list[str]) -> list[Flag]:
-    """miles's `new_add_argument_wrapper`: skip by dest or first long flag, then prefix every flag `--sglang-`."""
+def _list_value(node: ast.expr, assigned: dict[str, list[str]]) -> list[str]:
+    if isinstance(node, ast.Name):
+        return assigned[node.id]
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
+        return _list_value(node.left, assigned) + _list_value(node.right, assigned)
+    return list(ast.literal_eval(node))
+
+
+def miles_sglang_copies(text: str) -> list[SglangCopy]:
+    """The copies of SGLang's flags in miles's wrapper (miles/backends/sglang_utils/arguments.py): at dec268f7 one,
+    `--sglang-*` minus the list `skipped_args`; at v0.1.0 two, `_add_prefixed_server_args(parser, flag_prefix=...,
+    dest_prefix=..., skipped_args=..., inherit=...)` for `--sglang-*` and `--eval-sglang-*` (`:65-141,153-161`)."""
+    tree = ast.parse(text)
+    assigned: dict[str, list[str]] = {}
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            with contextlib.suppress(ValueError, KeyError, TypeError):
+                assigned[node.targets[0].id] = _list_value(node.value, assigned)
+    copies = []
+    for call in ast.walk(tree):
+        if isinstance(call, ast.Call) and _name(call.func) == "_add_prefixed_server_args":
+            kw = {k.arg: k.value for k in call.keywords if k.arg}
+            copies.append(
+                SglangCopy(
+                    str(ast.literal_eval(kw["flag_prefix"])),
+                    str(ast.literal_eval(kw["dest_prefix"])),
+                    tuple(_list_value(kw["skipped_args"], assigned)),
+                    bool(ast.literal_eval(kw["inherit"])),
+                )
+            )
+    if copies:
+        return copies
+    for assign in ast.walk(tree):
+        if isinstance(assign, ast.Assign) and any(_name(t) == "skipped_args" for t in assign.targets):
+            return [SglangCopy("sglang", "sglang_", tuple(ast.literal_eval(assign.value)))]
+    raise ValueError("neither skipped_args nor _add_prefixed_server_args found in miles's SGLang wrapper")
+
+
+_PARALLEL_DESTS = ("tp_size", "dp_size", "pp_size", "ep_size")
+
+
+def miles_prefix_sglang(flags: list[Flag], copy: SglangCopy) -> list[Flag]:
+    """miles's `new_add_argument_wrapper`: skip by dest or first long flag, then prefix every flag and dest; an
+    inheriting copy turns store_true/store_false into BooleanOptionalAction (v0.1.0 `arguments.py:128-134`)."""
     out = []
-    for flag in flags:
-        if flag.dest in skipped:  # the dest, or the first long flag's stem: the same thing here
+    for original in flags:
+        if original.dest in copy.skipped:  # the dest, or the first long flag's stem: the same thing here
             continue
-        flag.names = [f"--sglang-{n.lstrip('-')}" for n in flag.names]
-        flag.dest = f"sglang_{flag.dest}"
+        flag = Flag(**{**asdict(original), "names": list(original.names)})
+        stems = [n[2:].replace("-", "_") for n in flag.names if n.startswith("--")]
+        flag.names = [f"--{copy.flag_prefix}-{n.lstrip('-')}" for n in flag.names]
+        parallel = next((s for s in stems if s in _PARALLEL_DESTS), None)
+        flag.dest = f"{copy.dest_prefix}{parallel or flag.dest}"
+        if copy.inherit and flag.action in ("store_true", "store_false"):
+            flag.action, flag.nargs = "BooleanOptionalAction", None
         if flag.action == "BooleanOptionalAction":
             flag.names += [f"--no-{n[2:]}" for n in flag.names if not n.startswith("--no-")]
         out.append(flag)
@@ -698,6 +784,7 @@ def extract(
     megatron_rev: str = MEGATRON_COMMIT,
     *,
     router_git: Path | None = None,
+    sglang_note: str = SGLANG_NOTE,
 ) -> dict[str, Any]:
     miles_commit, miles_read = _git_reader(miles_git, miles_rev)
     megatron_commit, megatron_read = _git_reader(megatron_git, megatron_rev)
@@ -727,9 +814,11 @@ def extract(
             # The pre-parser has no Megatron flags, so reset_arg adds these names to it as new flags.
             for name in flag.names:
                 result.flags[name].preparser = True
-    for flag in miles_prefix_sglang(sglang_flags(sglang, result.notes), _miles_sglang_skips(wrapper)):
-        flag.preparser = True
-        result.add(flag)
+    unprefixed = sglang_flags(sglang, result.notes)
+    for copy in miles_sglang_copies(wrapper):
+        for flag in miles_prefix_sglang(unprefixed, copy):
+            flag.preparser = True
+            result.add(flag)
     for flag in prefixed_helper_flags(_Sources(miles_read), "miles/utils/arguments.py", result.notes):
         flag.preparser = True
         result.add(flag)
@@ -754,8 +843,7 @@ def extract(
                 "version": SGLANG_VERSION,
                 "wheel": sglang_wheel.name,
                 "sha256": hashlib.sha256(sglang_wheel.read_bytes()).hexdigest(),
-                "note": "miles's image builds the sglang-miles branch over the v0.5.16 base image "
-                "(miles docker/Dockerfile:13-19); flags here are the released 0.5.16's",
+                "note": sglang_note,
             },
         },
         "not_extracted": [
@@ -914,7 +1002,7 @@ def parse_like_miles(
     return None
 
 
-def table_module(data: dict[str, Any]) -> str:
+def table_module(data: dict[str, Any], data_name: str = DATA_FILE.name) -> str:
     """The operator's flag table (`grpo_operator.planning.miles_flag_table`) from the data file: one line per
     flag, `names|dest|min|max|condition` (max `*` when unbounded), parsed once at import."""
     m, g, s, r = (data["sources"][k] for k in ("miles", "megatron", "sglang", "router"))
@@ -934,7 +1022,7 @@ def table_module(data: dict[str, Any]) -> str:
     body = "\n".join(sorted(rows))
     return (
         '"""miles\'s command-line flags at the pins, for checking spec.extraArgs: generated by `make miles-flags`\n'
-        "from tests/data/miles_flags.json (devtools/grpo_dev/miles_flags.py); do not edit.\n\n"
+        f"from tests/data/{data_name} (devtools/grpo_dev/miles_flags.py); do not edit.\n\n"
         "Each line: the names (aliases share the dest), the argparse dest, the least and most values the flag\n"
         "takes (`*`: no limit), the condition under which the flag exists (empty: always), the type argparse\n"
         "converts each value to (`int`, `float`; empty: no check), the choices (comma-separated; empty: any), and\n"
@@ -952,16 +1040,27 @@ def main(argv: Sequence[str] | None = None) -> int:
     ex.add_argument("--megatron-git", type=Path, required=True, help="a git dir holding radixark/Megatron-LM")
     ex.add_argument("--sglang-wheel", type=Path, required=True, help=f"the sglang=={SGLANG_VERSION} wheel")
     ex.add_argument("--router-git", type=Path, help=f"a git dir holding {ROUTER_REPO} (its flags are left out without)")
-    ex.add_argument("--out", type=Path, default=DATA_FILE)
+    ex.add_argument("--version", choices=VERSIONS, default="dec268f7", help="the miles version (%(default)s)")
+    ex.add_argument("--out", type=Path, default=None, help="the data file (default: the version's)")
     ck = sub.add_parser("check", help="check one argv (after --) against the data file")
     ck.add_argument("argv", nargs=argparse.REMAINDER)
     args = parser.parse_args(argv)
     if args.command == "extract":
-        data = extract(args.miles_git, args.megatron_git, args.sglang_wheel, router_git=args.router_git)
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
-        TABLE_MODULE.write_text(table_module(data))
-        print(f"wrote {args.out}: {len(data['flags'])} flags, {len(data['notes'])} notes")
+        version = VERSIONS[args.version]
+        data = extract(
+            args.miles_git,
+            args.megatron_git,
+            args.sglang_wheel,
+            version.miles,
+            version.megatron,
+            router_git=args.router_git,
+            sglang_note=version.sglang_note,
+        )
+        out = args.out or version.data_file
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
+        version.table_module.write_text(table_module(data, out.name))
+        print(f"wrote {out}: {len(data['flags'])} flags, {len(data['notes'])} notes")
         return 0
     problems = check_argv([a for a in args.argv if a != "--"], FlagData.load())
     for line in problems:

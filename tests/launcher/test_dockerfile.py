@@ -85,3 +85,15 @@ def test_both_ray_images_install_the_stacks_hook_and_the_build_asserts_it_regist
             f"GRPO_STACKS_DIR=/tmp/grpo-stacks-check {python} -m grpo_launcher.stackdump --check"
         )
         assert install < check
+
+
+def test_the_image_declares_its_miles_version_and_the_build_checks_the_base_holds_that_miles() -> None:
+    """A platform picks the miles version by the base it builds on; the image says which (label and the launcher's
+    provenance) and a base holding another miles checkout fails the build (docs/trainer-image.md)."""
+    from grpo_dev.miles_flags import MILES_COMMIT
+
+    assert _arg("MILES_VERSION") == "dec268f7"
+    assert re.fullmatch(r"[0-9a-f]{40}", _arg("MILES_COMMIT")) and _arg("MILES_COMMIT").startswith(MILES_COMMIT)
+    assert 'test "${head}" = "${MILES_COMMIT}"' in INSTRUCTIONS
+    assert "GRPO_MILES_VERSION=${MILES_VERSION}" in INSTRUCTIONS
+    assert 'dev.grpo.miles.version="${MILES_VERSION}"' in INSTRUCTIONS

@@ -271,6 +271,10 @@ class RuntimeDebug(ApiModel):
     )
 
 
+# The supported miles versions (grpo_operator.planning.miles_parser.MILES_VERSIONS holds their flag tables).
+MilesVersion = Literal["dec268f7", "v0.1.0"]
+
+
 class GRPORuntimeSpec(ApiModel):
     """The node types, fabric, defaults and locks a platform offers GRPORuns."""
 
@@ -289,6 +293,11 @@ class GRPORuntimeSpec(ApiModel):
     )
     instance_types: list[RuntimeInstanceType] = Field(
         min_length=1, max_length=32, description="The GPU node types runs may name in spec.topology.instanceType."
+    )
+    miles_version: MilesVersion = Field(
+        default="dec268f7",
+        description="The miles version of this runtime's trainer images (their label dev.grpo.miles.version): "
+        "spec.extraArgs is checked against its flags. Supported: dec268f7, v0.1.0.",
     )
     defaults: RuntimeDefaults = Field(default_factory=RuntimeDefaults, description="What a run may leave out.")
     locks: RuntimeLocks = Field(default_factory=RuntimeLocks, description="What a run may not override.")

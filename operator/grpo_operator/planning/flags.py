@@ -16,12 +16,13 @@ from collections.abc import Sequence
 from functools import cache
 
 from grpo_operator.api.quote import echo
-from grpo_operator.planning.miles_flag_table import PINNED
 from grpo_operator.planning.miles_parser import (
+    DEFAULT_MILES_VERSION,
     PLAIN_NEGATIVE_NUMBER,
     MilesFlag,
     abbreviation_problem,
     miles_flags,
+    pinned,
     preparser_problem,
     value_fix,
     value_problem,
@@ -232,34 +233,34 @@ def flag_name(arg: str) -> str | None:
 
 
 @cache
-def managed_dests() -> dict[str, tuple[str, str]]:
+def managed_dests(version: str = DEFAULT_MILES_VERSION) -> dict[str, tuple[str, str]]:
     """argparse dest -> (the rendered flag, the field or reason), so an alias of a managed flag is managed too."""
-    flags = miles_flags()
+    flags = miles_flags(version)
     return {flags[name].dest: (name, field) for name, field in MANAGED_FLAGS.items() if name in flags}
 
 
-def _nearest(name: str) -> str:
-    near = difflib.get_close_matches(name, miles_flags(), n=1, cutoff=0.6)
+def _nearest(name: str, version: str) -> str:
+    near = difflib.get_close_matches(name, miles_flags(version), n=1, cutoff=0.6)
     return f"; the nearest flag is {near[0]}" if near else ""
 
 
-def _flag_problem(name: str) -> str | None:
+def _flag_problem(name: str, version: str) -> str | None:
     """Why a flag name cannot go in extraArgs, or None when it may."""
-    flags = miles_flags()
+    flags = miles_flags(version)
     if name in ("-h", "--help"):
         return "prints miles's help and exits 0 before training, so the run would end without a result; remove it"
     if not name.startswith("--"):
-        return f"is not a flag (miles takes --long flags; a value must follow its flag){_nearest(name)}"
+        return f"is not a flag (miles takes --long flags; a value must follow its flag){_nearest(name, version)}"
     flag = flags.get(name)
     if flag is None:
-        return abbreviation_problem(name) or f"is not a flag of {PINNED}{_nearest(name)}"
+        return abbreviation_problem(name, version) or f"is not a flag of {pinned(version)}{_nearest(name, version)}"
     if is_credential(flag.dest):
         return _credential_problem(flag.dest)
     if flag.condition:
         return f"exists {flag.condition}, so miles may not know it; remove it"
     if name in REFUSED_FLAGS:
         return f"is refused: {REFUSED_FLAGS[name]}; remove it"
-    managed = managed_dests().get(flag.dest)
+    managed = managed_dests(version).get(flag.dest)
     if managed is not None:
         rendered, field = managed
         alias = "" if rendered == name else f" (an alias of {rendered}, the same setting)"
@@ -314,9 +315,9 @@ def _values(args: list[str], start: int, name: str, flag: MilesFlag) -> tuple[in
     return i, problems
 
 
-def check_extra_args(args: list[str]) -> list[tuple[int, str]]:
-    """(index, why) for each argument of `spec.extraArgs` miles would refuse, or read as something else, or
-    that would override what the operator renders; empty when every argument is a flag miles takes as written."""
+def check_extra_args(args: list[str], version: str = DEFAULT_MILES_VERSION) -> list[tuple[int, str]]:
+    """(index, why) for each argument of `spec.extraArgs` miles `version` would refuse, or read as something else,
+    or that would override what the operator renders; empty when every argument is a flag miles takes as written."""
     problems: list[tuple[int, str]] = []
     i = 0
     while i < len(args):
@@ -326,8 +327,8 @@ def check_extra_args(args: list[str]) -> list[tuple[int, str]]:
             i += 1
             continue
         name, has_inline, inline = arg.partition("=")
-        flag = miles_flags().get(name)
-        why = _flag_problem(name) or (preparser_problem(args, i) if flag is not None else None)
+        flag = miles_flags(version).get(name)
+        why = _flag_problem(name, version) or (preparser_problem(args, i, version) if flag is not None else None)
         shown = name if has_inline and _credential_flag(name) else arg  # a message never quotes a credential
         i += 1
         if why is not None or flag is None:

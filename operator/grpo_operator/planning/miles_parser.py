@@ -8,7 +8,8 @@ values, exits 2. Then Megatron's parser of every flag with `allow_abbrev=False`:
 exits 2, and every value is converted by the flag's type and checked against its choices. argparse reads a
 token that starts with '-' as a flag unless it is a plain negative number (CPython 3.12 `_negative_number_matcher`),
 so `-1e-8` after a flag is no value to it; one value is passed as `--flag=-1e-8`, which argparse always reads
-as the value. This module does no I/O: the table is `miles_flag_table`, generated from the pinned sources.
+as the value. This module does no I/O: the tables are `miles_flag_table` (dec268f7, the default) and
+`miles_flag_table_v0_1_0`, generated from each supported miles version's pinned sources (`MILES_VERSIONS`).
 """
 
 from __future__ import annotations
@@ -19,7 +20,12 @@ from dataclasses import dataclass
 from functools import cache
 
 from grpo_operator.api.quote import echo
-from grpo_operator.planning.miles_flag_table import TABLE
+from grpo_operator.planning import miles_flag_table, miles_flag_table_v0_1_0
+
+# The supported miles versions and their flag tables (grpo_dev.miles_flags.VERSIONS writes them); the first is
+# the default.
+MILES_VERSIONS = {"dec268f7": miles_flag_table, "v0.1.0": miles_flag_table_v0_1_0}
+DEFAULT_MILES_VERSION = "dec268f7"
 
 # CPython 3.12's Lib/argparse.py `_negative_number_matcher` (the image's Python runs cp312 wheels); later
 # releases read more forms as numbers, so a token this matches is a value under every one of them.
@@ -41,11 +47,16 @@ class MilesFlag:
     preparser: bool = False  # miles's pre-parser knows the name too
 
 
+def pinned(version: str = DEFAULT_MILES_VERSION) -> str:
+    """The pins of `version`'s flag table, as messages name them."""
+    return str(MILES_VERSIONS[version].PINNED)
+
+
 @cache
-def miles_flags() -> dict[str, MilesFlag]:
-    """Every name of miles's parser at the pins (`miles_flag_table`), with its flag."""
+def miles_flags(version: str = DEFAULT_MILES_VERSION) -> dict[str, MilesFlag]:
+    """Every name of miles's parser at `version`'s pins (its flag table), with its flag."""
     out: dict[str, MilesFlag] = {}
-    for line in TABLE.splitlines():
+    for line in MILES_VERSIONS[version].TABLE.splitlines():
         names, dest, low, high, condition, kind, choices, pre = line.split("|")
         flag = MilesFlag(
             tuple(names.split()),
@@ -62,9 +73,9 @@ def miles_flags() -> dict[str, MilesFlag]:
 
 
 @cache
-def preparser_names() -> tuple[str, ...]:
+def preparser_names(version: str = DEFAULT_MILES_VERSION) -> tuple[str, ...]:
     """The option strings of miles's pre-parser: miles's own flags, and argparse's `--help`."""
-    return tuple(sorted({n for n, f in miles_flags().items() if f.preparser} | {"--help"}))
+    return tuple(sorted({n for n, f in miles_flags(version).items() if f.preparser} | {"--help"}))
 
 
 def looks_like_value(token: str) -> bool:
@@ -108,13 +119,13 @@ def _listed(names: Sequence[str]) -> str:
     return shown + (f" and {len(names) - SHOWN_NAMES} more" if len(names) > SHOWN_NAMES else "")
 
 
-def abbreviation_problem(name: str) -> str | None:
+def abbreviation_problem(name: str, version: str = DEFAULT_MILES_VERSION) -> str | None:
     """Why a name that is no flag of the table is refused when it is the start of some (an abbreviation), or
     None when no flag starts with it."""
-    longer = sorted(n for n in miles_flags() if n.startswith(name))
+    longer = sorted(n for n in miles_flags(version) if n.startswith(name))
     if not longer:
         return None
-    pre = [n for n in preparser_names() if n.startswith(name)]
+    pre = [n for n in preparser_names(version) if n.startswith(name)]
     how = (
         f"{PREPARSER} finds it ambiguous ({_listed(pre)}) and exits 2"
         if len(pre) > 1
@@ -123,20 +134,20 @@ def abbreviation_problem(name: str) -> str | None:
     return f"is an abbreviation: {how}; write the full flag: {_listed(longer)}"
 
 
-def preparser_problem(args: Sequence[str], index: int) -> str | None:
+def preparser_problem(args: Sequence[str], index: int, version: str = DEFAULT_MILES_VERSION) -> str | None:
     """Why miles's pre-parser exits 2 at `args[index]`, a full flag of the table it does not know by that name
     (a Megatron flag) but reads as an abbreviation of its own, or None when it reads it without complaint."""
     name, has_inline, inline = args[index].partition("=")
-    flag = miles_flags()[name]
+    flag = miles_flags(version)[name]
     if flag.preparser:
         return None
-    pre = [n for n in preparser_names() if n.startswith(name)]
+    pre = [n for n in preparser_names(version) if n.startswith(name)]
     if not pre:
         return None
     fix = f"miles cannot take {name} at this pin; remove it"
     if len(pre) > 1:
         return f"is ambiguous to {PREPARSER}, a start of {_listed(pre)}: it exits 2 before training; {fix}"
-    read_as = miles_flags()[pre[0]]
+    read_as = miles_flags(version)[pre[0]]
     why: str | None
     if has_inline:
         why = "it takes no value" if read_as.max_values == 0 else value_problem(read_as, pre[0], inline)

@@ -470,7 +470,8 @@ def _field_rules(run: GRPORun) -> list[Problem]:
                 "topology.instanceType instead and drop the selector key",
             )
         )
-    out += [Problem(f"spec.extraArgs[{i}]", why) for i, why in check_extra_args(list(spec.extra_args))]
+    version = runtime_of(spec).spec.miles_version  # the runtime's trainer images run this miles
+    out += [Problem(f"spec.extraArgs[{i}]", why) for i, why in check_extra_args(list(spec.extra_args), version)]
     out += [Problem(f"spec.secretEnv[{i}].name", why) for i, why in check_secret_env(spec)]
     if spec.eval is not None and spec.eval.interval > spec.rollout.num_rollout:
         out.append(

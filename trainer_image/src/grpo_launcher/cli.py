@@ -20,6 +20,7 @@ from grpo_launcher.evaluate.cli import run_from_args as run_evaluate
 from grpo_launcher.host_checks import HostPaths
 from grpo_launcher.launch import METRICS_ADDR, USAGE_EXIT, RunOptions, StaleConfigError, run
 from grpo_launcher.preflight import PreflightEnv, run_preflight
+from grpo_launcher.prepare import ModelScriptError, model_args_from_py
 from grpo_launcher.presave import add_presave, run_presave
 from grpo_launcher.provenance import ProvenanceSources, collect, provenance_line
 
@@ -67,8 +68,23 @@ def build_parser() -> argparse.ArgumentParser:
     _add_paths(pre_p)
     sub.add_parser("provenance", help="print the provenance JSON line")
     add_evaluate(sub.add_parser("evaluate", help="offline AIME-style evaluation against an SGLang server"))
+    args_p = sub.add_parser("model-args", help="print a miles v0.1.0 model script's flags, one per line (read by AST)")
+    args_p.add_argument("script", type=Path, help="scripts/models/<type>.py")
     add_presave(sub.add_parser("presave", help="preStop hook: ask miles for a checkpoint and wait for it"))
     return parser
+
+
+def _print_model_args(script: Path) -> int:
+    try:
+        flags = model_args_from_py(script.read_text(encoding="utf-8"), str(script))
+    except OSError as exc:
+        sys.stderr.write(f"cannot read the model script {script}: {exc.strerror}\n")
+        return 1
+    except ModelScriptError as exc:
+        sys.stderr.write(f"{exc}\n")
+        return 1
+    sys.stdout.write("".join(f"{flag}\n" for flag in flags))
+    return 0
 
 
 def _split(argv: Sequence[str]) -> tuple[list[str], list[str] | None]:
@@ -103,6 +119,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             report = run_preflight(config.preflight, PreflightEnv(paths=_paths(args)), sys.stdout)
             print_report(report, sys.stdout)
             return 0 if report.ok else PREFLIGHT_FAILED_EXIT
+        if args.command == "model-args":
+            return _print_model_args(args.script)
         if args.command == "presave":
             return run_presave(args)
         if args.command == "provenance":

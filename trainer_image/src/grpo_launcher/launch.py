@@ -11,6 +11,14 @@ output) so that the launcher sees every rollout miles logs; when miles has exite
 ``GRPO_RUN_SUMMARY {json}`` line, the durable end-of-run record the operator reads from the job log. The
 contract (the line's keys and the ``GRPO_FAILURE_FILE`` a component inside miles writes before it ends the
 run on purpose) is in ``grpo_launcher.summary``.
+
+A failure recorded while miles runs ends the run at once: the launcher watches the failure file (and the
+``GRPO_FAILURE`` lines it pumps) every ``FAILURE_POLL_SECONDS`` and, on the first one, stops miles (SIGTERM, then
+SIGKILL after ``STOP_GRACE_SECONDS``) and exits ``RECORDED_FAILURE_EXIT`` with that failure in its summary. Not
+every miles version ends the job itself: v0.1.0's default class-based rollout logs an exception of a rollout
+group, drops the group and fetches more prompts (docs/integrations/miles.md, "A group's exception at v0.1.0"), so
+with the reward service down it would go on until the stall guard. Only miles's own process is signalled, not a
+process group: Ray's stop_job signals the entrypoint's process group, so miles must stay in the launcher's.
 """
 
 from __future__ import annotations
@@ -39,6 +47,9 @@ from grpo_launcher.provenance import ProvenanceSources, collect, provenance_line
 from grpo_launcher.summary import FAILURE_FILE_ENV, RolloutLog, read_failure, summary_line
 
 USAGE_EXIT = 2
+RECORDED_FAILURE_EXIT = 1  # a failure a component recorded: not 128 + SIGTERM, which reads as a stop from outside
+FAILURE_POLL_SECONDS = 1.0
+STOP_GRACE_SECONDS = 30.0
 METRICS_ADDR = "0.0.0.0"  # noqa: S104 (scraped from outside the pod)
 
 
@@ -122,6 +133,41 @@ def supervise(child: subprocess.Popen[bytes]) -> int:
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
+
+
+def watch_failures(
+    child: subprocess.Popen[bytes],
+    record: tuple[RolloutLog, Path],
+    out: TextIO,
+    done: threading.Event,
+    *,
+    poll: float = FAILURE_POLL_SECONDS,
+    grace: float = STOP_GRACE_SECONDS,
+) -> threading.Event:
+    """Until ``done``: stop miles on the first failure recorded (file or line); the returned event says it did."""
+    rollouts, failure_file = record
+    stopped = threading.Event()
+
+    def watch() -> None:
+        while not done.wait(poll):
+            failure = read_failure(failure_file) or rollouts.failure
+            if failure is None or child.poll() is not None:
+                continue
+            stopped.set()
+            out.write(
+                f"[error] {failure['reason']} recorded while miles runs: stopping miles (SIGTERM, SIGKILL after "
+                f"{grace:g} s): {failure['message']}\n"
+            )
+            out.flush()
+            child.terminate()
+            try:
+                child.wait(timeout=grace)
+            except subprocess.TimeoutExpired:
+                child.kill()
+            return
+
+    threading.Thread(target=watch, name="failure-watch", daemon=True).start()
+    return stopped
 
 
 def run(config: RunConfig, miles_argv: Sequence[str], options: RunOptions, out: TextIO = sys.stdout) -> int:
@@ -245,7 +291,10 @@ def _preflight_and_miles(
             return 127
         assert child.stdout is not None  # start_miles pipes it
         copier = pump(child.stdout, out, rollouts)
+        stopped = watch_failures(child, record, out, refreshing)
         code = supervise(child)
+        if stopped.is_set():
+            code = RECORDED_FAILURE_EXIT
     finally:
         refreshing.set()
         if marker is not None:

@@ -34,6 +34,7 @@ IMAGE_ENV = {
     "image_miles_base": "GRPO_MILES_BASE",
     "image_efa_installer": "GRPO_EFA_INSTALLER_VERSION",
     "image_gdrcopy": "GRPO_GDRCOPY_VERSION",
+    "image_miles_version": "GRPO_MILES_VERSION",  # the miles version the image declares (Dockerfile MILES_VERSION)
 }
 
 
