@@ -39,6 +39,9 @@ def forked_child_waits_here():
 child = os.fork()
 if child == 0:
     forked_child_waits_here()
+# Ready once the child has its own file (its after-fork hook runs in the child, on its own time).
+while not os.path.exists(os.path.join(os.environ["GRPO_STACKS_DIR"], f"stacks-{child}.txt")):
+    time.sleep(0.05)
 print("ready", os.getpid(), child, flush=True)
 parent_waits_here()
 """
