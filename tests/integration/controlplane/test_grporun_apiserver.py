@@ -101,7 +101,7 @@ def test_kubectl_get_shows_the_printer_columns_with_status_values(namespace: str
         json.dumps({"status": status}),
     )
     header, row = kubectl("get", "grporuns", "-n", namespace).stdout.splitlines()
-    assert header.split() == ["NAME", "PHASE", "MODEL", "PROGRESS", "REWARD", "REPETITION", "GPU-HOURS", "AGE"]
+    assert header.split() == ["NAME", "PHASE", "MODEL", "PROGRESS", "REWARD", "REPETITION", "EVAL", "GPU-HOURS", "AGE"]
     assert row.split()[:6] == ["quickstart", "Running", "qwen3-4b", "3/20", "0.42", "0.05"]
     short = kubectl("get", "grpo", "-n", namespace, "-o", "name").stdout.strip()
     assert short == "grporun.grpo.dev/quickstart"

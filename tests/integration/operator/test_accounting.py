@@ -102,9 +102,10 @@ def test_a_first_time_success_reports_gpu_hours_and_goodput_from_its_own_timesta
     total = acc["queuedSeconds"] + acc["provisioningSeconds"] + acc["runningSeconds"] + acc["suspendedSeconds"]
     assert total == int((_time(done["status"]["completionTime"]) - created).total_seconds())
     row = kubectl("get", "grporun", "paid", "-n", ns, "-o", "wide").stdout.splitlines()
-    header = row[0].split()
-    assert row[1].split()[header.index("GPU-HOURS")] == f"{acc['gpuHours']:g}"
-    assert row[1].split()[header.index("GOODPUT")] == f"{acc['goodput']:g}"
+    # kubectl aligns each value under its header; PROGRESS ("completed 8/8 rollouts") holds spaces.
+    for column, value in (("GPU-HOURS", acc["gpuHours"]), ("GOODPUT", acc["goodput"])):
+        at = row[0].index(f" {column}") + 1
+        assert row[1][at:].split()[0] == f"{value:g}", row
     events = json.loads(
         kubectl("get", "events", "-n", ns, "--field-selector", "involvedObject.name=paid", "-o", "json").stdout
     )["items"]

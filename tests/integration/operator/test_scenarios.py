@@ -119,7 +119,8 @@ def test_degenerate_output_stops_the_job_and_fails_the_run(env) -> None:  # type
         "apply",
         "-f",
         "-",
-        input=manifest("degenerate", ns, fake("--fake-reward", "0.4", "--fake-repetition", "0.56", rollouts=50)),
+        # Rollouts enough to outlast the guard's capture (its stacks job included), so there is a job to stop.
+        input=manifest("degenerate", ns, fake("--fake-reward", "0.4", "--fake-repetition", "0.56", rollouts=1000)),
     )
     run = wait_for("Failed", lambda: phase_is(kubectl, ns, "degenerate", "Failed", "Succeeded"), timeout=180)
     assert run["status"]["reason"] == "DegenerateOutput"
