@@ -30,7 +30,12 @@ print("ready", os.getpid(), flush=True)
 
 FORKER = """
 import os, sys, time
-def parent_waits_here():
+def parent_waits_here(child):
+    # Ready once the child has its own file (its after-fork hook runs in the child, on its own time), and said from
+    # inside this frame, so a signal sent on "ready" cannot find the parent still at the call.
+    while not os.path.exists(os.path.join(os.environ["GRPO_STACKS_DIR"], f"stacks-{child}.txt")):
+        time.sleep(0.05)
+    print("ready", os.getpid(), child, flush=True)
     while True:
         time.sleep(0.2)
 def forked_child_waits_here():
@@ -39,11 +44,7 @@ def forked_child_waits_here():
 child = os.fork()
 if child == 0:
     forked_child_waits_here()
-# Ready once the child has its own file (its after-fork hook runs in the child, on its own time).
-while not os.path.exists(os.path.join(os.environ["GRPO_STACKS_DIR"], f"stacks-{child}.txt")):
-    time.sleep(0.05)
-print("ready", os.getpid(), child, flush=True)
-parent_waits_here()
+parent_waits_here(child)
 """
 
 

@@ -15,11 +15,12 @@ import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 from tests.support.helm import CHART, helm
-from tests.support.operator_harness import Operator, free_port
+from tests.support.operator_harness import Operator, free_port, wait_for
 
 
 @dataclass
@@ -66,8 +67,18 @@ def installed(control_plane: Any, kubectl: Any, namespace: str, mode: str) -> It
         kubectl("get", "deployment", f"{release}-grpo-operator", "-n", operator_ns, "-o", "json").stdout
     )
     [container] = deployment["spec"]["template"]["spec"]["containers"]
+    found = Install(release, operator_ns, f"{release}-grpo-operator", mode, container)
+    # The API server's RBAC authorizer learns new bindings from its informers, a moment after helm returns (longer
+    # under load): the operator started before that would be refused for what the chart does grant. Wait until
+    # each of the chart's bindings authorizes, as a pod that starts after its RBAC would see it.
+    for check in (
+        ("list", "grporuns.grpo.dev", "-n", namespace),  # the run namespaces' (Cluster)Role
+        ("create", "secrets", "-n", operator_ns),  # the status key's Role
+        ("list", "grporuntimes.grpo.dev"),  # the runtimes' ClusterRole
+    ):
+        wait_for(f"the chart's RBAC to authorize {' '.join(check)}", partial(can_i, kubectl, found, *check))
     try:
-        yield Install(release, operator_ns, f"{release}-grpo-operator", mode, container)
+        yield found
     finally:
         helm("uninstall", release, "--namespace", operator_ns, f"--kubeconfig={control_plane.kubeconfig}", check=False)
         # The chart keeps its default GRPORuntime on uninstall (helm.sh/resource-policy: keep): the next install
