@@ -268,7 +268,7 @@ def _build(shape: Shape, layout: Layout) -> tuple[Any, Any, dict[str, Any]]:
         share_embeddings_and_output_weights=shape.tie,
         position_embedding_type="rope",
         rotary_base=shape.rotary_base,
-        rotary_percent=ROTARY_PERCENT.get(layout.profile, 1.0),
+        rotary_percent=float(os.environ.get("MEASURE_ROTARY_PERCENT", ROTARY_PERCENT.get(layout.profile, 1.0))),
     ).cuda()
     model = Float16Module(config, model)
     torch.cuda.synchronize()
@@ -539,6 +539,7 @@ def main() -> int:
     parser.add_argument("--timeout", type=int, default=240, help="seconds per case")
     parser.add_argument("--profile", choices=sorted(SHAPES), help="a layout of your own, in this process")
     parser.add_argument("--layers", type=int, default=4)
+    parser.add_argument("--rotary-percent", type=float, help="with --profile: override the profile's rotary share")
     for flag in ("tp", "pp", "cp", "ep", "etp", "world", "rank"):
         parser.add_argument(f"--{flag}", type=int, default=1 if flag != "rank" else 0)
     args = parser.parse_args()
@@ -546,6 +547,8 @@ def main() -> int:
         print(json.dumps(run_case(CASES[args.case])), flush=True)
         return 0
     if args.profile:
+        if args.rotary_percent is not None:
+            os.environ["MEASURE_ROTARY_PERCENT"] = str(args.rotary_percent)
         sizes = {k: getattr(args, k) for k in ("tp", "pp", "cp", "ep", "etp", "world", "rank")}
         print(json.dumps(run_case(Layout(args.profile, args.layers, **sizes))), flush=True)
         return 0

@@ -62,8 +62,15 @@ def test_tensor_parallelism_splits_every_activation_term_of_a_micro_batch() -> N
     one = activation_terms(DENSE, Sharding(gpus=8), 8192)
     two = activation_terms(DENSE, Sharding(gpus=8, tensor=2), 8192)
     assert one.tied_output_grad > 0
-    for term in ("checkpoints", "checkpoints_last_stage", "logits", "embedding_grad"):
+    for term in ("logits", "embedding_grad"):
         assert getattr(two, term) == pytest.approx(getattr(one, term) / 2, rel=1e-12), term
+    # The checkpoints halve, and a single stage under sequence parallelism keeps one more hidden state (measured).
+    hidden_state = 2 * DENSE.hidden_size * 8192 / 2
+    for term in ("checkpoints", "checkpoints_last_stage"):
+        assert getattr(two, term) - hidden_state == pytest.approx(getattr(one, term) / 2, rel=1e-12), term
+    piped_one = activation_terms(DENSE, Sharding(gpus=8, pipeline=2), 8192)
+    piped_two = activation_terms(DENSE, Sharding(gpus=8, pipeline=2, tensor=2), 8192)
+    assert piped_two.checkpoints == pytest.approx(piped_one.checkpoints / 2, rel=1e-12)
     assert two.tied_output_grad == pytest.approx(one.tied_output_grad / 2, rel=1e-12)
     # The working set's per-token part halves; under TP it also holds one bf16 down-projection shard.
     fixed = tensor_parallel_fixed(DENSE, Sharding(gpus=8, tensor=2))

@@ -21,7 +21,7 @@ def _service_env(doc: dict[str, object]) -> dict[str, str]:
     return {e["name"]: e["value"] for e in container["env"] if "value" in e}
 
 
-@pytest.mark.parametrize("timeout_s", [1, 2.5, 7.5, 600])
+@pytest.mark.parametrize("timeout_s", [5, 7.5, 12.5, 600])
 def test_the_service_enforces_the_deadline_the_user_set_and_the_client_waits_for_it(timeout_s: float) -> None:
     doc = example("quickstart", remote(timeout_s=timeout_s))
     settings = RewardSettings.model_validate(
@@ -32,11 +32,11 @@ def test_the_service_enforces_the_deadline_the_user_set_and_the_client_waits_for
     assert client.timeout_s == 2 * timeout_s + 5  # the client's attempt outlasts one queued item
 
 
-@pytest.mark.parametrize("timeout_s", [1e-9, 0.5, 0.999])
+@pytest.mark.parametrize("timeout_s", [1e-9, 1, 4.999])
 def test_a_deadline_too_short_to_verify_a_simple_answer_is_refused_naming_the_field(timeout_s: float) -> None:
     run, problems = parse_run(example("quickstart", remote(timeout_s=timeout_s)))
     assert run is None
-    assert any("timeoutSeconds" in str(p) and "1" in str(p) for p in problems), [str(p) for p in problems]
+    assert any("timeoutSeconds" in str(p) and "5" in str(p) for p in problems), [str(p) for p in problems]
 
 
 def _disruptions_allowed(pdb: dict[str, object], replicas: int) -> int:

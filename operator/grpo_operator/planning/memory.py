@@ -26,6 +26,11 @@ CHECKPOINT_BYTES = 14
 LOGITS_BYTES = 12  # per token per vocabulary entry (per TP shard), miles's default log-prob path
 LOGITS_BYTES_TEMPERATURE = 16  # the same with --rollout-temperature != 1
 CHECKPOINT_EXTRA_HIDDEN_STATES = 2  # embedding output and final norm output, beside one per layer
+# Measured on one H200 (docs/memory-model.md, issue #49): under sequence parallelism (TP > 1) a stage holding both
+# the embedding and the logits (PP = 1) keeps one more hidden state from its first layer on (GLM-Z1-9B and Qwen3-4B
+# at TP2; none at TP1; the rotary share changes nothing; a PP > 1 first stage shows none). Which tensor it is was
+# not isolated: the term is the measurement's.
+SEQUENCE_PARALLEL_SINGLE_STAGE_HIDDEN_STATES = 1
 # One layer's recompute working set, bytes per token: a x hidden + b x ffn + c x (q + 2 kv) widths, fitted
 # to Qwen3-4B, Qwen3-8B and Qwen2.5-72B; MoE adds d x hidden per routed copy (top-k), fitted to Qwen3-30B-A3B.
 WORKING_SET_HIDDEN = 8.56
@@ -175,7 +180,10 @@ def step_transient_params(profile: ModelProfile, sharding: Sharding, dense: floa
 def activation_terms(profile: ModelProfile, sharding: Sharding, tokens: int, temperature: float = 1.0) -> Activations:
     s = sharding
     layers = math.ceil(profile.num_layers / s.pipeline)
-    per_stage_checkpoints = (layers + CHECKPOINT_EXTRA_HIDDEN_STATES) * 2 * profile.hidden_size * tokens / s.tensor
+    hidden_state = 2 * profile.hidden_size * tokens / s.tensor
+    per_stage_checkpoints = (layers + CHECKPOINT_EXTRA_HIDDEN_STATES) * hidden_state
+    if s.tensor > 1 and s.pipeline == 1:
+        per_stage_checkpoints += SEQUENCE_PARALLEL_SINGLE_STAGE_HIDDEN_STATES * hidden_state
     embedding = 2 * profile.vocab_size * profile.hidden_size / s.tensor
     embedding_backward = embedding + EMBEDDING_BACKWARD_HIDDEN * profile.hidden_size * tokens / s.tensor
     logit_bytes = LOGITS_BYTES if temperature == 1.0 else LOGITS_BYTES_TEMPERATURE
