@@ -15,8 +15,8 @@ from grpo_operator.controller.config import OperatorSettings
 from grpo_operator.edges.backoff import Backoff, dry_run_key
 from grpo_operator.edges.errors import Unavailable
 from grpo_operator.edges.kube import dry_run_unavailable
-from grpo_operator.status.lifecycle import decide
-from grpo_operator.status.observation import Observation
+from grpo_operator.status.intent import NoPlan
+from grpo_operator.status.lifecycle import unplanned
 
 from tests.support.fakes import api_error
 
@@ -45,7 +45,7 @@ def test_a_dry_run_the_server_cannot_answer_is_unavailable_naming_the_child(stat
 
 
 def test_a_new_run_is_pending_with_the_servers_words_and_nothing_is_done() -> None:
-    decision = decide(None, Observation(now=NOW, generation=1, api_unavailable=SAID), None)
+    decision = unplanned(None, NoPlan(1, api_unavailable=SAID), NOW)
     assert (decision.status.phase, decision.status.reason, decision.status.message) == (
         Phase.PENDING,
         Reason.API_SERVER_UNAVAILABLE,
@@ -56,7 +56,7 @@ def test_a_new_run_is_pending_with_the_servers_words_and_nothing_is_done() -> No
 
 def test_a_run_with_a_phase_keeps_it_and_says_why_in_its_message() -> None:
     prev = GRPORunStatus(phase=Phase.PROVISIONING, reason=Reason.PROVISIONING, observed_generation=1)
-    decision = decide(prev, Observation(now=NOW, generation=1, api_unavailable=SAID), None)
+    decision = unplanned(prev, NoPlan(1, api_unavailable=SAID), NOW)
     assert (decision.status.phase, decision.status.reason, decision.status.message) == (
         Phase.PROVISIONING,
         Reason.PROVISIONING,

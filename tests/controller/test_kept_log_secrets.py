@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import base64
 import logging
-from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -16,7 +15,7 @@ from grpo_operator.controller.config import load_settings
 from grpo_operator.controller.reconciler import Reconciler, _Context
 from grpo_operator.edges.kube import Kube
 from grpo_operator.render.redaction import REDACTED
-from grpo_operator.status.observation import JobObservation, JobState, Observation
+from grpo_operator.status.observation import JobObservation, JobState, Seen
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
@@ -100,7 +99,7 @@ def test_the_kept_log_is_redacted_of_what_could_be_read_and_the_operator_log_say
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     reconciler, ctx = _reconciler_and_context(FakeRay(LOG))
-    obs = Observation(now=datetime(2025, 1, 1, tzinfo=UTC), generation=1)
+    obs = Seen()
     with caplog.at_level(logging.WARNING):
         obs = reconciler._read_log(ctx, obs, "grpo-quickstart-1")
     kept: dict[str, Any] = ctx.log_manifests["grpo-quickstart-1"]

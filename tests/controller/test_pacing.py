@@ -44,11 +44,25 @@ def pacing(clock: Clock) -> tuple[Pacing, Backoff]:
 @pytest.mark.parametrize(
     ("status", "due"),
     [
-        ({"phase": "Provisioning", "reason": "Provisioning"}, False),  # waiting for KubeRay: its watch reports it
-        ({"phase": "Pending", "reason": "Provisioning"}, False),
-        ({"phase": "Provisioning", "reason": "Submitting"}, True),  # a job to submit: Ray is polled
-        ({"phase": "Running", "reason": "Running", "jobSubmissionId": "r-1"}, True),  # metrics and the job's state
-        ({"phase": "Succeeded", "reason": "Succeeded", "jobSubmissionId": "r-1"}, False),
+        pytest.param(
+            {"phase": "Provisioning", "reason": "Provisioning"},
+            False,
+            id="a cluster being provisioned waits for KubeRay's watch",
+        ),  # waiting for KubeRay: its watch reports it
+        pytest.param(
+            {"phase": "Pending", "reason": "Provisioning"}, False, id="a pending run waits for KubeRay's watch"
+        ),
+        pytest.param(
+            {"phase": "Provisioning", "reason": "Submitting"}, True, id="a job to submit polls Ray"
+        ),  # a job to submit: Ray is polled
+        pytest.param(
+            {"phase": "Running", "reason": "Running", "jobSubmissionId": "r-1"}, True, id="a running job polls Ray"
+        ),  # metrics and the job's state
+        pytest.param(
+            {"phase": "Succeeded", "reason": "Succeeded", "jobSubmissionId": "r-1"},
+            False,
+            id="a terminal run is not polled",
+        ),
     ],
 )
 def test_a_tick_reconciles_only_runs_with_ray_work_between_resyncs(status: dict[str, Any], due: bool) -> None:

@@ -59,7 +59,13 @@ def test_a_jobs_api_that_does_not_answer_keeps_the_phase_and_submits_nothing() -
     assert back.status.phase == Phase.RUNNING and back.status.attempt == 1
 
 
-@pytest.mark.parametrize(("max_restarts", "phase"), [(1, Phase.PROVISIONING), (0, Phase.FAILED)])
+@pytest.mark.parametrize(
+    ("max_restarts", "phase"),
+    [
+        pytest.param(1, Phase.PROVISIONING, id="a restart left: the run provisions again"),
+        pytest.param(0, Phase.FAILED, id="no restart left: the run fails"),
+    ],
+)
 def test_a_head_that_answers_without_the_job_ends_the_attempt_as_a_counted_restart(
     max_restarts: int, phase: Phase
 ) -> None:

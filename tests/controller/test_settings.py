@@ -15,51 +15,54 @@ from grpo_operator.controller.config import SettingsError, load_settings
 LABELS = '{"app.kubernetes.io/name": "grpo-operator"}'
 
 
+# (the variable, a value it refuses, the rule its message names)
+REFUSED = [
+    # ports: 1-65535 and not a port a run's Ray pods already use
+    ("GRPO_PROMETHEUS_PORT", "9465", "the launcher's metrics port"),
+    ("GRPO_PROMETHEUS_PORT", "8080", "Ray metrics port"),
+    ("GRPO_PROMETHEUS_PORT", "8265", "Ray dashboard port"),
+    ("GRPO_PROMETHEUS_PORT", "0", "greater than or equal to 1"),
+    ("GRPO_PROMETHEUS_PORT", "-1", "greater than or equal to 1"),
+    ("GRPO_PROMETHEUS_PORT", "70000", "less than or equal to 65535"),
+    # CIDRs as the NetworkPolicy's ipBlock takes them
+    ("GRPO_EGRESS_CIDRS", '["10.0.0.0"]', "not a CIDR"),
+    ("GRPO_EGRESS_CIDRS", '["10.0.0.0/33"]', "not a CIDR"),
+    ("GRPO_EGRESS_CIDRS", '["corp"]', "not a CIDR"),
+    # label maps and the namespace by the Kubernetes label grammar
+    ("GRPO_OPERATOR_POD_LABELS", '{"app": "grpo operator"}', "label value"),
+    ("GRPO_OPERATOR_POD_LABELS", '{"-app": "grpo"}', "label key"),
+    ("GRPO_PROMETHEUS_POD_LABELS", json.dumps({"app": "p" * 64}), "at most 63"),
+    ("GRPO_PROMETHEUS_NAMESPACE_LABELS", '{"Example.COM/team": "obs"}', "DNS subdomain"),
+    ("GRPO_OPERATOR_NAMESPACE", "Ops_Team", "match pattern"),
+    ("GRPO_OPERATOR_NAMESPACE", "o" * 64, "at most 63"),
+    # an empty selector opens each run's Ray head to every pod of its namespace
+    ("GRPO_OPERATOR_POD_LABELS", "{}", "matches every pod in the namespace"),
+    # URL templates formatted once at start
+    ("GRPO_TRAINER_METRICS_URL", "http://{hostname}:{port}/metrics", "unknown placeholder {hostname}"),
+    ("GRPO_TRAINER_METRICS_URL", "http://{host}:{port/metrics", "not a URL template"),
+    ("GRPO_REWARD_METRICS_URL", "http://{service}:{port}/{0}", "unknown placeholder {0}"),
+    ("GRPO_REWARD_METRICS_URL", "http://{service}:{port:q}/", "not a URL template"),
+    ("GRPO_REWARD_METRICS_URL", "ftp://{service}:{port}/metrics", "only http(s)"),
+    # images as the kubelet parses them: no whitespace or control characters
+    ("GRPO_REWARD_IMAGE", "registry.example/reward:1 ", "whitespace or control characters"),
+    ("GRPO_REWARD_IMAGE", "registry.example/re\x1bward:1", "whitespace or control characters"),
+    # floors on intervals and timeouts
+    ("GRPO_RECONCILE_INTERVAL_SECONDS", "1e-300", "greater than or equal to 1"),
+    ("GRPO_HTTP_TIMEOUT_SECONDS", "1e-300", "greater than or equal to 0.1"),
+    ("GRPO_PEERING_LIFETIME_SECONDS", "1", "greater than or equal to 5"),
+    # prices by instance type, positive and finite
+    ("GRPO_GPU_HOUR_PRICES_USD", '{"p5.xlarge": 4}', "Input should be 'p5.48xlarge'"),
+    ("GRPO_GPU_HOUR_PRICES_USD", '{"p5en.48xlarge": 0}', "greater than 0"),
+    ("GRPO_GPU_HOUR_PRICES_USD", '{"p5en.48xlarge": "Infinity"}', "finite number"),
+    ("GRPO_GPU_HOUR_PRICES_USD", "5.2", "JSON object of instance type: USD per GPU-hour"),
+    # shapes
+    ("GRPO_ENTRYPOINT_PREFIX", "python3 fake.py", "JSON list of strings"),
+    ("GRPO_OPERATOR_POD_LABELS", "app=grpo", "JSON object"),
+]
+
+
 @pytest.mark.parametrize(
-    ("variable", "value", "rule"),
-    [
-        # ports: 1-65535 and not a port a run's Ray pods already use
-        ("GRPO_PROMETHEUS_PORT", "9465", "the launcher's metrics port"),
-        ("GRPO_PROMETHEUS_PORT", "8080", "Ray metrics port"),
-        ("GRPO_PROMETHEUS_PORT", "8265", "Ray dashboard port"),
-        ("GRPO_PROMETHEUS_PORT", "0", "greater than or equal to 1"),
-        ("GRPO_PROMETHEUS_PORT", "-1", "greater than or equal to 1"),
-        ("GRPO_PROMETHEUS_PORT", "70000", "less than or equal to 65535"),
-        # CIDRs as the NetworkPolicy's ipBlock takes them
-        ("GRPO_EGRESS_CIDRS", '["10.0.0.0"]', "not a CIDR"),
-        ("GRPO_EGRESS_CIDRS", '["10.0.0.0/33"]', "not a CIDR"),
-        ("GRPO_EGRESS_CIDRS", '["corp"]', "not a CIDR"),
-        # label maps and the namespace by the Kubernetes label grammar
-        ("GRPO_OPERATOR_POD_LABELS", '{"app": "grpo operator"}', "label value"),
-        ("GRPO_OPERATOR_POD_LABELS", '{"-app": "grpo"}', "label key"),
-        ("GRPO_PROMETHEUS_POD_LABELS", json.dumps({"app": "p" * 64}), "at most 63"),
-        ("GRPO_PROMETHEUS_NAMESPACE_LABELS", '{"Example.COM/team": "obs"}', "DNS subdomain"),
-        ("GRPO_OPERATOR_NAMESPACE", "Ops_Team", "match pattern"),
-        ("GRPO_OPERATOR_NAMESPACE", "o" * 64, "at most 63"),
-        # an empty selector opens each run's Ray head to every pod of its namespace
-        ("GRPO_OPERATOR_POD_LABELS", "{}", "matches every pod in the namespace"),
-        # URL templates formatted once at start
-        ("GRPO_TRAINER_METRICS_URL", "http://{hostname}:{port}/metrics", "unknown placeholder {hostname}"),
-        ("GRPO_TRAINER_METRICS_URL", "http://{host}:{port/metrics", "not a URL template"),
-        ("GRPO_REWARD_METRICS_URL", "http://{service}:{port}/{0}", "unknown placeholder {0}"),
-        ("GRPO_REWARD_METRICS_URL", "http://{service}:{port:q}/", "not a URL template"),
-        ("GRPO_REWARD_METRICS_URL", "ftp://{service}:{port}/metrics", "only http(s)"),
-        # images as the kubelet parses them: no whitespace or control characters
-        ("GRPO_REWARD_IMAGE", "registry.example/reward:1 ", "whitespace or control characters"),
-        ("GRPO_REWARD_IMAGE", "registry.example/re\x1bward:1", "whitespace or control characters"),
-        # floors on intervals and timeouts
-        ("GRPO_RECONCILE_INTERVAL_SECONDS", "1e-300", "greater than or equal to 1"),
-        ("GRPO_HTTP_TIMEOUT_SECONDS", "1e-300", "greater than or equal to 0.1"),
-        ("GRPO_PEERING_LIFETIME_SECONDS", "1", "greater than or equal to 5"),
-        # prices by instance type, positive and finite
-        ("GRPO_GPU_HOUR_PRICES_USD", '{"p5.xlarge": 4}', "Input should be 'p5.48xlarge'"),
-        ("GRPO_GPU_HOUR_PRICES_USD", '{"p5en.48xlarge": 0}', "greater than 0"),
-        ("GRPO_GPU_HOUR_PRICES_USD", '{"p5en.48xlarge": "Infinity"}', "finite number"),
-        ("GRPO_GPU_HOUR_PRICES_USD", "5.2", "JSON object of instance type: USD per GPU-hour"),
-        # shapes
-        ("GRPO_ENTRYPOINT_PREFIX", "python3 fake.py", "JSON list of strings"),
-        ("GRPO_OPERATOR_POD_LABELS", "app=grpo", "JSON object"),
-    ],
+    ("variable", "value", "rule"), REFUSED, ids=[f"{v}={value!r}: {rule}" for v, value, rule in REFUSED]
 )
 def test_a_setting_that_would_break_every_run_is_refused_at_start_in_one_line_naming_it(
     variable: str, value: str, rule: str

@@ -12,10 +12,11 @@ from typing import Any
 import pytest
 import yaml
 from grpo_operator.api.spec import GRPORunSpec, RewardType
+from grpo_operator.api.status import GuardMemory
 from grpo_operator.cli import main
 from grpo_operator.planning.plan import make_plan
 from grpo_operator.render.job import job_submission
-from grpo_operator.status.guards import GuardState, degenerate
+from grpo_operator.status.guards import degenerate
 from grpo_operator.status.observation import TrainerMetrics
 
 from tests.support.builders import SETTINGS, example, run_of
@@ -83,7 +84,7 @@ def _spec(reward: dict[str, Any], guards: dict[str, Any] | None = None) -> GRPOR
 
 
 def _trips(spec: GRPORunSpec, reward: float) -> str | None:
-    trip = degenerate(GuardState(), spec.guards, TrainerMetrics(rollout=5, raw_reward=reward, repetition_frac=0.0))
+    trip = degenerate(GuardMemory(), spec.guards, TrainerMetrics(rollout=5, raw_reward=reward, repetition_frac=0.0))
     return None if trip is None else trip.message
 
 

@@ -10,10 +10,9 @@ from datetime import timedelta
 
 from grpo_operator.api.status import Phase, Reason
 from grpo_operator.status.decision import Decision
-from grpo_operator.status.observation import GpuObservation, JobState, Observation, RunSummary
+from grpo_operator.status.observation import GpuObservation, JobState, RunSummary
 
-from tests.status.runs import PREEMPTED_BY_KUEUE, READY, T0, healthy, job, observe, spec
-from tests.status.test_accounting import (
+from tests.support.accounting import (
     GPUS,
     NONE,
     NOT_READY,
@@ -26,12 +25,11 @@ from tests.status.test_accounting import (
     sid,
     through,
 )
-from tests.status.test_failures import WATCHDOG
-from tests.status.test_recovery import FAILED_WITH
+from tests.support.status import FAILED_WITH, PREEMPTED_BY_KUEUE, READY, T0, WATCHDOG, Moment, healthy, job, spec
 
 
 def test_the_first_reconcile_counts_the_time_since_the_run_was_created() -> None:
-    [first] = through([observe(now=T0 + timedelta(seconds=30), created=T0, cluster=QUEUED, gpus=NONE)])
+    [first] = through([Moment(now=T0 + timedelta(seconds=30), created=T0, cluster=QUEUED, gpus=NONE)])
     acc = first.status.accounting
     assert acc is not None and acc.queued_seconds == 30 and acc.updated_at == "2026-11-30T12:00:30Z"
 
@@ -40,7 +38,7 @@ def test_an_idle_reconcile_exactly_a_minute_later_writes_the_accounting() -> Non
     _, later = through(
         [
             at(0, cluster=QUEUED, gpus=NONE),
-            observe(now=T0 + timedelta(seconds=60), created=T0, cluster=QUEUED, gpus=NONE),
+            Moment(now=T0 + timedelta(seconds=60), created=T0, cluster=QUEUED, gpus=NONE),
         ]
     )
     assert later.status.accounting is not None and later.status.accounting.queued_seconds == 60
@@ -53,7 +51,7 @@ def test_a_one_gpu_pod_bound_since_the_last_update_counts_from_its_binding() -> 
     assert acc is not None and acc.gpu_seconds == 20 and acc.gpus == 1
 
 
-def _succeeded_through_rollout_19_at_minute_30() -> Observation:
+def _succeeded_through_rollout_19_at_minute_30() -> Moment:
     return at(
         30,
         submission_id=sid(1),

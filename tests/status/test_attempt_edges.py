@@ -9,29 +9,29 @@ from grpo_operator.api.status import ConditionType, Phase, Reason
 from grpo_operator.status.decision import Decision, DeleteRayCluster, StopJob, Submit
 from grpo_operator.status.observation import JobObservation, JobState
 
-from tests.status.runs import READY, SID, T0, healthy, job, observe, run_through, spec
+from tests.support.status import READY, SID, T0, at, healthy, intent, job, run_through, spec
 
 C, R = ConditionType, Reason
 
 
 def test_a_pending_driver_has_not_started_the_run_even_when_ray_recorded_a_submission_time() -> None:
     pending = JobObservation(SID, JobState.PENDING, submitted_at=T0)
-    d = run_through(spec(), observe(cluster=READY), observe(cluster=READY, job=pending, now=T0 + timedelta(minutes=1)))
+    d = run_through(intent(), at(cluster=READY), at(T0 + timedelta(minutes=1), cluster=READY, job=pending))
     assert (d.status.start_time, d.status.attempt_start_time) == (None, None)
 
 
 def test_a_job_that_ended_unseen_between_two_reconciles_gives_its_attempt_rays_start_too() -> None:
     ended = JobObservation(SID, JobState.FAILED, "boom", submitted_at=T0 + timedelta(seconds=30))
-    d = run_through(spec(), observe(cluster=READY), observe(cluster=READY, job=ended, now=T0 + timedelta(hours=1)))
+    d = run_through(intent(), at(cluster=READY), at(T0 + timedelta(hours=1), cluster=READY, job=ended))
     assert d.status.attempt_start_time == "2026-11-30T12:00:30Z"
 
 
 def test_a_fresh_submission_needs_the_full_streak_of_repetitive_rollouts_to_trip_the_guard() -> None:
     s = spec({"guards": {"consecutiveRollouts": 2, "maxRepetitionFrac": 0.3}})
-    submitted = run_through(s, observe(cluster=READY))
-    assert submitted.has(Submit) and submitted.status.repetition_streak == 0
+    submitted = run_through(intent(s), at(cluster=READY))
+    assert submitted.has(Submit) and submitted.status.guards.repetition_streak == 0
     one = run_through(
-        s, observe(cluster=READY, job=job(JobState.RUNNING), metrics=healthy(1, 0.6)), prev=submitted.status
+        intent(s), at(cluster=READY, job=job(JobState.RUNNING), metrics=healthy(1, 0.6)), prev=submitted.status
     )
     assert (one.status.phase, one.status.reason) == (Phase.RUNNING, R.RUNNING)
     assert not one.has(StopJob)
@@ -40,20 +40,19 @@ def test_a_fresh_submission_needs_the_full_streak_of_repetitive_rollouts_to_trip
 def _suspending(seconds: float) -> tuple[Decision, Decision]:
     s = spec({"suspend": True, "storage": {"checkpointOnSuspend": True}, "guards": {"stallTimeoutSeconds": 600}})
     running = run_through(
-        s, observe(cluster=READY), observe(cluster=READY, job=job(JobState.RUNNING), metrics=healthy(4))
+        intent(s), at(cluster=READY), at(cluster=READY, job=job(JobState.RUNNING), metrics=healthy(4))
     )
     asked = run_through(
-        s, observe(suspend=True, cluster=READY, job=job(JobState.RUNNING), metrics=healthy(4)), prev=running.status
+        intent(s, suspend=True), at(cluster=READY, job=job(JobState.RUNNING), metrics=healthy(4)), prev=running.status
     )
-    later = observe(
-        now=T0 + timedelta(seconds=seconds),
-        suspend=True,
+    later = at(
+        T0 + timedelta(seconds=seconds),
         cluster=READY,
         job=job(JobState.RUNNING),
         metrics=healthy(4),
         checkpoint_job=JobState.PENDING,
     )
-    return asked, run_through(s, later, prev=asked.status)
+    return asked, run_through(intent(s, suspend=True), later, prev=asked.status)
 
 
 def test_a_suspend_waiting_for_its_checkpoint_shows_the_job_still_running_as_suspending() -> None:
@@ -82,11 +81,11 @@ def test_a_suspended_run_shows_its_resources_and_metrics_as_unknown_not_ready() 
 def test_the_status_names_the_trainer_image_and_digest_the_pods_run_and_keeps_them() -> None:
     image, digest = "ghcr.io/x/trainer:1.2", "ghcr.io/x/trainer@sha256:" + "a" * 64
     running = run_through(
-        spec(),
-        observe(cluster=READY),
-        observe(cluster=READY, job=job(JobState.RUNNING), trainer_image=image, trainer_image_id=digest),
+        intent(),
+        at(cluster=READY),
+        at(cluster=READY, job=job(JobState.RUNNING), trainer_image=image, trainer_image_id=digest),
     )
     assert running.status.provenance is not None
     assert (running.status.provenance.image, running.status.provenance.image_id) == (image, digest)
-    later = run_through(spec(), observe(cluster=READY, job=job(JobState.RUNNING)), prev=running.status)
+    later = run_through(intent(), at(cluster=READY, job=job(JobState.RUNNING)), prev=running.status)
     assert later.status.provenance == running.status.provenance

@@ -8,13 +8,13 @@ import pytest
 from grpo_operator.api.status import ConditionType, Phase, Reason
 from grpo_operator.status.observation import JobState, RunSummary
 
-from tests.status.runs import READY, healthy, job, observe, run_through, spec
+from tests.support.status import READY, at, healthy, intent, job, run_through, spec
 
 ERROR = "ValueError: the dataset has no column 'prompt'"
 
 
 def failed_message(message: str, summary: RunSummary | None = None) -> str:
-    d = run_through(spec(), observe(cluster=READY, job=job(JobState.FAILED, message), summary=summary))
+    d = run_through(intent(), at(cluster=READY, job=job(JobState.FAILED, message), summary=summary))
     assert (d.status.phase, d.status.reason) == (Phase.FAILED, Reason.JOB_FAILED)
     return d.status.message or ""
 
@@ -44,16 +44,18 @@ def test_a_failed_run_names_the_exit_code_the_launcher_recorded_when_ray_gives_n
 @pytest.mark.parametrize(
     ("summary", "suffix"),
     [
-        (None, " and its log has no end-of-run summary"),
-        (RunSummary(exit_code=0, last_rollout=7, rollouts=(healthy(7),)), ""),
+        pytest.param(None, " and its log has no end-of-run summary", id="no summary in the log says so"),
+        pytest.param(
+            RunSummary(exit_code=0, last_rollout=7, rollouts=(healthy(7),)), "", id="a summary in the log adds nothing"
+        ),
     ],
 )
 def test_an_unverified_success_says_whether_the_log_had_its_summary(summary: RunSummary | None, suffix: str) -> None:
     s = spec({"rollout": {"numRollout": 10}})
     d = run_through(
-        s,
-        observe(cluster=READY, job=job(JobState.RUNNING), metrics=healthy(7)),
-        observe(cluster=READY, job=job(JobState.SUCCEEDED), summary=summary),
+        intent(s),
+        at(cluster=READY, job=job(JobState.RUNNING), metrics=healthy(7)),
+        at(cluster=READY, job=job(JobState.SUCCEEDED), summary=summary),
     )
     assert (d.status.phase, d.status.reason) == (Phase.FAILED, Reason.UNVERIFIED)
     assert d.status.message == (
@@ -64,9 +66,9 @@ def test_an_unverified_success_says_whether_the_log_had_its_summary(summary: Run
 def test_a_verified_success_sets_complete_true_for_kubectl_wait() -> None:
     s = spec({"rollout": {"numRollout": 10}})
     d = run_through(
-        s,
-        observe(cluster=READY, job=job(JobState.RUNNING), metrics=healthy(9)),
-        observe(cluster=READY, job=job(JobState.SUCCEEDED)),
+        intent(s),
+        at(cluster=READY, job=job(JobState.RUNNING), metrics=healthy(9)),
+        at(cluster=READY, job=job(JobState.SUCCEEDED)),
     )
     assert d.status.phase is Phase.SUCCEEDED
     complete = next(c for c in d.status.conditions if c.type == ConditionType.COMPLETE)
@@ -76,7 +78,7 @@ def test_a_verified_success_sets_complete_true_for_kubectl_wait() -> None:
 def test_a_success_read_only_from_the_end_of_run_summary_is_healthy_at_its_last_rollout() -> None:
     s = spec({"rollout": {"numRollout": 10}})
     summary = RunSummary(exit_code=0, last_rollout=9, rollouts=(healthy(9),))
-    d = run_through(s, observe(cluster=READY, job=job(JobState.SUCCEEDED), summary=summary))
+    d = run_through(intent(s), at(cluster=READY, job=job(JobState.SUCCEEDED), summary=summary))
     healthy_condition = next(c for c in d.status.conditions if c.type == ConditionType.HEALTHY)
     assert (healthy_condition.status, healthy_condition.reason, healthy_condition.message) == (
         "True",
@@ -86,6 +88,6 @@ def test_a_success_read_only_from_the_end_of_run_summary_is_healthy_at_its_last_
 
 
 def test_a_job_that_ended_without_a_summary_says_its_metrics_are_not_available() -> None:
-    d = run_through(spec(), observe(cluster=READY, job=job(JobState.FAILED, ERROR)))
+    d = run_through(intent(), at(cluster=READY, job=job(JobState.FAILED, ERROR)))
     available = next(c for c in d.status.conditions if c.type == ConditionType.METRICS_AVAILABLE)
     assert (available.status, available.reason) == ("False", Reason.NO_RUN_SUMMARY)

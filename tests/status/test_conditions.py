@@ -8,7 +8,7 @@ import pytest
 from grpo_operator.api.status import ConditionType, GRPORunStatus, Reason
 from grpo_operator.status.conditions import Conditions
 
-from tests.status.runs import T0
+from tests.support.status import T0
 
 C = ConditionType
 
@@ -30,10 +30,20 @@ def _get(status: GRPORunStatus, type_: C) -> tuple[str, str, str, int | None]:
 @pytest.mark.parametrize(
     ("second", "moved"),
     [
-        ((C.METRICS_AVAILABLE, False, Reason.SCRAPE_OUTAGE), False),  # same status, new reason
-        ((C.METRICS_AVAILABLE, False, Reason.SCRAPE_FAILED), False),  # unchanged
-        ((C.METRICS_AVAILABLE, True, Reason.SCRAPED), True),  # status changed
-        ((C.METRICS_AVAILABLE, None, Reason.NOT_RUNNING), True),
+        pytest.param(
+            (C.METRICS_AVAILABLE, False, Reason.SCRAPE_OUTAGE),
+            False,
+            id="a new reason on the same status does not move it",
+        ),  # same status, new reason
+        pytest.param(
+            (C.METRICS_AVAILABLE, False, Reason.SCRAPE_FAILED), False, id="an unchanged condition does not move it"
+        ),  # unchanged
+        pytest.param(
+            (C.METRICS_AVAILABLE, True, Reason.SCRAPED), True, id="a status from False to True moves it"
+        ),  # status changed
+        pytest.param(
+            (C.METRICS_AVAILABLE, None, Reason.NOT_RUNNING), True, id="a status from False to Unknown moves it"
+        ),
     ],
 )
 def test_last_transition_time_moves_only_when_the_status_changes(

@@ -17,8 +17,8 @@ from grpo_operator.status import summary
 from grpo_operator.status.decision import StopJob
 from grpo_operator.status.observation import EvalReading, JobState, Outputs, RunSummary, TrainerMetrics
 
-from tests.status.runs import READY, T0, cond, job, observe, run_through, spec
 from tests.support.builders import base, merge
+from tests.support.status import READY, T0, at, cond, intent, job, run_through, spec
 
 EVAL = {"eval": {"name": "aime", "promptData": "/fsx/data/aime.jsonl", "interval": 2}}
 
@@ -36,10 +36,7 @@ def _evals(*points: tuple[float, float] | tuple[float, float, float], none: floa
         metrics = TrainerMetrics(
             rollout=2 * i, raw_reward=reward, evals=(EvalReading("aime", 2 * i, score, 0.0, ratio),)
         )
-        at = T0 + timedelta(seconds=i)
-        out.append(
-            observe(cluster=READY, job=job(JobState.RUNNING), now=at, metrics=metrics, evidence_config_map="x-f-1")
-        )
+        out.append(at(T0 + timedelta(seconds=i), cluster=READY, job=job(JobState.RUNNING), metrics=metrics))
     return out
 
 
@@ -66,12 +63,12 @@ def _evals(*points: tuple[float, float] | tuple[float, float, float], none: floa
     ],
 )
 def test_the_eval_regression_guard_at_its_edges(points: list[Any], want: Reason) -> None:
-    d = run_through(spec(_guarded()), *_evals(*points))
+    d = run_through(intent(spec(_guarded()), evidence_config_map="x-f-1"), *_evals(*points))
     assert d.status.reason == want
 
 
 def test_a_tripped_eval_regression_stops_the_job_with_its_evidence_and_fails_the_run() -> None:
-    d = run_through(spec(_guarded()), *_evals((0.6, 0.5), (0.5, 0.6), (0.5, 0.7)))
+    d = run_through(intent(spec(_guarded()), evidence_config_map="x-f-1"), *_evals((0.6, 0.5), (0.5, 0.6), (0.5, 0.7)))
     assert (d.status.phase, d.status.reason) == (Phase.FAILED, Reason.EVAL_REGRESSED)
     assert cond(d, ConditionType.HEALTHY) == ("False", Reason.EVAL_REGRESSED)
     assert d.has(StopJob) and [b.trigger for b in d.status.forensics or []] == [Reason.EVAL_REGRESSED]
@@ -81,13 +78,15 @@ def test_a_tripped_eval_regression_stops_the_job_with_its_evidence_and_fails_the
 
 
 def test_under_warn_a_tripped_eval_regression_keeps_the_run_and_warns() -> None:
-    d = run_through(spec(_guarded(action="Warn")), *_evals((0.6, 0.5), (0.5, 0.6), (0.5, 0.7)))
+    d = run_through(
+        intent(spec(_guarded(action="Warn")), evidence_config_map="x-f-1"), *_evals((0.6, 0.5), (0.5, 0.6), (0.5, 0.7))
+    )
     assert (d.status.phase, d.status.reason) == (Phase.RUNNING, Reason.EVAL_REGRESSED)
     assert not d.has(StopJob) and any("guards.evalRegression.maxDrop" in w for w in d.warnings)
 
 
 def test_status_evaluation_holds_baseline_best_last_the_ratios_and_the_history() -> None:
-    d = run_through(spec(EVAL), *_evals((0.3, 0.1), (0.45, 0.2), (0.4, 0.3)))
+    d = run_through(intent(spec(EVAL), evidence_config_map="x-f-1"), *_evals((0.3, 0.1), (0.45, 0.2), (0.4, 0.3)))
     (aime,) = d.status.evaluation or []
     assert (aime.name, aime.baseline, aime.baseline_rollout, aime.best, aime.best_rollout) == ("aime", 0.3, 0, 0.45, 2)
     assert (aime.last, aime.last_rollout, aime.truncated_ratio, aime.none_reward_ratio) == (0.4, 4, 0.0, 0.0)
@@ -99,13 +98,13 @@ def test_status_evaluation_holds_baseline_best_last_the_ratios_and_the_history()
 
 
 def test_the_history_keeps_the_last_twenty_evaluations() -> None:
-    d = run_through(spec(EVAL), *_evals(*[(i / 100, 0.5) for i in range(25)]))
+    d = run_through(intent(spec(EVAL), evidence_config_map="x-f-1"), *_evals(*[(i / 100, 0.5) for i in range(25)]))
     (aime,) = d.status.evaluation or []
     assert [p.rollout for p in aime.history] == [2 * i for i in range(5, 25)] and aime.baseline == 0.0
 
 
 def test_an_evaluation_with_mostly_none_rewards_is_a_warning_event_not_a_score() -> None:
-    d = run_through(spec(EVAL), *_evals((0.3, 0.1), (0.05, 0.2, 0.8)))
+    d = run_through(intent(spec(EVAL), evidence_config_map="x-f-1"), *_evals((0.3, 0.1), (0.05, 0.2, 0.8)))
     (aime,) = d.status.evaluation or []
     assert (aime.last, aime.not_scored_rollout, aime.none_reward_ratio, len(aime.history)) == (0.3, 2, 0.8, 1)
     assert [reason for reason, _ in d.alerts] == [Reason.EVAL_NOT_SCORED]
@@ -170,7 +169,7 @@ def _ended(export: bool, outputs: Outputs | None) -> tuple[Phase | None, str | N
     s = spec({"rollout": {"numRollout": 1}, "export": {"huggingface": export}})
     last = TrainerMetrics(rollout=0, raw_reward=0.5, repetition_frac=0.0)
     done = RunSummary(exit_code=0, last_rollout=0, rollouts=(last,), outputs=outputs)
-    d = run_through(s, observe(cluster=READY, job=job(JobState.SUCCEEDED), summary=done))
+    d = run_through(intent(s), at(cluster=READY, job=job(JobState.SUCCEEDED), summary=done))
     return d.status.phase, d.status.reason
 
 
@@ -198,7 +197,7 @@ def test_status_outputs_name_the_last_checkpoint_and_the_export() -> None:
         rollouts=(TrainerMetrics(rollout=0, raw_reward=0.5),),
         outputs=Outputs(0, "/c/iter_0000000", None, None),
     )
-    d = run_through(s, observe(cluster=READY, job=job(JobState.SUCCEEDED), summary=done))
+    d = run_through(intent(s), at(cluster=READY, job=job(JobState.SUCCEEDED), summary=done))
     assert d.status.outputs is not None and (
         d.status.outputs.checkpoint_iteration,
         d.status.outputs.checkpoint_path,
@@ -214,7 +213,7 @@ def test_evaluations_no_scrape_caught_take_their_place_from_the_end_of_run_summa
     readings = tuple(EvalReading("aime", r, score, 0.0, 0.0) for r, score in ((0, 0.3), (2, 0.45), (4, 0.35)))
     rollouts = tuple(TrainerMetrics(rollout=r, raw_reward=0.5) for r in range(5))
     done = RunSummary(exit_code=0, last_rollout=4, rollouts=rollouts, evals=readings)
-    end = observe(cluster=READY, job=job(JobState.SUCCEEDED), now=T0 + timedelta(seconds=9), summary=done)
-    (aime,) = run_through(s, scraped, end).status.evaluation or []
+    end = at(T0 + timedelta(seconds=9), cluster=READY, job=job(JobState.SUCCEEDED), summary=done)
+    (aime,) = run_through(intent(s), scraped, end).status.evaluation or []
     assert [(p.rollout, p.score) for p in aime.history] == [(0, 0.3), (2, 0.45), (4, 0.35)]
     assert (aime.baseline_rollout, aime.best, aime.best_rollout, aime.last, aime.last_rollout) == (0, 0.45, 2, 0.35, 4)

@@ -10,24 +10,19 @@ import pytest
 from grpo_operator.api.status import Phase, Reason
 from grpo_operator.status.decision import CaptureEvidence, StopJob
 from grpo_operator.status.lifecycle import decide
-from grpo_operator.status.observation import JobState
+from grpo_operator.status.observation import JobState, Seen
 
-from tests.status.runs import READY, SID, T0, healthy, job, observe, spec
-
-BUNDLE = "x-forensics-1"
+from tests.support.status import BUNDLE, READY, SID, T0, healthy, intent, job, spec
 
 
 def _stalled(action: str) -> object:
-    s = spec({"guards": {"stallTimeoutSeconds": 60, "startupGraceSeconds": 0, "action": action}})
-    seen = decide(None, observe(cluster=READY, job=job(JobState.RUNNING), metrics=healthy(3)), s)
-    later = observe(
-        now=T0 + timedelta(seconds=100),
-        cluster=READY,
-        job=job(JobState.RUNNING),
-        metrics=healthy(3),
+    s = intent(
+        spec({"guards": {"stallTimeoutSeconds": 60, "startupGraceSeconds": 0, "action": action}}),
         evidence_config_map=BUNDLE,
     )
-    return decide(seen.status, later, s)
+    running = Seen(cluster=READY, job=job(JobState.RUNNING), metrics=healthy(3))
+    first = decide(None, running, s, T0)
+    return decide(first.status, running, s, T0 + timedelta(seconds=100))
 
 
 def test_a_stall_under_stop_captures_the_evidence_before_it_stops_the_job() -> None:
@@ -49,16 +44,15 @@ def test_a_degenerate_stop_captures_too_and_the_terminal_run_keeps_the_list() ->
     s = spec({"guards": {"consecutiveRollouts": 1}})
     d = decide(
         None,
-        observe(
-            cluster=READY, job=job(JobState.RUNNING), metrics=healthy(3, repetition=0.9), evidence_config_map=BUNDLE
-        ),
-        s,
+        Seen(cluster=READY, job=job(JobState.RUNNING), metrics=healthy(3, repetition=0.9)),
+        intent(s, evidence_config_map=BUNDLE),
+        T0,
     )
     assert d.status.reason == Reason.DEGENERATE_OUTPUT and d.actions[-2:] == (
         CaptureEvidence(SID, BUNDLE, Reason.DEGENERATE_OUTPUT),
         StopJob(SID),
     )
-    after = decide(d.status, observe(cluster=READY, job=job(JobState.STOPPED)), s)
+    after = decide(d.status, Seen(cluster=READY, job=job(JobState.STOPPED)), intent(s), T0)
     assert after.status.forensics == d.status.forensics and not any(
         isinstance(a, CaptureEvidence) for a in after.actions
     )

@@ -11,17 +11,27 @@ from grpo_operator.api.status import EvidenceBundle, Phase, Reason
 from grpo_operator.status.decision import CaptureEvidence
 from grpo_operator.status.failures import fabric_lines
 from grpo_operator.status.lifecycle import decide
-from grpo_operator.status.observation import JobState
+from grpo_operator.status.observation import JobState, Seen
 
-from tests.status.runs import READY, SID, T0, healthy, job, observe, spec
-from tests.status.test_failures import CUDA_OOM
-from tests.status.test_forensics import BUNDLE, _again, _captures, _failed, _running
+from tests.support.status import (
+    BUNDLE,
+    CUDA_OOM,
+    READY,
+    SID,
+    T0,
+    captures,
+    failed_with,
+    healthy,
+    intent,
+    job,
+    running_job,
+)
 
 R = Reason
 
 
 def test_a_failed_runs_message_says_what_failed_on_which_node_then_the_line_that_showed_it() -> None:
-    d = _failed(CUDA_OOM)
+    d = failed_with(CUDA_OOM)
     assert (d.status.phase, d.status.reason) == (Phase.FAILED, R.CUDA_OUT_OF_MEMORY)
     assert d.status.message is not None
     assert d.status.message.startswith(f"a GPU ran out of memory on node 10.0.1.8: {CUDA_OOM}")
@@ -51,24 +61,19 @@ def test_a_fabric_failures_own_line_is_kept_when_it_does_not_name_nccl() -> None
 
 def test_a_job_failing_when_status_forensics_is_full_keeps_the_list_and_captures_no_more() -> None:
     full = [EvidenceBundle(time="t", trigger="Stalled", submission_id=SID, config_map=f"b{i}") for i in range(16)]
-    s = spec()
-    running = decide(None, observe(cluster=READY, job=job(JobState.RUNNING), metrics=healthy(3)), s)
+    s = intent(evidence_config_map="x-forensics-17")
+    running = decide(None, Seen(cluster=READY, job=job(JobState.RUNNING), metrics=healthy(3)), s, T0)
     prev = running.status.model_copy(update={"forensics": full})
-    obs = observe(
-        now=T0 + timedelta(seconds=30),
-        cluster=READY,
-        job=job(JobState.FAILED, "exit code 1"),
-        evidence_config_map="x-forensics-17",
-    )
-    d = decide(prev, obs, s)
+    d = decide(prev, Seen(cluster=READY, job=job(JobState.FAILED, "exit code 1")), s, T0 + timedelta(seconds=30))
     assert d.status.phase is Phase.FAILED
-    assert _captures(d) == [] and d.status.forensics == full
+    assert captures(d) == [] and d.status.forensics == full
     assert R.EVIDENCE_CAPTURED not in [e.reason for e in d.events]
 
 
 def test_a_capture_request_before_the_runs_bundle_name_is_known_is_answered_with_an_event() -> None:
-    d = _again(_running().status, capture_request="now", evidence_config_map="")
-    assert _captures(d) == [] and d.status.forensics is None
+    want = intent(capture_request="now", evidence_config_map="")
+    d = decide(running_job().status, Seen(cluster=READY, job=job(JobState.RUNNING), metrics=healthy(3)), want, T0)
+    assert captures(d) == [] and d.status.forensics is None
     assert d.status.capture_handled == "now" and d.status.phase is Phase.RUNNING
     [skipped] = [e for e in d.events if e.reason == R.CAPTURE_SKIPPED]
     assert skipped.message == "grpo.dev/capture=now: nothing captured, the run's bundle name is not known yet"

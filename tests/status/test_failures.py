@@ -10,27 +10,11 @@ from grpo_operator.status.completion import job_failure
 from grpo_operator.status.failures import RETRYABLE, SIGNATURES, classify
 from grpo_operator.status.observation import JobState
 
-from tests.status.runs import READY, job, observe, run_through, spec
+from tests.support.status import CUDA_OOM, ECC, NODE_DEAD, READY, REMOTE_ERROR, WATCHDOG, at, intent, job, run_through
 
 R = Reason
-WATCHDOG = (
-    "(MegatronTrainRayActor pid=4711, ip=10.0.1.7) [rank3]:[E1201 10:00:00.000 ProcessGroupNCCL.cpp:632] [Rank 3]"
-    " Watchdog caught collective operation timeout: WorkNCCL(SeqNum=5012, OpType=ALLREDUCE, NumelIn=1048576,"
-    " NumelOut=1048576, Timeout(ms)=1800000) ran for 1800083 milliseconds before timing out."
-)
-CUDA_OOM = (
-    "(MegatronTrainRayActor pid=4712, ip=10.0.1.8) torch.OutOfMemoryError: CUDA out of memory. Tried to allocate"
-    " 2.00 GiB. GPU 0 has a total capacity of 139.81 GiB of which 1.06 GiB is free."
-)
-# torch >= 2.8 raises CUDA errors as torch.AcceleratorError with the runtime's cudaGetErrorString text.
-ECC = "(MegatronTrainRayActor pid=4714, ip=10.0.1.9) torch.AcceleratorError: CUDA error: uncorrectable ECC error encountered"
 ILLEGAL_ADDRESS = (
     "(MegatronTrainRayActor pid=4715, ip=10.0.1.9) RuntimeError: CUDA error: an illegal memory access was encountered"
-)
-# What the peers of a rank that died print (NCCL's ncclRemoteError, through torch's DistBackendError).
-REMOTE_ERROR = (
-    "(MegatronTrainRayActor pid={pid}, ip={ip}) torch.distributed.DistBackendError: NCCL error in:"
-    " ProcessGroupNCCL.cpp:3353, remote process exited or there was a network error, NCCL version 2.28.9"
 )
 
 # One real line per signature: (the line, the class, the node it names).
@@ -131,7 +115,7 @@ LINES = [
 ]
 
 
-@pytest.mark.parametrize(("line", "reason", "node"), LINES)
+@pytest.mark.parametrize(("line", "reason", "node"), LINES, ids=[f"{reason}: {line[:60]}" for line, reason, _ in LINES])
 def test_each_failure_class_is_recognized_from_its_real_line(line: str, reason: Reason, node: str | None) -> None:
     log = f"rollout 11: {{...}}\nsomething else\n{line}\nTraceback follows\n"
     found = classify(log)
@@ -233,7 +217,7 @@ def test_the_failure_file_and_the_preflight_still_come_first() -> None:
 
 def test_a_job_failure_with_an_nccl_timeout_line_ends_failed_with_that_class() -> None:
     message = f"Job entrypoint command failed with exit code 1, last available logs (truncated to 20,000 chars):\n{WATCHDOG}\nRuntimeError: boom"
-    d = run_through(spec(), observe(cluster=READY, job=job(JobState.FAILED, message)))
+    d = run_through(intent(), at(cluster=READY, job=job(JobState.FAILED, message)))
     assert (d.status.phase, d.status.reason) == (Phase.FAILED, "NCCLTimeout")
     assert d.status.message is not None
     assert d.status.message.startswith("rank 3 on node 10.0.1.7 waited 1800 s in ALLREDUCE: ")
@@ -242,7 +226,7 @@ def test_a_job_failure_with_an_nccl_timeout_line_ends_failed_with_that_class() -
 def test_the_whole_kept_log_tail_is_read_not_only_the_tail_ray_put_in_the_message() -> None:
     message = "Job entrypoint command failed with exit code 1, last available logs (truncated to 20,000 chars):\nboom"
     log_text = f"{CUDA_OOM}\n" + "filler\n" * 5000 + "boom\n"
-    d = run_through(spec(), observe(cluster=READY, job=job(JobState.FAILED, message), log_text=log_text))
+    d = run_through(intent(), at(cluster=READY, job=job(JobState.FAILED, message), log_text=log_text))
     assert d.status.reason == "CUDAOutOfMemory"
 
 
@@ -250,11 +234,6 @@ def _watchdog(pid: int, ip: str | None) -> str:
     where = f"pid={pid}, ip={ip}" if ip else f"pid={pid}"  # Ray leaves out ip= for a process on the driver's node
     return WATCHDOG.replace("pid=4711, ip=10.0.1.7", where)
 
-
-NODE_DEAD = (
-    "The node with node id: 5e1f and address: 10.0.1.8 and node name: 10.0.1.8 has been marked dead because"
-    " the detector has missed too many heartbeats from it."
-)
 
 # (the log's lines, the driver's node, the node blamed, why). Before, the node of the first matching line was blamed,
 # whoever printed it.

@@ -8,22 +8,22 @@ from datetime import timedelta
 from grpo_operator.api.status import ConditionType, Phase, Reason
 from grpo_operator.status.observation import JobState, RunSummary, TrainerMetrics
 
-from tests.status.runs import READY, T0, healthy, job, observe, run_through, spec
+from tests.support.status import READY, T0, at, healthy, intent, job, run_through, spec
 
 
 def test_rollouts_exactly_at_the_repetition_limit_keep_the_run_running() -> None:
     s = spec({"guards": {"maxRepetitionFrac": 0.5, "consecutiveRollouts": 2}})
     seen = [
-        observe(cluster=READY, job=job(JobState.RUNNING), now=T0 + timedelta(seconds=10 * i), metrics=healthy(i, 0.5))
+        at(T0 + timedelta(seconds=10 * i), cluster=READY, job=job(JobState.RUNNING), metrics=healthy(i, 0.5))
         for i in range(4)
     ]
-    d = run_through(s, *seen)
-    assert (d.status.phase, d.status.reason, d.status.repetition_streak) == (Phase.RUNNING, Reason.RUNNING, 0)
+    d = run_through(intent(s), *seen)
+    assert (d.status.phase, d.status.reason, d.status.guards.repetition_streak) == (Phase.RUNNING, Reason.RUNNING, 0)
 
 
 def _with_reward_at_the_floor(rollout: int) -> tuple[Phase | None, str | None]:
     s = spec({"guards": {"minReward": {"value": 0.1, "afterRollouts": 5}}})
-    d = run_through(s, observe(cluster=READY, job=job(JobState.RUNNING), metrics=healthy(rollout, reward=0.1)))
+    d = run_through(intent(s), at(cluster=READY, job=job(JobState.RUNNING), metrics=healthy(rollout, reward=0.1)))
     return d.status.phase, d.status.reason
 
 
@@ -35,10 +35,10 @@ def test_the_reward_floor_is_judged_from_the_rollout_that_completes_after_rollou
 def _idle_for(seconds: int) -> tuple[Phase | None, str | None]:
     s = spec({"guards": {"stallTimeoutSeconds": 60}})
     seen = [
-        observe(cluster=READY, job=job(JobState.RUNNING), now=T0 + timedelta(seconds=t), metrics=healthy(1))
+        at(T0 + timedelta(seconds=t), cluster=READY, job=job(JobState.RUNNING), metrics=healthy(1))
         for t in (0, seconds)
     ]
-    d = run_through(s, *seen)
+    d = run_through(intent(s), *seen)
     return d.status.phase, d.status.reason
 
 
@@ -50,22 +50,22 @@ def test_a_run_stalls_only_once_it_has_made_no_progress_for_longer_than_the_stal
 def test_rollouts_the_scrapes_already_counted_are_not_counted_again_from_the_end_of_run_summary() -> None:
     s = spec({"rollout": {"numRollout": 2}, "guards": {"maxRepetitionFrac": 0.5, "consecutiveRollouts": 3}})
     scraped = [
-        observe(cluster=READY, job=job(JobState.RUNNING), now=T0 + timedelta(seconds=10 * i), metrics=healthy(i, 0.6))
+        at(T0 + timedelta(seconds=10 * i), cluster=READY, job=job(JobState.RUNNING), metrics=healthy(i, 0.6))
         for i in range(2)
     ]
     summary = RunSummary(exit_code=0, last_rollout=1, rollouts=(healthy(0, 0.6), healthy(1, 0.6)))
-    end = observe(cluster=READY, job=job(JobState.SUCCEEDED), now=T0 + timedelta(seconds=30), summary=summary)
-    d = run_through(s, *scraped, end)
+    end = at(T0 + timedelta(seconds=30), cluster=READY, job=job(JobState.SUCCEEDED), summary=summary)
+    d = run_through(intent(s), *scraped, end)
     assert (d.status.phase, d.status.reason) == (Phase.SUCCEEDED, Reason.SUCCEEDED)
 
 
 def _scrape_failing_for(seconds: int) -> tuple[str, str]:
     s = spec({"guards": {"stallTimeoutSeconds": 60}})
     seen = [
-        observe(cluster=READY, job=job(JobState.RUNNING), now=T0 + timedelta(seconds=t), metrics_error="refused")
+        at(T0 + timedelta(seconds=t), cluster=READY, job=job(JobState.RUNNING), metrics_error="refused")
         for t in (0, seconds)
     ]
-    d = run_through(s, *seen)
+    d = run_through(intent(s), *seen)
     c = next(c for c in d.status.conditions if c.type == ConditionType.METRICS_AVAILABLE)
     return c.status, c.reason
 
@@ -78,14 +78,13 @@ def test_a_failing_scrape_becomes_an_outage_only_past_the_stall_timeout() -> Non
 def test_a_stall_warned_about_stays_unhealthy_once_the_job_fails_without_a_summary() -> None:
     s = spec({"guards": {"stallTimeoutSeconds": 60, "action": "Warn"}})
     seen = [
-        observe(cluster=READY, job=job(JobState.RUNNING), now=T0 + timedelta(seconds=t), metrics=healthy(1))
-        for t in (0, 61)
+        at(T0 + timedelta(seconds=t), cluster=READY, job=job(JobState.RUNNING), metrics=healthy(1)) for t in (0, 61)
     ]
-    stalled = run_through(s, *seen)
+    stalled = run_through(intent(s), *seen)
     assert (stalled.status.phase, stalled.status.reason) == (Phase.RUNNING, Reason.STALLED)
     failed = run_through(
-        s,
-        observe(cluster=READY, job=job(JobState.FAILED, "killed"), now=T0 + timedelta(seconds=90)),
+        intent(s),
+        at(T0 + timedelta(seconds=90), cluster=READY, job=job(JobState.FAILED, "killed")),
         prev=stalled.status,
     )
     c = next(c for c in failed.status.conditions if c.type == ConditionType.HEALTHY)
@@ -93,13 +92,13 @@ def test_a_stall_warned_about_stays_unhealthy_once_the_job_fails_without_a_summa
 
 
 def test_a_trainer_that_has_logged_no_rollout_yet_is_not_yet_judged_healthy() -> None:
-    d = run_through(spec(), observe(cluster=READY, job=job(JobState.RUNNING), metrics=TrainerMetrics()))
+    d = run_through(intent(), at(cluster=READY, job=job(JobState.RUNNING), metrics=TrainerMetrics()))
     c = next(c for c in d.status.conditions if c.type == ConditionType.HEALTHY)
     assert (c.status, c.reason) == ("Unknown", Reason.NO_METRICS)
 
 
 def test_a_run_the_guard_stopped_is_complete_with_the_guards_reason() -> None:
     s = spec({"guards": {"minReward": {"value": 0.1, "afterRollouts": 1}}})
-    d = run_through(s, observe(cluster=READY, job=job(JobState.RUNNING), metrics=healthy(3, reward=0.0)))
+    d = run_through(intent(s), at(cluster=READY, job=job(JobState.RUNNING), metrics=healthy(3, reward=0.0)))
     c = next(c for c in d.status.conditions if c.type == ConditionType.COMPLETE)
     assert (c.status, c.reason) == ("True", Reason.DEGENERATE_OUTPUT)

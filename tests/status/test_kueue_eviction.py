@@ -5,7 +5,6 @@ would end miles first. Once the pods are gone (or their grace has run out) a job
 
 from __future__ import annotations
 
-from dataclasses import replace
 from datetime import timedelta
 
 import pytest
@@ -13,7 +12,7 @@ from grpo_operator.api.status import Phase, Reason
 from grpo_operator.status.decision import StopJob
 from grpo_operator.status.observation import ClusterObservation, GpuObservation, JobState, KueueEviction
 
-from tests.status.runs import READY, T0, healthy, job, observe, run_through, spec
+from tests.support.status import READY, T0, at, healthy, intent, job, run_through
 
 GRACE = 300
 
@@ -27,8 +26,8 @@ def evicted(reason: str, message: str = "") -> KueueEviction:
 
 
 RUNNING = (
-    observe(cluster=READY),
-    observe(cluster=READY, job=job(JobState.RUNNING), metrics=healthy(3)),
+    at(cluster=READY),
+    at(cluster=READY, job=job(JobState.RUNNING), metrics=healthy(3)),
 )
 
 
@@ -98,7 +97,7 @@ RUNNING = (
 def test_each_kueue_eviction_is_its_own_reason_in_kueues_words(
     found: KueueEviction | None, reason: Reason, says: str, resumes: str
 ) -> None:
-    d = run_through(spec(), *RUNNING, observe(cluster=queued(found), gpus=GpuObservation(0)))
+    d = run_through(intent(), *RUNNING, at(cluster=queued(found), gpus=GpuObservation(0)))
     assert (d.status.phase, d.status.reason) == (Phase.SUSPENDED, reason)
     message = d.status.message or ""
     assert says in message and resumes in message, message
@@ -114,8 +113,8 @@ def test_each_kueue_eviction_is_its_own_reason_in_kueues_words(
 
 def test_a_deactivated_run_stays_deactivated_on_later_reconciles_and_never_claims_it_resumes_by_itself() -> None:
     off = queued(evicted("Deactivated", "The workload is deactivated"))
-    first = run_through(spec(), *RUNNING, observe(cluster=off, gpus=GpuObservation(0)))
-    later = run_through(spec(), observe(cluster=off, gpus=GpuObservation(0)), prev=first.status)
+    first = run_through(intent(), *RUNNING, at(cluster=off, gpus=GpuObservation(0)))
+    later = run_through(intent(), at(cluster=off, gpus=GpuObservation(0)), prev=first.status)
     assert (later.status.phase, later.status.reason) == (Phase.SUSPENDED, Reason.DEACTIVATED)
 
 
@@ -141,8 +140,8 @@ def test_no_stop_while_the_ray_pods_kuberay_deletes_still_have_grace_to_save_in(
     are asking miles for a checkpoint. The repro of the review: a Running run, then the queued cluster, the job
     RUNNING and the GPU pods stopped by deletion: the decision held StopJob."""
     now = STOPPED_AT + timedelta(seconds=seconds_after)
-    seen = observe(now=now, cluster=PREEMPTED, job=job(JobState.RUNNING), gpus=gpus)
-    d = run_through(spec(), *(replace(o, now=T0) for o in RUNNING), seen)
+    seen = at(now, cluster=PREEMPTED, job=job(JobState.RUNNING), gpus=gpus)
+    d = run_through(intent(), *(o._replace(now=T0) for o in RUNNING), seen)
     assert (d.status.phase, d.status.reason) == (Phase.SUSPENDED, Reason.PREEMPTED)
     assert (StopJob("grpo-x-1") in d.actions) is stops, d.actions
     assert ("save a checkpoint before they go" in (d.status.message or "")) is not stops, d.status.message
@@ -162,19 +161,17 @@ def test_the_evicted_attempts_job_is_stopped_on_a_later_reconcile_once_its_pods_
     is the next attempt's, so the evicted attempt's job is looked up by its own id (status.accounting's last
     attempt) and stopped once its pods are gone: a job left running would outlive its pods on a head that stays."""
     first = run_through(
-        spec(),
-        *(replace(o, now=T0) for o in RUNNING),
-        observe(
-            now=STOPPED_AT,
+        intent(),
+        *(o._replace(now=T0) for o in RUNNING),
+        at(
+            STOPPED_AT,
             cluster=PREEMPTED,
             job=job(JobState.RUNNING),
             gpus=GpuObservation(8, T0, GRACE, "Deleted", STOPPED_AT),
         ),
     )
     assert not first.has(StopJob)
-    later = observe(
-        now=STOPPED_AT + timedelta(seconds=30), cluster=PREEMPTED, gpus=gpus, evicted_job=job(JobState.RUNNING)
-    )
-    d = run_through(spec(), later, prev=first.status)
+    later = at(STOPPED_AT + timedelta(seconds=30), cluster=PREEMPTED, gpus=gpus, evicted_job=job(JobState.RUNNING))
+    d = run_through(intent(), later, prev=first.status)
     assert (d.status.phase, d.status.reason) == (Phase.SUSPENDED, Reason.PREEMPTED)
     assert (StopJob("grpo-x-1") in d.actions) is stops, d.actions

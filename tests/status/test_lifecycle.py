@@ -14,10 +14,11 @@ from grpo_operator.status.decision import (
     StopJob,
     Submit,
 )
-from grpo_operator.status.lifecycle import decide, on_delete
-from grpo_operator.status.observation import JobState, Observation, RunSummary
+from grpo_operator.status.intent import NoPlan
+from grpo_operator.status.lifecycle import decide, on_delete, unplanned
+from grpo_operator.status.observation import JobState, RunSummary, Seen
 
-from tests.status.runs import READY, healthy, job, observe, spec
+from tests.support.status import READY, T0, healthy, intent, job, spec
 
 LOGS = RunLogs(config_map="x-job-logs", key="log", submission_id="grpo-x-1", bytes=3, truncated=False)
 DONE = RunSummary(exit_code=0, last_rollout=99, rollouts=(healthy(99),))
@@ -29,42 +30,60 @@ LOW = {"guards": {"minReward": {"value": 0.1, "afterRollouts": 1}}}
 @pytest.mark.parametrize(
     ("patch", "seen", "phase", "reason", "actions"),
     [
-        ({}, observe(token_secret=False), Phase.PENDING, Reason.PROVISIONING, (CreateTokenSecret(), ApplyChildren())),
-        ({}, observe(cluster=READY), Phase.PROVISIONING, Reason.SUBMITTING, (ApplyChildren(), Submit("grpo-x-1"))),
-        (
+        pytest.param(
             {},
-            observe(cluster=READY, job=RUNNING, metrics=healthy(4)),
+            Seen(token_secret=False),
+            Phase.PENDING,
+            Reason.PROVISIONING,
+            (CreateTokenSecret(), ApplyChildren()),
+            id="a run without its token Secret makes it before any child",
+        ),
+        pytest.param(
+            {},
+            Seen(cluster=READY),
+            Phase.PROVISIONING,
+            Reason.SUBMITTING,
+            (ApplyChildren(), Submit("grpo-x-1")),
+            id="a ready cluster gets the job submitted",
+        ),
+        pytest.param(
+            {},
+            Seen(cluster=READY, job=RUNNING, metrics=healthy(4)),
             Phase.RUNNING,
             Reason.RUNNING,
             (ApplyChildren(),),
+            id="a running job keeps its children in place",
         ),
-        (
-            S,
-            observe(suspend=True, cluster=READY, job=RUNNING),
+        pytest.param(
+            {**S, "suspend": True},
+            Seen(cluster=READY, job=RUNNING),
             Phase.SUSPENDED,
             Reason.SUSPENDED,
             (StopJob("grpo-x-1"), DeleteRayCluster()),
+            id="a suspend stops the job and deletes the cluster",
         ),
-        (
+        pytest.param(
             LOW,
-            observe(cluster=READY, job=RUNNING, metrics=healthy(4, reward=0.0)),
+            Seen(cluster=READY, job=RUNNING, metrics=healthy(4, reward=0.0)),
             Phase.FAILED,
             Reason.DEGENERATE_OUTPUT,
             (ApplyChildren(), StopJob("grpo-x-1")),
+            id="a tripped guard stops the job",
         ),
-        (
+        pytest.param(
             {},
-            observe(cluster=READY, job=job(JobState.SUCCEEDED), summary=DONE, logs=LOGS),
+            Seen(cluster=READY, job=job(JobState.SUCCEEDED), summary=DONE, logs=LOGS),
             Phase.SUCCEEDED,
             Reason.SUCCEEDED,
             (ApplyChildren(), KeepLogs("grpo-x-1")),
+            id="a verified success keeps the job's log tail",
         ),
     ],
 )
 def test_the_decision_lists_every_action_in_order(
-    patch: dict[str, object], seen: Observation, phase: Phase, reason: Reason, actions: tuple[Action, ...]
+    patch: dict[str, object], seen: Seen, phase: Phase, reason: Reason, actions: tuple[Action, ...]
 ) -> None:
-    d = decide(None, seen, spec(patch))
+    d = decide(None, seen, intent(spec(patch)), T0)
     assert (d.status.phase, d.status.reason, d.actions) == (phase, reason, actions)
 
 
@@ -78,5 +97,5 @@ def test_deleting_a_run_stops_its_active_job_and_nothing_else() -> None:
 
 
 def test_an_invalid_spec_takes_no_action_not_even_the_token_secret() -> None:
-    d = decide(None, observe(problems=("spec.x: bad",), token_secret=False), None)
+    d = unplanned(None, NoPlan(1, problems=("spec.x: bad",)), T0)
     assert d.actions == () and d.status.reason == Reason.INVALID_SPEC

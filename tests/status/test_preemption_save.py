@@ -13,19 +13,16 @@ from grpo_operator.api.status import AttemptAccount, Phase, Reason, RunPlan, Sav
 from grpo_operator.cli.loading import parse_run
 from grpo_operator.planning.plan import make_plan
 from grpo_operator.status.decision import Decision, Event
-from grpo_operator.status.lifecycle import decide
 from grpo_operator.status.observation import (
     ClusterObservation,
     GpuObservation,
     JobObservation,
     JobState,
-    Observation,
     Resume,
 )
 
-from tests.status.runs import PREEMPTED_BY_KUEUE, READY, T0, healthy, job, observe, spec
-from tests.status.test_accounting import through
 from tests.support.builders import base, merge
+from tests.support.status import PREEMPTED_BY_KUEUE, READY, T0, Moment, healthy, job, live, spec
 
 SPEC = spec({"rollout": {"numRollout": 40}, "storage": {"checkpointOnSuspend": False}})
 QUEUED = ClusterObservation(ready=False, message="waiting for Kueue", queue="team-a")
@@ -38,11 +35,11 @@ GRACE = PLAN.preemption_grace.seconds - 100
 HELD, NONE = GpuObservation(8, T0, GRACE), GpuObservation(0, None)
 
 
-def at(minute: float, n: int, **kw: object) -> Observation:
-    return observe(now=T0 + timedelta(minutes=minute), created=T0, submission_id=f"grpo-x-{n}", plan=PLAN, **kw)
+def at(minute: float, n: int, **kw: object) -> Moment:
+    return Moment(now=T0 + timedelta(minutes=minute), created=T0, submission_id=f"grpo-x-{n}", plan=PLAN, **kw)  # type: ignore[arg-type]
 
 
-def running(minute: float, n: int, rollout: int, resumed: int | None = None) -> Observation:
+def running(minute: float, n: int, rollout: int, resumed: int | None = None) -> Moment:
     """Attempt `n` running at `rollout`; `resumed`: its launcher's GRPO_RESUME line read now (-1: from nothing)."""
     state = job(JobState.RUNNING, submission_id=f"grpo-x-{n}")
     line = None if resumed is None else Resume(None if resumed < 0 else resumed, True)
@@ -80,7 +77,7 @@ def life(
     ]
     start = 6 if deleting == "before" else 5
     observations[start:] = [replace(obs, plan=plan_after) for obs in observations[start:]]
-    return through(observations, run_spec=SPEC)
+    return live(observations, run_spec=SPEC)
 
 
 def first_attempt(decisions: list[Decision]) -> AttemptAccount:
@@ -98,7 +95,7 @@ def save_events(decisions: list[Decision]) -> list[Event]:
     ("last", "first", "gone", "suspend", "outcome", "rollout", "seconds", "message"),
     [
         # the hook's save after rollout 7 reached the tracker before the pods went: resumed at 8, nothing lost
-        (
+        pytest.param(
             7,
             8,
             0.7,
@@ -107,9 +104,10 @@ def save_events(decisions: list[Decision]) -> list[Event]:
             7,
             42,
             "attempt 1 saved rollout 7 in 42 s before preemption: attempt 2 resumed at rollout 8",
+            id="the hook's save reached the tracker before the pods went",
         ),
         # the job ran on past the last rollout the operator saw, and saved there
-        (
+        pytest.param(
             7,
             10,
             2,
@@ -118,9 +116,10 @@ def save_events(decisions: list[Decision]) -> list[Event]:
             9,
             120,
             "attempt 1 saved rollout 9 in 120 s before preemption: attempt 2 resumed at rollout 10",
+            id="the job ran on past the last rollout seen and saved there",
         ),
         # no save: the next attempt loads the periodic checkpoint 5, rollouts 6 and 7 are redone
-        (
+        pytest.param(
             7,
             6,
             10,
@@ -131,9 +130,10 @@ def save_events(decisions: list[Decision]) -> list[Event]:
             f"attempt 1 made no checkpoint after rollout 7 before "
             f"preemption (its pods went after 600 s, grace {GRACE} s): attempt 2 resumed from rollout 6, 2 rollout(s) "
             "lost",
+            id="no save: the periodic checkpoint is loaded and rollouts redone",
         ),
         # no checkpoint at all: resumed from the start
-        (
+        pytest.param(
             3,
             0,
             0,
@@ -144,9 +144,10 @@ def save_events(decisions: list[Decision]) -> list[Event]:
             f"attempt 1 made no checkpoint after rollout 3 before "
             f"preemption (its pods went after 0 s, grace {GRACE} s): attempt 2 resumed from rollout 0, 4 rollout(s) "
             "lost",
+            id="no checkpoint at all: resumed from the start",
         ),
         # spec.suspend shares the path
-        (
+        pytest.param(
             7,
             8,
             1,
@@ -155,6 +156,7 @@ def save_events(decisions: list[Decision]) -> list[Event]:
             7,
             60,
             "attempt 1 saved rollout 7 in 60 s before suspending: attempt 2 resumed at rollout 8",
+            id="a suspend shares the path",
         ),
     ],
 )
@@ -194,7 +196,7 @@ def test_nothing_is_said_about_the_save_until_the_next_attempt_shows_which_check
 def test_a_later_reconcile_does_not_repeat_the_event_or_change_the_record() -> None:
     decisions = life(7, 6, 10)
     prev = decisions[-1].status
-    again = decide(prev, running(55, 2, 7, resumed=6), SPEC)
+    again = live([running(55, 2, 7, resumed=6)], prev, SPEC)[-1]
     assert save_events([again]) == []
     assert again.status.accounting is not None and prev.accounting is not None
     assert again.status.accounting.attempts[0].save == prev.accounting.attempts[0].save
@@ -204,7 +206,7 @@ def test_rollout_times_are_sampled_from_the_advances_observed_per_attempt() -> N
     # attempt 1: rollout 0 at 10, 7 at 20 -> 600 s / 7 rollouts = 86 s (rounded up)
     decisions = life(7, 8, 1)
     decisions.append(
-        decide(decisions[-1].status, running(54, 2, 10, resumed=9), SPEC)
+        live([running(54, 2, 10, resumed=9)], decisions[-1].status, SPEC)[-1]
     )  # 8 at 50 -> 10 at 54: 120 s each
     accounting = decisions[-1].status.accounting
     assert accounting is not None
@@ -249,7 +251,7 @@ def stopped_life(
         running(45, 2, first, resumed=first - 1),
     ]
     observations[-1] = replace(observations[-1], gpus=later)
-    decisions = through(observations, run_spec=RECOVERING)
+    decisions = live(observations, run_spec=RECOVERING)
     assert decisions[-1].status.attempt == 2, decisions[-1].status
     return decisions
 
@@ -258,24 +260,26 @@ def stopped_life(
     ("stopped_by", "last", "first", "gone", "outcome", "message"),
     [
         # a drain: the hook's save after rollout 7 reached the tracker before the pod went, 38 s after the eviction
-        (
+        pytest.param(
             "EvictionByEvictionAPI",
             7,
             8,
             38,
             SaveOutcome.SAVED,
             "attempt 1 saved rollout 7 in 38 s before eviction: attempt 2 resumed at rollout 8",
+            id="a drain's eviction saved before the pod went",
         ),
-        (
+        pytest.param(
             "PreemptionByScheduler",
             7,
             9,
             50,
             SaveOutcome.SAVED,
             "attempt 1 saved rollout 8 in 50 s before preemption by the scheduler: attempt 2 resumed at rollout 9",
+            id="a scheduler's preemption saved before the pod went",
         ),
         # `kubectl delete pod`, and the hook's wait ran out: resumed from the start
-        (
+        pytest.param(
             "Deleted",
             7,
             0,
@@ -283,6 +287,7 @@ def stopped_life(
             SaveOutcome.NOT_SAVED,
             f"attempt 1 made no checkpoint after rollout 7 before deletion (its pods went after {GRACE} s, grace "
             f"{GRACE} s): attempt 2 resumed from rollout 0, 8 rollout(s) lost",
+            id="a kubectl delete whose hook ran out of time saved nothing",
         ),
     ],
 )
@@ -332,7 +337,7 @@ def test_a_pod_of_the_attempt_before_still_stopping_is_not_the_next_attempts_sto
     assert a1.stopped_by == "EvictionByEvictionAPI" and a2.stopped_by is None
 
 
-def until_stopped(last: int, stopped_by: str) -> tuple[list[Observation], GpuObservation, JobObservation]:
+def until_stopped(last: int, stopped_by: str) -> tuple[list[Moment], GpuObservation, JobObservation]:
     """Attempt 1 from its start to rollout `last` at 20; its worker pod as seen stopping (`stopped_by`, since
     20:25); its job as Ray says once that pod's Ray stopped."""
     stopping = GpuObservation(8, T0, GRACE, stopped_by, T0 + timedelta(minutes=20, seconds=25))
@@ -358,7 +363,7 @@ def test_a_stopped_pod_still_going_when_its_failure_restarts_the_run_is_timed_un
         at(40, 2, cluster=READY, gpus=HELD),
         running(45, 2, 8, resumed=7),
     ]
-    decisions = through(observations, run_spec=RECOVERING)
+    decisions = live(observations, run_spec=RECOVERING)
     assert decisions[5].status.reason == Reason.RESTARTING
     a1 = first_attempt(decisions)
     assert (a1.ended, a1.stopped_by, a1.pods_gone_seconds) == ("2026-11-30T12:21:00Z", "Deleted", 95)
@@ -379,7 +384,7 @@ def test_rollouts_miles_finishes_after_the_save_it_was_asked_for_are_lost_and_th
         at(40, 2, cluster=READY, gpus=HELD),
         running(45, 2, 8, resumed=7),
     ]
-    decisions = through(observations, run_spec=RECOVERING)
+    decisions = live(observations, run_spec=RECOVERING)
     a1 = first_attempt(decisions)
     assert (a1.stop_rollout, a1.last_rollout, a1.rollouts_lost) == (6, 8, 1)
     assert a1.save is not None and (a1.save.outcome, a1.save.rollout) == (SaveOutcome.SAVED, 7)
@@ -389,7 +394,7 @@ def test_rollouts_miles_finishes_after_the_save_it_was_asked_for_are_lost_and_th
     assert lost == ["attempt 1 lost 1 rollout(s): attempt 2 resumed at rollout 8, after the checkpoint it loaded"]
     # A checkpoint from before what was seen at the stop is no save: the hook's wait ran out.
     observations[-1] = running(45, 2, 6, resumed=5)
-    decisions = through(observations, run_spec=RECOVERING)
+    decisions = live(observations, run_spec=RECOVERING)
     a1 = first_attempt(decisions)
     assert a1.save is not None and (a1.save.outcome, a1.save.rollout) == (SaveOutcome.NOT_SAVED, 5)
     [event] = save_events(decisions)
@@ -403,7 +408,7 @@ def test_rollouts_miles_finishes_after_the_save_it_was_asked_for_are_lost_and_th
         ),
         running(45, 2, 6),
     ]
-    [event] = save_events(through(observations, run_spec=RECOVERING))
+    [event] = save_events(live(observations, run_spec=RECOVERING))
     assert event.message.endswith("attempt 2 resumed from rollout 6, 3 rollout(s) lost"), event.message
 
 
@@ -426,7 +431,7 @@ def test_a_suspend_that_asked_for_a_checkpoint_is_saved_though_it_stopped_a_roll
         at(45, 2, cluster=READY, gpus=HELD),
         running(50, 2, 7, resumed=6),
     ]
-    decisions = through(observations, run_spec=asking)
+    decisions = live(observations, run_spec=asking)
     assert decisions[7].status.phase is Phase.SUSPENDED, decisions[7].status
     a1 = first_attempt(decisions)
     assert (a1.stop_rollout, a1.last_rollout, a1.rollouts_lost) == (5, 7, 1)

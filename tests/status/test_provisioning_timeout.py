@@ -14,12 +14,10 @@ from grpo_operator.cli.loading import parse_run
 from grpo_operator.planning.plan import make_plan
 from grpo_operator.status.decision import Decision, DeleteRayCluster, Submit
 from grpo_operator.status.lifecycle import decide
-from grpo_operator.status.observation import ClusterObservation
+from grpo_operator.status.observation import ClusterObservation, Seen
 
-from tests.status.runs import T0, cond, observe, spec
-from tests.status.test_failures import ECC, WATCHDOG
-from tests.status.test_recovery import WORKERS, _running_then_failing
 from tests.support.builders import base, merge
+from tests.support.status import ECC, T0, WATCHDOG, WORKERS, cond, intent, running_then_failing, spec
 
 R = Reason
 RUN, _ = parse_run(merge(base(), {}))
@@ -36,8 +34,7 @@ UNSCHEDULABLE = ClusterObservation(ready=False, message=f"pod x-ray-gpu-worker-a
 
 def _waited(s: Any, since: datetime, seconds: int, prev: GRPORunStatus | None = None, **kw: Any) -> Decision:
     kw.setdefault("cluster", UNSCHEDULABLE)
-    obs = observe(now=since + timedelta(seconds=seconds), plan=PLAN, unschedulable_since=since, **kw)
-    return decide(prev, obs, s)
+    return decide(prev, Seen(unschedulable_since=since, **kw), intent(s, plan=PLAN), since + timedelta(seconds=seconds))
 
 
 # (spec.recovery, seconds the pod has waited unschedulable, the run's phase and reason). Before, nothing bounded the
@@ -75,7 +72,7 @@ def test_the_timeout_gives_the_gpus_back_and_says_which_pod_could_not_be_schedul
 
 def test_a_node_kept_off_that_the_pool_cannot_spare_is_let_back_then_a_pod_still_stuck_ends_the_run() -> None:
     s = spec({"recovery": {"maxRestarts": 1}})
-    _, restarting = _running_then_failing(s, f"{ECC}\n{WATCHDOG}", worker_nodes=WORKERS)
+    _, restarting = running_then_failing(s, f"{ECC}\n{WATCHDOG}", worker_nodes=WORKERS)
     assert restarting.status.avoided_nodes == ["node-c"] and restarting.status.restarts == 1
     remade = T0 + timedelta(seconds=40)  # the RayCluster made again without node-c: a worker has nowhere to go
     lifted = _waited(s, remade, 2040, restarting.status)
@@ -90,7 +87,7 @@ def test_a_node_kept_off_that_the_pool_cannot_spare_is_let_back_then_a_pod_still
     assert [e.reason for e in lifted.events if e.reason == R.RESTARTED] == [R.RESTARTED]
     # while the old RayCluster goes its pods are not judged (edges/childstate.py unschedulable_since says None)
     deleting = ClusterObservation(ready=False, message="the RayCluster is being deleted; it is made again next")
-    going = decide(lifted.status, observe(now=remade + timedelta(seconds=2050), plan=PLAN, cluster=deleting), s)
+    going = decide(lifted.status, Seen(cluster=deleting), intent(s, plan=PLAN), remade + timedelta(seconds=2050))
     assert (going.status.phase, going.status.reason) == (Phase.PROVISIONING, R.PROVISIONING)
     # the new one cannot schedule either: nothing is kept off any more, so the run gives its GPUs back and ends
     again = remade + timedelta(seconds=2060)

@@ -8,48 +8,36 @@ from dataclasses import replace
 from datetime import timedelta
 
 import pytest
-from grpo_operator.api.status import ConditionType, GRPORunStatus, Phase, Reason
-from grpo_operator.render import names
+from grpo_operator.api.status import ConditionType, Phase, Reason
 from grpo_operator.status.decision import Decision, DeleteRayCluster, KeepLogs, StopJob, Submit
-from grpo_operator.status.lifecycle import decide
 from grpo_operator.status.observation import Failure, GpuObservation, JobState, RunSummary
 
-from tests.status.runs import READY, T0, cond, healthy, job, observe, spec
-from tests.status.test_completion import LOGS
-from tests.status.test_failures import CUDA_OOM, ECC, NODE_DEAD, REMOTE_ERROR, WATCHDOG
+from tests.support.status import (
+    CUDA_OOM,
+    ECC,
+    FABRIC,
+    FAILED_WITH,
+    LOGS,
+    NODE_DEAD,
+    REMOTE_ERROR,
+    T0,
+    WATCHDOG,
+    WORKERS,
+    attempt_sid,
+    attempt_step,
+    cond,
+    healthy,
+    job,
+    running_then_failing,
+    spec,
+)
 
 R = Reason
-FAILED_WITH = "Job entrypoint command failed with exit code 1, last available logs (truncated to 20,000 chars):\n"
-FABRIC = (
-    "torch.distributed.DistBackendError: NCCL error in: x.cpp:1, remote process exited or there was a network error"
-)
-UID = "0123456789abcdef"
-
-
-def _sid(prev: GRPORunStatus | None) -> str:
-    return names.submission_id("x", UID, 1, prev)
-
-
-def _step(prev: GRPORunStatus | None, s: object, at: int, **kw: object) -> Decision:
-    kw.setdefault("cluster", READY)
-    d = decide(prev, observe(now=T0 + timedelta(seconds=at), submission_id=_sid(prev), **kw), s)  # type: ignore[arg-type]
-    return d
-
-
-def _running_then_failing(s: object, line: str, **kw: object) -> tuple[Decision, Decision]:
-    submitted = _step(None, s, 0)
-    running = _step(
-        submitted.status, s, 10, job=job(JobState.RUNNING, submission_id=_sid(submitted.status)), metrics=healthy(3)
-    )
-    sid = running.status.job_submission_id
-    assert sid is not None
-    failed = _step(running.status, s, 20, job=job(JobState.FAILED, FAILED_WITH + line, submission_id=sid), **kw)
-    return running, failed
 
 
 def test_a_fabric_class_failure_restarts_once_from_the_checkpoint_as_attempt_2_and_a_second_one_ends_failed() -> None:
     s = spec({"recovery": {"maxRestarts": 1}})
-    running, restarting = _running_then_failing(s, WATCHDOG, logs=LOGS)
+    running, restarting = running_then_failing(s, WATCHDOG, logs=LOGS)
     first = running.status.job_submission_id
     assert (restarting.status.phase, restarting.status.reason) == (Phase.PROVISIONING, R.RESTARTING)
     assert restarting.status.restarts == 1 and restarting.status.job_submission_id is None
@@ -61,13 +49,13 @@ def test_a_fabric_class_failure_restarts_once_from_the_checkpoint_as_attempt_2_a
     assert [e.reason for e in restarting.events] == [R.LOGS_KEPT, R.RESTARTED, R.ATTEMPT_ENDED]
 
     # the next reconcile submits the next attempt into the same RayCluster: a new id, attempt 2
-    resubmit = _step(restarting.status, s, 30)
+    resubmit = attempt_step(restarting.status, s, 30)
     [submit] = [a for a in resubmit.actions if isinstance(a, Submit)]
     assert submit.submission_id != first and submit.submission_id.endswith("-a2")
     assert resubmit.status.attempt == 2 and resubmit.status.restarts == 1
-    again = _step(resubmit.status, s, 40, job=job(JobState.RUNNING, submission_id=submit.submission_id))
+    again = attempt_step(resubmit.status, s, 40, job=job(JobState.RUNNING, submission_id=submit.submission_id))
     assert again.status.phase is Phase.RUNNING and again.status.attempt == 2
-    failed = _step(
+    failed = attempt_step(
         again.status, s, 50, job=job(JobState.FAILED, FAILED_WITH + FABRIC, submission_id=submit.submission_id)
     )
     assert (failed.status.phase, failed.status.reason) == (Phase.FAILED, R.FABRIC_ERROR)
@@ -76,7 +64,7 @@ def test_a_fabric_class_failure_restarts_once_from_the_checkpoint_as_attempt_2_a
 
 
 def test_without_recovery_a_fabric_failure_ends_failed() -> None:
-    _, failed = _running_then_failing(spec(), WATCHDOG)
+    _, failed = running_then_failing(spec(), WATCHDOG)
     assert (failed.status.phase, failed.status.reason) == (Phase.FAILED, R.NCCL_TIMEOUT)
     assert failed.status.restarts is None
 
@@ -84,50 +72,67 @@ def test_without_recovery_a_fabric_failure_ends_failed() -> None:
 @pytest.mark.parametrize(
     ("line", "summary", "reason"),
     [
-        (CUDA_OOM, None, R.CUDA_OUT_OF_MEMORY),
-        ("FileNotFoundError: Prompt dataset path '/data/x.jsonl' does not exist.", None, R.INPUT_ERROR),
-        ("OSError: [Errno 28] No space left on device", None, R.CHECKPOINT_WRITE_FAILED),
-        ("preflight failed: /fsx not mounted", None, R.PREFLIGHT_FAILED),
-        ("RuntimeError: boom", None, R.JOB_FAILED),
-        (WATCHDOG, RunSummary(exit_code=1, failure=Failure("RewardServiceFailed", "gave up")), "RewardServiceFailed"),
+        pytest.param(CUDA_OOM, None, R.CUDA_OUT_OF_MEMORY, id="a GPU out of memory is not retried"),
+        pytest.param(
+            "FileNotFoundError: Prompt dataset path '/data/x.jsonl' does not exist.",
+            None,
+            R.INPUT_ERROR,
+            id="a missing input is not retried",
+        ),
+        pytest.param(
+            "OSError: [Errno 28] No space left on device",
+            None,
+            R.CHECKPOINT_WRITE_FAILED,
+            id="a full disk is not retried",
+        ),
+        pytest.param(
+            "preflight failed: /fsx not mounted", None, R.PREFLIGHT_FAILED, id="a failed preflight is not retried"
+        ),
+        pytest.param("RuntimeError: boom", None, R.JOB_FAILED, id="an unknown error is not retried"),
+        pytest.param(
+            WATCHDOG,
+            RunSummary(exit_code=1, failure=Failure("RewardServiceFailed", "gave up")),
+            "RewardServiceFailed",
+            id="the failure file's reason wins over the log",
+        ),
     ],
 )
 def test_failures_a_restart_cannot_fix_are_never_restarted(line: str, summary: RunSummary | None, reason: str) -> None:
-    _, failed = _running_then_failing(spec({"recovery": {"maxRestarts": 3}}), line, summary=summary)
+    _, failed = running_then_failing(spec({"recovery": {"maxRestarts": 3}}), line, summary=summary)
     assert (failed.status.phase, failed.status.reason) == (Phase.FAILED, reason)
     assert not failed.status.restarts
 
 
 def test_a_degenerate_output_stop_is_never_restarted() -> None:
     s = spec({"recovery": {"maxRestarts": 3}, "guards": {"consecutiveRollouts": 1}})
-    submitted = _step(None, s, 0)
-    sid = _sid(submitted.status)
-    stop = _step(
+    submitted = attempt_step(None, s, 0)
+    sid = attempt_sid(submitted.status)
+    stop = attempt_step(
         submitted.status, s, 10, job=job(JobState.RUNNING, submission_id=sid), metrics=healthy(3, repetition=0.9)
     )
     assert (stop.status.phase, stop.status.reason) == (Phase.FAILED, R.DEGENERATE_OUTPUT)
     assert StopJob(sid) in stop.actions
     # the stopped job's end (Ray may report it FAILED, with any line in its log) leaves the run as it ended
-    after = _step(stop.status, s, 20, job=job(JobState.FAILED, FAILED_WITH + WATCHDOG, submission_id=sid))
+    after = attempt_step(stop.status, s, 20, job=job(JobState.FAILED, FAILED_WITH + WATCHDOG, submission_id=sid))
     assert (after.status.phase, after.status.reason) == (Phase.FAILED, R.DEGENERATE_OUTPUT)
     assert not after.has(Submit) and not after.status.restarts
 
 
 def test_a_stall_stop_is_never_restarted() -> None:
     s = spec({"recovery": {"maxRestarts": 3}, "guards": {"stallTimeoutSeconds": 60, "startupGraceSeconds": 0}})
-    submitted = _step(None, s, 0)
-    sid = _sid(submitted.status)
-    seen = _step(submitted.status, s, 10, job=job(JobState.RUNNING, submission_id=sid), metrics=healthy(3))
-    stalled = _step(seen.status, s, 100, job=job(JobState.RUNNING, submission_id=sid), metrics=healthy(3))
+    submitted = attempt_step(None, s, 0)
+    sid = attempt_sid(submitted.status)
+    seen = attempt_step(submitted.status, s, 10, job=job(JobState.RUNNING, submission_id=sid), metrics=healthy(3))
+    stalled = attempt_step(seen.status, s, 100, job=job(JobState.RUNNING, submission_id=sid), metrics=healthy(3))
     assert (stalled.status.phase, stalled.status.reason) == (Phase.FAILED, R.STALLED)
-    after = _step(stalled.status, s, 110, job=job(JobState.FAILED, FAILED_WITH + WATCHDOG, submission_id=sid))
+    after = attempt_step(stalled.status, s, 110, job=job(JobState.FAILED, FAILED_WITH + WATCHDOG, submission_id=sid))
     assert after.status.phase is Phase.FAILED and not after.has(Submit)
 
 
 def test_a_restart_keeps_the_workers_off_the_node_the_evidence_blames_and_remakes_the_ray_cluster() -> None:
     s = spec({"recovery": {"maxRestarts": 2}})
     workers = (("10.0.1.9", "ip-10-0-1-9.ec2.internal"), ("10.0.1.7", "ip-10-0-1-7.ec2.internal"))
-    _, restarting = _running_then_failing(s, f"{ECC}\n{WATCHDOG}", worker_nodes=workers)  # its own ECC error on .9
+    _, restarting = running_then_failing(s, f"{ECC}\n{WATCHDOG}", worker_nodes=workers)  # its own ECC error on .9
     assert restarting.status.reason == R.RESTARTING and restarting.status.avoided_nodes == ["ip-10-0-1-9.ec2.internal"]
     assert restarting.has(DeleteRayCluster)
     assert restarting.status.message is not None
@@ -135,13 +140,13 @@ def test_a_restart_keeps_the_workers_off_the_node_the_evidence_blames_and_remake
     assert restarting.status.message.endswith(
         "; the next attempt's workers keep off node ip-10-0-1-9.ec2.internal (its own process printed the error)"
     )
-    later = _step(restarting.status, s, 30)  # the next attempt is submitted with the node still kept off
+    later = attempt_step(restarting.status, s, 30)  # the next attempt is submitted with the node still kept off
     assert later.has(Submit) and later.status.avoided_nodes == ["ip-10-0-1-9.ec2.internal"]
 
 
 def test_a_failure_whose_line_names_no_worker_restarts_in_the_same_ray_cluster() -> None:
     s = spec({"recovery": {"maxRestarts": 1}})
-    _, restarting = _running_then_failing(s, WATCHDOG, worker_nodes=(("10.0.9.9", "elsewhere"),))
+    _, restarting = running_then_failing(s, WATCHDOG, worker_nodes=(("10.0.9.9", "elsewhere"),))
     assert restarting.status.reason == R.RESTARTING and restarting.status.avoided_nodes is None
     assert not restarting.has(DeleteRayCluster)
 
@@ -152,16 +157,20 @@ NODE_DIED = "The actor died because its node has died. Node Id: 5e1f"
 def _stopped_then_failing(s: object, stopped_by: str, line: str, **kw: object) -> Decision:
     """Running at rollout 3; the worker pod is seen terminating (`stopped_by`, its DisruptionTarget reason); then
     it is gone and the job failed with `line`."""
-    submitted = _step(None, s, 0)
-    sid = _sid(submitted.status)
+    submitted = attempt_step(None, s, 0)
+    sid = attempt_sid(submitted.status)
     held = GpuObservation(8, T0, 60)
-    running = _step(
+    running = attempt_step(
         submitted.status, s, 10, job=job(JobState.RUNNING, submission_id=sid), metrics=healthy(3), gpus=held
     )
     stopping = replace(held, stopped_by=stopped_by, stopped_at=T0 + timedelta(seconds=15))
-    seen = _step(running.status, s, 20, job=job(JobState.RUNNING, submission_id=sid), metrics=healthy(3), gpus=stopping)
+    seen = attempt_step(
+        running.status, s, 20, job=job(JobState.RUNNING, submission_id=sid), metrics=healthy(3), gpus=stopping
+    )
     gone = GpuObservation(0, None)
-    return _step(seen.status, s, 30, job=job(JobState.FAILED, FAILED_WITH + line, submission_id=sid), gpus=gone, **kw)
+    return attempt_step(
+        seen.status, s, 30, job=job(JobState.FAILED, FAILED_WITH + line, submission_id=sid), gpus=gone, **kw
+    )
 
 
 @pytest.mark.parametrize("stopped_by", ["EvictionByEvictionAPI", "PreemptionByScheduler", "Deleted"])
@@ -180,12 +189,12 @@ def test_a_failure_after_a_planned_stop_of_a_worker_restarts_without_counting_ag
         "recovery.maxRestarts: NodeLost: "
     )
     assert [e.reason for e in restarting.events if e.reason == R.RESTARTED] == [R.RESTARTED]
-    resubmit = _step(restarting.status, s, 40)
+    resubmit = attempt_step(restarting.status, s, 40)
     [submit] = [a for a in resubmit.actions if isinstance(a, Submit)]
     assert submit.submission_id.endswith("-a2") and resubmit.status.attempt == 2
     # The next failure with no stop before it counts as usual: none is allowed, so the run fails.
-    again = _step(resubmit.status, s, 50, job=job(JobState.RUNNING, submission_id=submit.submission_id))
-    failed = _step(
+    again = attempt_step(resubmit.status, s, 50, job=job(JobState.RUNNING, submission_id=submit.submission_id))
+    failed = attempt_step(
         again.status, s, 60, job=job(JobState.FAILED, FAILED_WITH + NODE_DIED, submission_id=submit.submission_id)
     )
     assert (failed.status.phase, failed.status.reason) == (Phase.FAILED, R.NODE_LOST)
@@ -212,19 +221,16 @@ def test_a_non_retryable_failure_after_a_planned_stop_still_fails() -> None:
 
 def test_a_stop_first_seen_in_the_reconcile_that_sees_the_failure_counts_as_planned_too() -> None:
     s = spec()
-    submitted = _step(None, s, 0)
-    sid = _sid(submitted.status)
+    submitted = attempt_step(None, s, 0)
+    sid = attempt_sid(submitted.status)
     held = GpuObservation(8, T0, 60)
-    running = _step(
+    running = attempt_step(
         submitted.status, s, 10, job=job(JobState.RUNNING, submission_id=sid), metrics=healthy(3), gpus=held
     )
     stopping = replace(held, stopped_by="EvictionByEvictionAPI", stopped_at=T0 + timedelta(seconds=15))
     failing = job(JobState.FAILED, FAILED_WITH + NODE_DIED, submission_id=sid)
-    restarting = _step(running.status, s, 20, job=failing, gpus=stopping)
+    restarting = attempt_step(running.status, s, 20, job=failing, gpus=stopping)
     assert (restarting.status.phase, restarting.status.reason) == (Phase.PROVISIONING, R.RESTARTING)
-
-
-WORKERS = (("10.0.1.7", "node-a"), ("10.0.1.8", "node-b"), ("10.0.1.9", "node-c"), ("10.0.0.5", "node-d"))
 
 
 def _watchdogs(*ips: str) -> str:
@@ -251,21 +257,21 @@ BLAMED = [
 
 @pytest.mark.parametrize(("log", "avoided"), BLAMED)
 def test_the_next_attempt_keeps_off_only_a_node_the_evidence_blames(log: str, avoided: list[str] | None) -> None:
-    _, restarting = _running_then_failing(spec({"recovery": {"maxRestarts": 1}}), log, worker_nodes=WORKERS)
+    _, restarting = running_then_failing(spec({"recovery": {"maxRestarts": 1}}), log, worker_nodes=WORKERS)
     assert restarting.status.reason == R.RESTARTING and restarting.status.avoided_nodes == avoided
     assert restarting.has(DeleteRayCluster) is (avoided is not None)
 
 
 def _second_failure(second: str) -> Decision:
     s = spec({"recovery": {"maxRestarts": 2}})
-    _, first = _running_then_failing(s, f"{ECC}\n{WATCHDOG}", worker_nodes=WORKERS)
+    _, first = running_then_failing(s, f"{ECC}\n{WATCHDOG}", worker_nodes=WORKERS)
     assert first.status.avoided_nodes == ["node-c"]
     assert cond(first, ConditionType.COMPLETE) == ("False", R.IN_PROGRESS)
-    resubmit = _step(first.status, s, 30)
+    resubmit = attempt_step(first.status, s, 30)
     [submit] = [a for a in resubmit.actions if isinstance(a, Submit)]
-    again = _step(resubmit.status, s, 40, job=job(JobState.RUNNING, submission_id=submit.submission_id))
+    again = attempt_step(resubmit.status, s, 40, job=job(JobState.RUNNING, submission_id=submit.submission_id))
     failed = job(JobState.FAILED, FAILED_WITH + second, submission_id=submit.submission_id)
-    return _step(again.status, s, 50, job=failed, worker_nodes=WORKERS)
+    return attempt_step(again.status, s, 50, job=failed, worker_nodes=WORKERS)
 
 
 # (the second attempt's failure, the nodes the third keeps off, whether its RayCluster is made again). An avoidance
@@ -290,17 +296,21 @@ def _second_attempt_running(s: object) -> tuple[Decision, str]:
     """Attempt 1 failed after a drain of a worker pod that then stuck terminating (its node's kubelet gone), and
     restarted uncounted; attempt 2 runs at 50 s with that pod still observed."""
     stuck = GpuObservation(8, T0, 60, stopped_by="EvictionByEvictionAPI", stopped_at=T0 + timedelta(seconds=15))
-    submitted = _step(None, s, 0)
-    sid = _sid(submitted.status)
-    running = _step(submitted.status, s, 10, job=job(JobState.RUNNING, submission_id=sid), gpus=GpuObservation(8, T0))
-    seen = _step(running.status, s, 20, job=job(JobState.RUNNING, submission_id=sid), gpus=stuck)
-    restarting = _step(
+    submitted = attempt_step(None, s, 0)
+    sid = attempt_sid(submitted.status)
+    running = attempt_step(
+        submitted.status, s, 10, job=job(JobState.RUNNING, submission_id=sid), gpus=GpuObservation(8, T0)
+    )
+    seen = attempt_step(running.status, s, 20, job=job(JobState.RUNNING, submission_id=sid), gpus=stuck)
+    restarting = attempt_step(
         seen.status, s, 30, job=job(JobState.FAILED, FAILED_WITH + NODE_DIED, submission_id=sid), gpus=stuck
     )
     assert restarting.status.reason == R.RESTARTING and restarting.status.restarts is None
-    resubmit = _step(restarting.status, s, 40, gpus=stuck)
+    resubmit = attempt_step(restarting.status, s, 40, gpus=stuck)
     [submit] = [a for a in resubmit.actions if isinstance(a, Submit)]
-    again = _step(resubmit.status, s, 50, job=job(JobState.RUNNING, submission_id=submit.submission_id), gpus=stuck)
+    again = attempt_step(
+        resubmit.status, s, 50, job=job(JobState.RUNNING, submission_id=submit.submission_id), gpus=stuck
+    )
     return again, submit.submission_id
 
 
@@ -332,7 +342,7 @@ def test_only_a_planned_stop_of_the_open_attempt_leaves_its_failure_uncounted(
 ) -> None:
     s = spec()
     running, sid = _second_attempt_running(s)
-    failed = _step(
+    failed = attempt_step(
         running.status, s, 60, job=job(JobState.FAILED, FAILED_WITH + NODE_DIED, submission_id=sid), gpus=seen
     )
     assert (failed.status.phase, failed.status.reason) == after
@@ -345,8 +355,8 @@ def test_a_failure_first_seen_ended_is_judged_from_the_end_of_the_attempt_before
     stuck = GpuObservation(8, T0, 60, stopped_by="EvictionByEvictionAPI", stopped_at=T0 + timedelta(seconds=15))
     restarting = _stopped_then_failing(s, "EvictionByEvictionAPI", NODE_DIED)
     assert restarting.status.reason == R.RESTARTING
-    unseen = job(JobState.FAILED, FAILED_WITH + NODE_DIED, submission_id=_sid(restarting.status))
-    failed = _step(restarting.status, s, 60, job=unseen, gpus=stuck)
+    unseen = job(JobState.FAILED, FAILED_WITH + NODE_DIED, submission_id=attempt_sid(restarting.status))
+    failed = attempt_step(restarting.status, s, 60, job=unseen, gpus=stuck)
     assert (failed.status.attempt, failed.status.phase, failed.status.reason) == (2, Phase.FAILED, R.NODE_LOST)
 
 
@@ -358,7 +368,7 @@ def test_a_kubelet_oom_kill_during_the_attempt_is_host_memory_whatever_the_log_s
     # the raylet died with its container: Ray marks the node dead, its peers see remote errors
     log = f"{NODE_DEAD}\n{REMOTE_ERROR.format(pid=4716, ip='10.0.1.7')}"
     s = spec({"recovery": {"maxRestarts": 1}})
-    _, restarting = _running_then_failing(s, log, worker_nodes=WORKERS, oom_killed=KILLED, logs=LOGS)
+    _, restarting = running_then_failing(s, log, worker_nodes=WORKERS, oom_killed=KILLED, logs=LOGS)
     assert (restarting.status.reason, restarting.status.restarts) == (R.RESTARTING, 1)
     assert restarting.status.message is not None
     assert (
@@ -369,7 +379,7 @@ def test_a_kubelet_oom_kill_during_the_attempt_is_host_memory_whatever_the_log_s
 
 
 def test_an_oom_kill_with_no_restart_left_ends_the_run_host_out_of_memory() -> None:
-    _, failed = _running_then_failing(spec(), REMOTE_ERROR.format(pid=4716, ip="10.0.1.7"), oom_killed=KILLED)
+    _, failed = running_then_failing(spec(), REMOTE_ERROR.format(pid=4716, ip="10.0.1.7"), oom_killed=KILLED)
     assert (failed.status.phase, failed.status.reason) == (Phase.FAILED, R.HOST_OUT_OF_MEMORY)
     assert (
         failed.status.message is not None and "container ray-worker on node node-b OOMKilled" in failed.status.message
@@ -379,11 +389,11 @@ def test_an_oom_kill_with_no_restart_left_ends_the_run_host_out_of_memory() -> N
 def test_an_oom_kill_of_an_attempt_before_says_nothing_of_this_attempts_failure() -> None:
     # attempt 1 was OOM-killed and restarted; the container's lastState keeps saying so through attempt 2
     s = spec({"recovery": {"maxRestarts": 1}})
-    _, restarting = _running_then_failing(s, NODE_DIED, oom_killed=KILLED)
+    _, restarting = running_then_failing(s, NODE_DIED, oom_killed=KILLED)
     assert restarting.status.reason == R.RESTARTING
-    resubmit = _step(restarting.status, s, 30, oom_killed=KILLED)
+    resubmit = attempt_step(restarting.status, s, 30, oom_killed=KILLED)
     [submit] = [a for a in resubmit.actions if isinstance(a, Submit)]
-    again = _step(resubmit.status, s, 40, job=job(JobState.RUNNING, submission_id=submit.submission_id))
+    again = attempt_step(resubmit.status, s, 40, job=job(JobState.RUNNING, submission_id=submit.submission_id))
     failing = job(JobState.FAILED, FAILED_WITH + FABRIC, submission_id=submit.submission_id)
-    failed = _step(again.status, s, 50, job=failing, oom_killed=KILLED)
+    failed = attempt_step(again.status, s, 50, job=failing, oom_killed=KILLED)
     assert (failed.status.phase, failed.status.reason) == (Phase.FAILED, R.FABRIC_ERROR)

@@ -9,23 +9,25 @@ from datetime import timedelta
 from grpo_operator.api.status import ConditionType, GRPORunStatus, Phase, Reason
 from grpo_operator.planning.instances import DEFAULT_RUNTIME
 from grpo_operator.planning.runtime import record_of
-from grpo_operator.status.lifecycle import decide
+from grpo_operator.status.intent import NoPlan
+from grpo_operator.status.lifecycle import decide, unplanned
+from grpo_operator.status.observation import Seen
 
-from tests.status.runs import READY, T0, observe, spec
+from tests.support.status import READY, T0, intent
 
 FIRST = record_of(DEFAULT_RUNTIME).model_copy(update={"name": "first", "resource_version": "7"})
 LATER = FIRST.model_copy(update={"resource_version": "9"})
 
 
 def test_the_first_planned_runtime_is_recorded_and_kept_when_a_later_reconcile_plans_another() -> None:
-    first = decide(None, observe(runtime=FIRST), spec()).status
+    first = decide(None, Seen(), intent(runtime=FIRST), T0).status
     assert first.runtime == FIRST
-    later = decide(first, observe(cluster=READY, runtime=LATER), spec()).status
+    later = decide(first, Seen(cluster=READY), intent(runtime=LATER), T0).status
     assert later.runtime == FIRST
 
 
 def test_a_missing_runtime_is_pending_runtime_not_found_with_its_message_and_no_action() -> None:
-    decision = decide(None, observe(runtime_missing="GRPORuntime gone does not exist"), None)
+    decision = unplanned(None, NoPlan(1, runtime_missing="GRPORuntime gone does not exist"), T0)
     status = decision.status
     assert (status.phase, status.reason, status.message) == (
         Phase.PENDING,
@@ -39,11 +41,11 @@ def test_a_missing_runtime_is_pending_runtime_not_found_with_its_message_and_no_
 def test_a_reconcile_that_changes_nothing_leaves_the_status_of_a_run_with_a_runtime_as_it_was() -> None:
     """The operator writes the status only when it changed: a recorded runtime must not make the accounting see a
     change on every reconcile (one status write per reconcile of an unchanged run)."""
-    first = decide(None, observe(runtime=FIRST), spec()).status
-    again = decide(first, observe(now=T0 + timedelta(seconds=10), runtime=FIRST), spec()).status
+    first = decide(None, Seen(), intent(runtime=FIRST), T0).status
+    again = decide(first, Seen(), intent(runtime=FIRST), T0 + timedelta(seconds=10)).status
     assert again == first
     sealed = first.model_copy(update={"runtime_digest": "hmac-sha256:" + "a" * 64})  # as the reconciler writes it
-    again = decide(sealed, observe(now=T0 + timedelta(seconds=10), runtime=FIRST), spec()).status
+    again = decide(sealed, Seen(), intent(runtime=FIRST), T0 + timedelta(seconds=10)).status
     assert again == sealed  # the digest is carried with the copy: the status is unchanged, and not written
 
 
@@ -52,13 +54,13 @@ HELD = ALTERED + ", and there is no GRPORuntime to check the run against instead
 
 
 def _running() -> GRPORunStatus:
-    status = decide(None, observe(runtime=FIRST), spec()).status
+    status = decide(None, Seen(), intent(runtime=FIRST), T0).status
     return status.model_copy(update={"phase": Phase.RUNNING, "reason": Reason.RUNNING, "job_submission_id": "grpo-x-1"})
 
 
 def test_a_copy_that_failed_its_digest_with_no_runtime_to_check_against_holds_the_run_as_it_is() -> None:
     prev = _running()
-    decision = decide(prev, observe(generation=2, runtime_missing=HELD, runtime_altered=HELD), None)
+    decision = unplanned(prev, NoPlan(2, runtime_missing=HELD, runtime_altered=HELD), T0)
     status = decision.status
     assert (status.phase, status.reason, status.job_submission_id) == (Phase.RUNNING, Reason.RUNNING, "grpo-x-1")
     assert status.message == HELD and status.observed_generation == 2
@@ -67,16 +69,14 @@ def test_a_copy_that_failed_its_digest_with_no_runtime_to_check_against_holds_th
     assert decision.actions == ()  # nothing applied, submitted or stopped: the job is left as it is
     assert status.runtime == prev.runtime  # kept as it was found (the reconciler never seals it)
     assert decision.alerts == [(Reason.RUNTIME_ALTERED, HELD)] and decision.warnings == []
-    again = decide(
-        status, observe(now=T0 + timedelta(seconds=15), generation=2, runtime_missing=HELD, runtime_altered=HELD), None
-    )
+    again = unplanned(status, NoPlan(2, runtime_missing=HELD, runtime_altered=HELD), T0 + timedelta(seconds=15))
     assert again.alerts == []  # said once, not at every reconcile while it stays held
     assert again.status.message == HELD
 
 
 def test_a_terminal_run_whose_copy_failed_its_digest_is_held_too_and_keeps_its_phase() -> None:
     prev = _running().model_copy(update={"phase": Phase.SUCCEEDED, "reason": Reason.SUCCEEDED})
-    decision = decide(prev, observe(runtime_missing=HELD, runtime_altered=HELD), None)
+    decision = unplanned(prev, NoPlan(1, runtime_missing=HELD, runtime_altered=HELD), T0)
     assert (decision.status.phase, decision.status.reason) == (Phase.SUCCEEDED, Reason.SUCCEEDED)
     assert decision.actions == () and decision.alerts == [(Reason.RUNTIME_ALTERED, HELD)]
 
@@ -85,7 +85,7 @@ def test_a_copy_replaced_by_the_live_runtime_is_said_in_a_warning_and_the_live_o
     """The reconciler passes the previous status without the copy that failed its digest: the runtime planned
     against now (the live one) is recorded instead, and the event says why."""
     prev = _running().model_copy(update={"runtime": None})
-    decision = decide(prev, observe(cluster=READY, runtime=LATER, runtime_altered=ALTERED), spec())
+    decision = decide(prev, Seen(cluster=READY), intent(runtime=LATER, runtime_altered=ALTERED), T0)
     assert decision.status.runtime == LATER
     assert decision.alerts == [(Reason.RUNTIME_ALTERED, ALTERED)]
     validated = next(c for c in decision.status.conditions if c.type == ConditionType.VALIDATED)
@@ -93,5 +93,5 @@ def test_a_copy_replaced_by_the_live_runtime_is_said_in_a_warning_and_the_live_o
 
 
 def test_an_unplanned_run_whose_runtime_is_missing_waits_without_any_alert() -> None:
-    decision = decide(None, observe(runtime_missing="GRPORuntime gone does not exist"), None)
+    decision = unplanned(None, NoPlan(1, runtime_missing="GRPORuntime gone does not exist"), T0)
     assert decision.alerts == [] and decision.status.reason == Reason.RUNTIME_NOT_FOUND

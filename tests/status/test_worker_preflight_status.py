@@ -18,10 +18,11 @@ from pathlib import Path
 from grpo_operator.api.status import Phase
 from grpo_operator.edges.childstate import cluster_observation
 from grpo_operator.status.lifecycle import decide
-from grpo_operator.status.observation import Observation
+from grpo_operator.status.observation import Seen
 
 from tests.support.builders import example, kind, rendered, run_of
 from tests.support.pods import preflight_failed_pod
+from tests.support.status import intent
 
 
 def _kubelet_message(output: str) -> str:
@@ -54,9 +55,7 @@ def test_a_failed_worker_preflight_reaches_the_status_in_the_preflights_own_word
     assert observed.message == f"pod quickstart-ray-gpu-worker-abcde on node ip-10-0-0-7: {line}"
 
     run = run_of(doc)
-    decision = decide(
-        None, Observation(now=datetime(2026, 12, 1, tzinfo=UTC), generation=1, cluster=observed), run.spec
-    )
+    decision = decide(None, Seen(cluster=observed), intent(run.spec), datetime(2026, 12, 1, tzinfo=UTC))
     # the kubelet would run the same checks on the same node again: the run ends, naming pod, node and check
     assert (decision.status.phase, decision.status.reason) == (Phase.FAILED, "PreflightFailed")
     assert decision.status.message == observed.preflight_failure == observed.message

@@ -7,9 +7,9 @@ each phase and condition can carry; README's status tables are checked against t
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import Field, StringConstraints
+from pydantic import Field, StringConstraints, model_validator
 
 from grpo_operator.api.base import ApiModel
 from grpo_operator.api.runtime import RuntimeRecord
@@ -218,6 +218,27 @@ class RunMetrics(ApiModel):
     source: MetricsSource | None = Field(
         default=None, description="Scrape: miles's gauges; RunSummary: the launcher's end-of-run record."
     )
+
+
+class GuardMemory(ApiModel):
+    """What the guards remember of the current attempt between reconciles (status/guards.py reads and writes every
+    field; the rest of the operator keeps or resets the object whole: a new attempt starts from nothing)."""
+
+    last_rollout: int | None = Field(
+        default=None, description="Last rollout the guards counted in the current attempt (they restart on resume)."
+    )
+    last_progress_time: str | None = Field(default=None, description="When the rollout step last advanced (RFC 3339).")
+    repetition_streak: int = Field(default=0, ge=0, description="Consecutive rollouts above the repetition guard.")
+
+
+# The guards' memory as operators before status.guards kept it, flat in the status: (wire key, Python name, the
+# GuardMemory field). Read into status.guards from a run such an operator wrote; never written (a write removes them).
+_FLAT_GUARDS = (
+    ("guardRollout", "guard_rollout", "last_rollout"),
+    ("lastProgressTime", "last_progress_time", "last_progress_time"),
+    ("repetitionStreak", "repetition_streak", "repetition_streak"),
+)
+_FLAT_NOTE = "Deprecated: written by operators before status.guards; read into guards, never written."
 
 
 class EvalPoint(ApiModel):
@@ -612,8 +633,9 @@ class GRPORunStatus(ApiModel):
     job_status: str | None = Field(default=None, description="Last Ray job status seen.")
     start_time: str | None = Field(default=None, description="When the run's first job started running (RFC 3339).")
     completion_time: str | None = Field(default=None, description="When the run reached a terminal phase (RFC 3339).")
-    last_progress_time: str | None = Field(default=None, description="When the rollout step last advanced (RFC 3339).")
-    repetition_streak: int | None = Field(default=None, description="Consecutive rollouts above the repetition guard.")
+    guards: GuardMemory | None = Field(
+        default=None, description="What the guards remember of the current attempt (a new attempt starts afresh)."
+    )
     suspend_requested_rollout: int | None = Field(
         default=None, description="Rollout after which a checkpoint was asked for before suspending."
     )
@@ -634,9 +656,9 @@ class GRPORunStatus(ApiModel):
     attempt_start_time: str | None = Field(
         default=None, description="When the current attempt's job was first seen running (RFC 3339)."
     )
-    guard_rollout: int | None = Field(
-        default=None, description="Last rollout the guards counted in the current attempt (they restart on resume)."
-    )
+    guard_rollout: int | None = Field(default=None, description=_FLAT_NOTE)
+    last_progress_time: str | None = Field(default=None, description=_FLAT_NOTE)
+    repetition_streak: int | None = Field(default=None, description=_FLAT_NOTE)
     provenance: RunProvenance | None = Field(default=None, description="What the run actually ran.")
     runtime: RuntimeRecord | None = Field(
         default=None,
@@ -663,3 +685,21 @@ class GRPORunStatus(ApiModel):
     )
     reason: str | None = Field(default=None, description="Reason of the current phase, one CamelCase word.")
     message: Text | None = Field(default=None, description="Human-readable detail of the current phase.")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _flat_guards(cls, data: Any) -> Any:
+        """A run an earlier operator wrote keeps its guards' memory flat: read into `guards`, so an upgrade neither
+        loses a streak nor trips a guard early; the flat keys are dropped (the next status write removes them)."""
+        if not isinstance(data, dict) or not any(k in data for keys in _FLAT_GUARDS for k in keys[:2]):
+            return data
+        data = dict(data)
+        kept: dict[str, Any] = {}
+        for wire, name, field in _FLAT_GUARDS:
+            said = data.pop(wire, None), data.pop(name, None)
+            value = said[0] if said[0] is not None else said[1]
+            if value is not None:
+                kept[field] = value
+        if data.get("guards") is None and kept:
+            data["guards"] = kept
+        return data

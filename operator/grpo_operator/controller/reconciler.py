@@ -26,6 +26,7 @@ from grpo_operator.api.runtime import GRPORuntime, RuntimeRecord
 from grpo_operator.api.spec import RewardType
 from grpo_operator.api.status import KUEUE_EVICTIONS, TERMINAL_PHASES, GRPORunStatus, Phase, Reason
 from grpo_operator.controller.config import OperatorSettings
+from grpo_operator.controller.intent import intent_of
 from grpo_operator.controller.runtimes import RuntimeFound, Runtimes
 from grpo_operator.edges import childstate, endpoints, scrape
 from grpo_operator.edges.backoff import Backoff, dry_run_key
@@ -58,16 +59,15 @@ from grpo_operator.status.decision import (
     StopJob,
     Submit,
 )
-from grpo_operator.status.forensics import CAPTURE_ANNOTATION
-from grpo_operator.status.lifecycle import decide, on_delete
+from grpo_operator.status.intent import Intent, NoPlan
+from grpo_operator.status.lifecycle import decide, on_delete, unplanned
 from grpo_operator.status.observation import (
     JobObservation,
     JobState,
-    Observation,
     Resume,
     RewardObservation,
+    Seen,
     TrainerMetrics,
-    parse_rfc3339,
     rfc3339,
 )
 
@@ -201,53 +201,53 @@ class Reconciler:
         except Unavailable as exc:  # a dry run the API server could not answer: say so, apply nothing, retry
             log.warning("%s/%s: %s", namespace, name, exc)
             self.api_backoff.failed(dry_run_key(namespace, name), str(exc))
-            obs = Observation(now=now, generation=generation, api_unavailable=str(exc), runtime_altered=altered)
-            return self._finish(body, prev, decide(prev, obs, None), trusted=trusted)
+            why = NoPlan(generation, api_unavailable=str(exc), runtime_altered=altered)
+            return self._finish(body, prev, unplanned(prev, why, now), trusted=trusted)
         self.api_backoff.succeeded(dry_run_key(namespace, name))
         if run is not None and rendered is None and admission.started(prev):
             rendered = self._as_running(run, prev, avoided)  # an edit that cannot run must not end the attempt
         if run is None or rendered is None:
-            obs = Observation(now=now, generation=generation, problems=tuple(problems), runtime_altered=altered)
-            return self._finish(body, prev, decide(prev, obs, None), trusted=trusted)
+            why = NoPlan(generation, problems=tuple(problems), runtime_altered=altered)
+            return self._finish(body, prev, unplanned(prev, why, now), trusted=trusted)
         token = self.kube.ray_auth_token(namespace, name, run.metadata.uid, create=False)
         ray = self.ray_for(endpoints.ray_address(namespace, name, self.settings), token)
         ctx = _Context(run, rendered, ray)
-        if prev is not None and prev.phase in TERMINAL_PHASES:
-            obs = self._observe_ended_run(ctx, prev, now, generation)
-        else:
-            obs = self._observe(ctx, prev, now=now, generation=generation, token_secret=token is not None)
-        obs = dataclasses.replace(
-            obs,
-            capture_request=_capture_request(meta),
+        intent = intent_of(
+            run,
+            rendered.plan,
+            prev,
+            self.settings,
+            generation=generation,
+            annotations=meta.get("annotations"),
             runtime=trusted,
             runtime_altered=altered,
-            problems=tuple(problems),
+            edit_problems=tuple(problems),
         )
-        decision = self._act(ctx, prev, decide(prev, obs, run.spec), obs)
+        if prev is not None and prev.phase in TERMINAL_PHASES:
+            seen = self._observe_ended_run(ctx, prev)
+        else:
+            seen = self._observe(ctx, prev, intent, token_secret=token is not None)
+        decision = self._act(ctx, prev, decide(prev, seen, intent, now), intent, now)
         return self._finish(body, prev, decision, ctx.failures, ctx.unkept, trusted=trusted)
 
     def _without_runtime(
         self, body: Mapping[str, Any], prev: GRPORunStatus | None, found: RuntimeFound, now: datetime, generation: int
     ) -> Outcome:
         """No runtime to resolve the run against (missing, unreadable, or a copy that failed its digest)."""
-        obs = Observation(
-            now=now,
-            generation=generation,
-            runtime_missing=found.missing,
-            runtime_altered=found.altered,
-            problems=found.unreadable,
+        why = NoPlan(
+            generation, problems=found.unreadable, runtime_missing=found.missing, runtime_altered=found.altered
         )
-        return self._finish(body, prev, decide(prev, obs, None))
+        return self._finish(body, prev, unplanned(prev, why, now))
 
-    def _act(self, ctx: _Context, prev: GRPORunStatus | None, decision: Decision, obs: Observation) -> Decision:
+    def _act(
+        self, ctx: _Context, prev: GRPORunStatus | None, decision: Decision, intent: Intent, now: datetime
+    ) -> Decision:
         """Carry the decision out; the decision as it turned out: refused by the API server, a submission not sent,
         a record that could not be written."""
         refused = self._carry_out(ctx, decision)
         if refused is not None:  # the API server refused a child: the spec cannot run, in the server's words
-            again = Observation(
-                now=obs.now, generation=obs.generation, problems=(refused,), runtime_altered=obs.runtime_altered
-            )
-            decision = decide(prev, again, None)
+            why = NoPlan(intent.generation, problems=(refused,), runtime_altered=intent.runtime_altered)
+            decision = unplanned(prev, why, now)
         if ctx.submit_failed is not None:  # the job does not exist: the status must not claim the new attempt
             decision = attempts.submit_refused(decision, prev, ctx.submit_failed)
         return _as_written(decision, prev, ctx.unwritten)
@@ -315,37 +315,28 @@ class Reconciler:
                 self.kube.apply(child)
 
     # --- observation -------------------------------------------------------------------------------
-    def _observe(
-        self, ctx: _Context, prev: GRPORunStatus | None, *, now: datetime, generation: int, token_secret: bool
-    ) -> Observation:
+    def _observe(self, ctx: _Context, prev: GRPORunStatus | None, intent: Intent, *, token_secret: bool) -> Seen:
+        """What this reconcile reads of the run's children, its job (by the intent's submission id) and trainer."""
         run, plan = ctx.run, ctx.rendered.plan
         ns, name = run.metadata.namespace, run.metadata.name
-        submission_id = names.submission_id(name, run.metadata.uid or "nouid", run.metadata.generation or 1, prev)
+        submission_id = intent.submission_id
         cluster_obj = self.kube.ray_cluster(ns, name)
         run_pods = self.kube.run_pods(ns, name)  # pods outlive a deleted RayCluster for a while, holding GPUs
         pods = run_pods if cluster_obj is not None else []
         cluster = childstate.cluster_observation(
             cluster_obj, plan.worker_replicas, pods, self._workloads(ns, cluster_obj)
         )
-        remote = run.spec.reward.type is RewardType.REMOTE
-        reward = self._reward(ns, name) if remote else None
+        reward = self._reward(ns, name) if intent.reward_required else None
         job, unreachable = None, None
         if (cluster is not None and cluster.ready) or (prev is not None and prev.job_submission_id):
             job, unreachable = self._ask(ctx, submission_id)
         evicted = self._evicted_job(ctx, prev) if cluster is not None and cluster.queue is not None else None
         metrics, metrics_error = self._trainer_metrics(job, name)
         image, image_id = childstate.trainer_image(pods)
-        obs = Observation(
-            now=now,
-            generation=generation,
-            submission_id=submission_id,
-            ray_cluster_name=names.ray_cluster(name),
+        seen = Seen(
             token_secret=token_secret,
-            plan=plan,
-            suspend=run.spec.suspend,
             cluster=cluster,
             reward=reward,
-            reward_required=remote,
             job=job,
             ray_unavailable=unreachable,
             evicted_job=evicted,
@@ -355,14 +346,11 @@ class Reconciler:
             trainer_image=image,
             trainer_image_id=image_id,
             gpus=childstate.gpu_observation(run_pods),
-            created=_created(run),
             worker_nodes=childstate.worker_nodes(pods),
-            gpu_hour_price_usd=self._price(run),
-            evidence_config_map=names.forensics(name, len(prev.forensics or []) + 1 if prev else 1),
             oom_killed=childstate.oom_killed(run_pods),
             unschedulable_since=childstate.unschedulable_since(cluster_obj, pods),
         )
-        return self._job_log(ctx, prev, obs)
+        return self._job_log(ctx, prev, seen)
 
     def _workloads(self, namespace: str, cluster: dict[str, Any] | None) -> list[dict[str, Any]]:
         """Kueue's Workloads of a RayCluster held suspended under a queue: why Kueue suspended it."""
@@ -370,13 +358,13 @@ class Reconciler:
             return []
         return self.kube.kueue_workloads(namespace, cluster)
 
-    def _job_log(self, ctx: _Context, prev: GRPORunStatus | None, obs: Observation) -> Observation:
+    def _job_log(self, ctx: _Context, prev: GRPORunStatus | None, seen: Seen) -> Seen:
         """What the job's log says: a running job's GRPO_RESUME line until the status has it, an ended job's
         summary and kept tail."""
-        job = obs.job
+        job = seen.job
         if job is not None and job.state is JobState.RUNNING and _resume_unread(prev, job.submission_id):
-            return dataclasses.replace(obs, resume=self._read_resume(ctx, job.submission_id))
-        return self._read_log(ctx, obs) if job is not None and not job.state.active else obs
+            return dataclasses.replace(seen, resume=self._read_resume(ctx, job.submission_id))
+        return self._read_log(ctx, seen) if job is not None and not job.state.active else seen
 
     def _read_resume(self, ctx: _Context, submission_id: str) -> Resume | None:
         """The running job's GRPO_RESUME line (the checkpoint miles resumes from), until the status records it."""
@@ -392,11 +380,6 @@ class Reconciler:
             )
             return None
 
-    def _price(self, run: GRPORun) -> float | None:
-        """The operator's price per GPU-hour for the run's instance type, if it has one."""
-        prices = {str(k): v for k, v in (self.settings.gpu_hour_prices_usd or {}).items()}
-        return prices.get(run.spec.topology.instance_type)
-
     def _checkpoint_job(self, ctx: _Context, prev: GRPORunStatus | None, submission_id: str) -> JobState | None:
         """The state of the checkpoint job a suspending run asked for, if it asked."""
         if not (ctx.run.spec.suspend and prev is not None and prev.suspend_requested_time):
@@ -404,26 +387,20 @@ class Reconciler:
         found = self._find(ctx, names.checkpoint_submission_id(submission_id))
         return found.state if found else None
 
-    def _observe_ended_run(self, ctx: _Context, prev: GRPORunStatus, now: datetime, generation: int) -> Observation:
+    def _observe_ended_run(self, ctx: _Context, prev: GRPORunStatus) -> Seen:
         """What winding a terminal run down needs: its RayCluster, its job, the job's log unless kept, and the GPUs
         its pods still hold (their preStop hooks run after the end: the ledger counts them until they are gone)."""
         ns, name = ctx.run.metadata.namespace, ctx.run.metadata.name
-        obs = Observation(
-            now=now,
-            generation=generation,
-            gpus=childstate.gpu_observation(self.kube.run_pods(ns, name)),
-            created=_created(ctx.run),
-            gpu_hour_price_usd=self._price(ctx.run),
-        )
+        seen = Seen(gpus=childstate.gpu_observation(self.kube.run_pods(ns, name)))
         cluster_obj = self.kube.ray_cluster(ns, name)
         if cluster_obj is None:
-            return obs
-        obs = dataclasses.replace(obs, cluster=childstate.cluster_observation(cluster_obj, 0, []))
+            return seen
+        seen = dataclasses.replace(seen, cluster=childstate.cluster_observation(cluster_obj, 0, []))
         job = self._find(ctx, prev.job_submission_id) if prev.job_submission_id else None
-        obs = dataclasses.replace(obs, job=job)
+        seen = dataclasses.replace(seen, job=job)
         if prev.logs is None and prev.job_submission_id and not (job is not None and job.state.active):
-            return self._read_log(ctx, obs, prev.job_submission_id)
-        return obs
+            return self._read_log(ctx, seen, prev.job_submission_id)
+        return seen
 
     def _reward(self, namespace: str, name: str) -> RewardObservation | None:
         deployment = self.kube.reward_deployment(namespace, name)
@@ -477,22 +454,22 @@ class Reconciler:
             ctx.secret_values = values
         return run_secrets(run, [ctx.ray.token, *ctx.secret_values])
 
-    def _read_log(self, ctx: _Context, obs: Observation, submission_id: str | None = None) -> Observation:
+    def _read_log(self, ctx: _Context, seen: Seen, submission_id: str | None = None) -> Seen:
         """An ended job's log: the end-of-run summary in it, and the ConfigMap its tail is kept in (a KeepLogs
         action writes it, before anything deletes the RayCluster)."""
         run = ctx.run
         ns, name = run.metadata.namespace, run.metadata.name
-        submission_id = submission_id or (obs.job.submission_id if obs.job else None)
+        submission_id = submission_id or (seen.job.submission_id if seen.job else None)
         if submission_id is None:
-            return obs
+            return seen
         try:
             text = ctx.ray.logs(submission_id)
         except RayUnavailable as exc:
             log.info("%s/%s: the log of %s cannot be read: %s", ns, name, submission_id, exc)
-            return obs
+            return seen
         manifest, ref = job_logs_config_map(ns, name, run.metadata.uid, submission_id, text, secrets=self._secrets(ctx))
         ctx.log_manifests[submission_id] = manifest
-        return dataclasses.replace(obs, summary=summary.parse(text), logs=ref, log_text=manifest["data"][LOG_KEY])
+        return dataclasses.replace(seen, summary=summary.parse(text), logs=ref, log_text=manifest["data"][LOG_KEY])
 
     def _reward_error_ratio(self, namespace: str, name: str) -> float | None:
         url = endpoints.reward_metrics_url(namespace, name, self.settings)
@@ -683,11 +660,6 @@ class _Context:
     secret_values: list[str] | None = None  # of the run's secretEnv, once read (Reconciler._secrets)
 
 
-def _capture_request(meta: Mapping[str, Any]) -> str | None:
-    value = (meta.get("annotations") or {}).get(CAPTURE_ANNOTATION)
-    return str(value) if value else None
-
-
 KEPT_LOGS = ""  # the key of a log tail that could not be kept, beside the bundles' ConfigMap names
 
 
@@ -715,10 +687,3 @@ def _resume_unread(prev: GRPORunStatus | None, submission_id: str) -> bool:
     if current is None or current.submission_id != submission_id:
         return True
     return current.resumed_from is None and current.first_rollout is None
-
-
-def _created(run: GRPORun) -> datetime | None:
-    try:
-        return parse_rfc3339(run.metadata.creation_timestamp)
-    except ValueError:
-        return None

@@ -27,7 +27,8 @@ from grpo_operator.api.status import (
     StopReason,
 )
 from grpo_operator.status.decision import Event
-from grpo_operator.status.observation import JobState, Observation, parse_rfc3339, rfc3339
+from grpo_operator.status.intent import Intent
+from grpo_operator.status.observation import JobState, Seen, parse_rfc3339, rfc3339
 
 _BUCKET = {
     None: "queued_seconds",
@@ -73,15 +74,15 @@ class _Ledger:
             current.gpu_seconds += gpu_seconds
 
 
-def _start(prev: GRPORunStatus | None, obs: Observation, now: datetime) -> _Ledger:
+def _start(prev: GRPORunStatus | None, created: datetime | None, now: datetime) -> _Ledger:
     old = prev.accounting if prev is not None else None
     if old is not None:
         return _Ledger(old.model_copy(deep=True))
-    since = min(now, obs.created.replace(microsecond=0)) if obs.created is not None else now
+    since = min(now, created.replace(microsecond=0)) if created is not None else now
     return _Ledger(RunAccounting(updated_at=rfc3339(since)))
 
 
-def _accrue(ledger: _Ledger, prev: GRPORunStatus | None, obs: Observation, now: datetime) -> None:
+def _accrue(ledger: _Ledger, prev: GRPORunStatus | None, seen: Seen, now: datetime) -> None:
     """The time since the last update: in the phase then current, at the GPUs then held; then the GPUs held now
     (pods bound since the last update count from their binding)."""
     run = ledger.run
@@ -90,11 +91,11 @@ def _accrue(ledger: _Ledger, prev: GRPORunStatus | None, obs: Observation, now: 
     bucket = _BUCKET[prev.phase if prev is not None else None]
     setattr(run, bucket, getattr(run, bucket) + elapsed)
     ledger.hold(run.gpus * elapsed)
-    seen = obs.gpus
-    if seen is not None:
-        if run.gpus == 0 and seen.gpus > 0 and seen.bound_at is not None:
-            ledger.hold(seen.gpus * _seconds(now, max(seen.bound_at.replace(microsecond=0), since)))
-        run.gpus = seen.gpus
+    pods = seen.gpus
+    if pods is not None:
+        if run.gpus == 0 and pods.gpus > 0 and pods.bound_at is not None:
+            ledger.hold(pods.gpus * _seconds(now, max(pods.bound_at.replace(microsecond=0), since)))
+        run.gpus = pods.gpus
     run.updated_at = rfc3339(now)
 
 
@@ -105,12 +106,12 @@ def _close(ledger: _Ledger, status: GRPORunStatus, now: datetime) -> None:
         ledger.closed.append(current)
 
 
-def _pod_grace(ledger: _Ledger, obs: Observation) -> None:
+def _pod_grace(ledger: _Ledger, seen: Seen) -> None:
     """The open attempt's grace: its pods' own, as observed (the plan's figure may be lowered by the operator's
     limit when the pods are rendered, and a later plan holds the ended attempt's step times)."""
-    current, seen = ledger.open, obs.gpus
-    if current is not None and seen is not None and seen.grace_seconds is not None:
-        current.grace_seconds = seen.grace_seconds
+    current, pods = ledger.open, seen.gpus
+    if current is not None and pods is not None and pods.grace_seconds is not None:
+        current.grace_seconds = pods.grace_seconds
 
 
 def _open(ledger: _Ledger, status: GRPORunStatus, now: datetime) -> None:
@@ -129,34 +130,34 @@ def _open(ledger: _Ledger, status: GRPORunStatus, now: datetime) -> None:
     ledger.run.attempts = [*ledger.run.attempts, fresh][-MAX_ATTEMPTS:]
 
 
-def _rollouts(obs: Observation, submission_id: str | None) -> tuple[int, ...]:
+def _rollouts(seen: Seen, submission_id: str | None) -> tuple[int, ...]:
     """The rollout ids this reconcile observed of the job `submission_id`: its scrape, or its ended job's summary."""
-    job = obs.job
+    job = seen.job
     if job is None or job.submission_id != submission_id:
         return ()
-    if job.state is JobState.RUNNING and obs.metrics is not None and obs.metrics.rollout is not None:
-        return (obs.metrics.rollout,)
-    summary = obs.summary if not job.state.active else None
+    if job.state is JobState.RUNNING and seen.metrics is not None and seen.metrics.rollout is not None:
+        return (seen.metrics.rollout,)
+    summary = seen.summary if not job.state.active else None
     if summary is None:
         return ()
     return tuple(r for r in (summary.first_rollout, summary.last_rollout) if r is not None)
 
 
-def _progress(ledger: _Ledger, obs: Observation, now: datetime) -> None:
+def _progress(ledger: _Ledger, seen: Seen, now: datetime) -> None:
     current = ledger.open
     if current is None:
         return
     current.gpus = max(current.gpus, ledger.run.gpus)
-    seen = _rollouts(obs, current.submission_id)
-    if not seen:
+    rollouts = _rollouts(seen, current.submission_id)
+    if not rollouts:
         return
     if current.first_rollout_time is None:
         current.first_rollout_time = rfc3339(now)
         current.gpu_seconds_to_first_rollout = current.gpu_seconds
         current.time_to_first_rollout_seconds = _seconds(now, parse_rfc3339(current.started) or now)
-    current.first_rollout = min(seen) if current.first_rollout is None else min(current.first_rollout, *seen)
-    _rollout_time(current, max(seen), now)
-    current.last_rollout = max(seen) if current.last_rollout is None else max(current.last_rollout, *seen)
+    current.first_rollout = min(rollouts) if current.first_rollout is None else min(current.first_rollout, *rollouts)
+    _rollout_time(current, max(rollouts), now)
+    current.last_rollout = max(rollouts) if current.last_rollout is None else max(current.last_rollout, *rollouts)
 
 
 def _rollout_time(attempt: AttemptAccount, rollout: int, now: datetime) -> None:
@@ -197,24 +198,24 @@ def _lost_rollouts(ledger: _Ledger) -> list[Event]:
     return events
 
 
-def _stops(ledger: _Ledger, obs: Observation, now: datetime, seen_before: int | None) -> None:
+def _stops(ledger: _Ledger, seen: Seen, now: datetime, seen_before: int | None) -> None:
     """A worker pod of the open attempt stopped while it ran (a drain's eviction, a preemption by the scheduler, a
     delete): why and when, the rollout observed before it (`seen_before`: what this reconcile scraped may have come
     after), and, once no stopped pod holds GPUs any more, the time its preStop save and exit took (measured after
     the attempt ended too: the failure a stop causes can be seen before the pod is gone)."""
-    last, seen = (ledger.run.attempts[-1] if ledger.run.attempts else None), obs.gpus
-    if last is None or seen is None:
+    last, pods = (ledger.run.attempts[-1] if ledger.run.attempts else None), seen.gpus
+    if last is None or pods is None:
         return
     started = parse_rfc3339(last.started)
-    if last.ended is None and last.stopped_by is None and seen.stopped_by is not None:
-        at = min(now, (seen.stopped_at or now).replace(microsecond=0))
+    if last.ended is None and last.stopped_by is None and pods.stopped_by is not None:
+        at = min(now, (pods.stopped_at or now).replace(microsecond=0))
         if started is not None and at < started:
             return  # a pod of the attempt before, still going
-        last.stopped_by, last.stopped_at = seen.stopped_by, rfc3339(at)
+        last.stopped_by, last.stopped_at = pods.stopped_by, rfc3339(at)
         if last.stop_rollout is None:
             last.stop_rollout = seen_before
     since = parse_rfc3339(last.stopped_at)
-    if since is not None and seen.stopped_by is None and last.pods_gone_seconds is None:
+    if since is not None and pods.stopped_by is None and last.pods_gone_seconds is None:
         last.pods_gone_seconds = _seconds(now, since)
 
 
@@ -239,9 +240,9 @@ def _suspend_asked(ledger: _Ledger, status: GRPORunStatus, seen_before: int | No
         current.stop_rollout = seen_before
 
 
-def _resumed(ledger: _Ledger, obs: Observation) -> None:
+def _resumed(ledger: _Ledger, seen: Seen) -> None:
     """The checkpoint the open attempt resumed from, as its launcher's GRPO_RESUME line said (read once)."""
-    current, resume, job = ledger.open, obs.resume, obs.job
+    current, resume, job = ledger.open, seen.resume, seen.job
     if current is None or resume is None or job is None or job.submission_id != current.submission_id:
         return
     if current.resumed_from is None:
@@ -365,61 +366,73 @@ def _ended(attempt: AttemptAccount) -> Event:
     )
 
 
-def _unchanged(prev: GRPORunStatus | None, obs: Observation, status: GRPORunStatus, now: datetime) -> bool:
+def _pricing(intent: Intent | None) -> tuple[datetime | None, float | None]:
+    """When the run was created and the operator's price per GPU-hour; neither without an intent (no plan)."""
+    return (intent.created, intent.gpu_hour_price_usd) if intent is not None else (None, None)
+
+
+def _unchanged(prev: GRPORunStatus | None, seen: Seen, status: GRPORunStatus, now: datetime) -> bool:
     """Nothing but time moved since the last update, and not much of it."""
     old = prev.accounting if prev is not None else None
-    if prev is None or old is None or (obs.gpus is not None and obs.gpus.gpus != old.gpus):
+    if prev is None or old is None or (seen.gpus is not None and seen.gpus.gpus != old.gpus):
         return False
     since = parse_rfc3339(old.updated_at) or now
     same = status.model_copy(update={"accounting": None}) == prev.model_copy(update={"accounting": None})
     return same and _seconds(now, since) < REFRESH_SECONDS
 
 
-def _teardown(prev: GRPORunStatus, obs: Observation, status: GRPORunStatus, now: datetime) -> RunAccounting | None:
+def _teardown(
+    prev: GRPORunStatus, seen: Seen, status: GRPORunStatus, now: datetime, intent: Intent | None
+) -> RunAccounting | None:
     """An ended run's ledger stays as it ended but for the GPUs its pods still hold: their preStop hooks run after
     the end (a save that cannot come, a stale marker, the kubelet's teardown), so that time is counted, as
     `teardownGpuSeconds` (in gpuSeconds, and lost), until the pods are gone."""
     old = prev.accounting
-    if old is None or obs.gpus is None or (old.gpus == 0 and obs.gpus.gpus == 0) or _unchanged(prev, obs, status, now):
+    if (
+        old is None
+        or seen.gpus is None
+        or (old.gpus == 0 and seen.gpus.gpus == 0)
+        or _unchanged(prev, seen, status, now)
+    ):
         return old
     ledger = _Ledger(old.model_copy(deep=True))
     run = ledger.run
     held = run.gpus * _seconds(now, parse_rfc3339(run.updated_at) or now)
     run.gpu_seconds += held
     run.teardown_gpu_seconds += held
-    run.gpus, run.updated_at = obs.gpus.gpus, rfc3339(now)
+    run.gpus, run.updated_at = seen.gpus.gpus, rfc3339(now)
     _pods_gone(ledger, now)
-    _totals(run, obs.created, obs.gpu_hour_price_usd)
+    _totals(run, *_pricing(intent))
     return RunAccounting.model_validate(run.model_dump())
 
 
 def account(
-    prev: GRPORunStatus | None, obs: Observation, status: GRPORunStatus
+    prev: GRPORunStatus | None, seen: Seen, intent: Intent | None, status: GRPORunStatus, now: datetime
 ) -> tuple[RunAccounting | None, tuple[Event, ...]]:
     """The accounting of `status`, the status this reconcile decided, and its events. A terminal run's stays as
     it was when it ended, but for the GPU time its pods hold until they are gone (`_teardown`)."""
-    now = obs.now.replace(microsecond=0)
+    now = now.replace(microsecond=0)
     if prev is not None and prev.phase in TERMINAL_PHASES:
-        return _teardown(prev, obs, status, now), ()
-    if _unchanged(prev, obs, status, now):
+        return _teardown(prev, seen, status, now, intent), ()
+    if _unchanged(prev, seen, status, now):
         return prev.accounting if prev is not None else None, ()
-    ledger = _start(prev, obs, now)
-    _accrue(ledger, prev, obs, now)
+    ledger = _start(prev, _pricing(intent)[0], now)
+    _accrue(ledger, prev, seen, now)
     _open(ledger, status, now)
-    _pod_grace(ledger, obs)
+    _pod_grace(ledger, seen)
     seen_before = ledger.open.last_rollout if ledger.open is not None else None
     _suspend_asked(ledger, status, seen_before)
-    _progress(ledger, obs, now)
-    _resumed(ledger, obs)
+    _progress(ledger, seen, now)
+    _resumed(ledger, seen)
     if status.phase is Phase.SUSPENDED or status.phase in TERMINAL_PHASES:
         _close(ledger, status, now)
-    _stops(ledger, obs, now, seen_before)  # after the close: a suspended or ended attempt's pods go on purpose
+    _stops(ledger, seen, now, seen_before)  # after the close: a suspended or ended attempt's pods go on purpose
     current = ledger.open
     if current is not None and status.job_submission_id != current.submission_id:
         _close(ledger, status, now)  # a restart forgot its job; after its stops, since one may be why it failed
     _pods_gone(ledger, now)
     events = _lost_rollouts(ledger)
     events += _saves(ledger)
-    _totals(ledger.run, obs.created, obs.gpu_hour_price_usd)
+    _totals(ledger.run, *_pricing(intent))
     run = RunAccounting.model_validate(ledger.run.model_dump())
     return run, (*events, *(_ended(a) for a in ledger.closed))

@@ -13,7 +13,7 @@ from grpo_operator.status import failures, forensics, recovery
 from grpo_operator.status.conditions import restamped
 from grpo_operator.status.decision import Action, Decision, DeleteRayCluster, Draft, Event, KeepLogs, StopJob
 from grpo_operator.status.guards import Trip
-from grpo_operator.status.observation import JobState, Observation, RunSummary
+from grpo_operator.status.observation import JobState, RunSummary, Seen
 
 C, R = ConditionType, Reason
 PREFLIGHT_MARK = "preflight failed:"
@@ -72,7 +72,7 @@ def _succeeded(draft: Draft, trip: Trip | None) -> Decision:
     metrics, progress = draft.progress.metrics, draft.progress.text
     if metrics is None or metrics.rollout != draft.progress.total - 1:
         last = f"the last rollout observed is {progress}" if metrics is not None else "no rollout metrics were observed"
-        how = "" if draft.obs.summary is not None else " and its log has no end-of-run summary"
+        how = "" if draft.seen.summary is not None else " and its log has no end-of-run summary"
         return _failed(draft, R.UNVERIFIED, f"the Ray job succeeded but the end cannot be verified: {last}{how}")
     missing = export_missing(draft)
     if missing is not None:
@@ -97,17 +97,17 @@ def export_missing(draft: Draft) -> str | None:
 
 def ended(draft: Draft, trip: Trip | None) -> Decision:
     """The job ended this reconcile (or before): the terminal phase, and its log tail kept."""
-    job, obs = draft.obs.job, draft.obs
+    job, seen = draft.seen.job, draft.seen
     assert job is not None
     draft.conds.set(C.JOB_RUNNING, False, _JOB_RUNNING_REASON[job.state], last_line(job.message))
-    keep = keep_logs(draft.prev, obs)
+    keep = keep_logs(draft.prev, seen)
     draft.events.extend(keep[1])
     if job.state is JobState.SUCCEEDED:
         decision = _succeeded(draft, trip)
     elif job.state is JobState.STOPPED:
         decision = _failed(draft, R.JOB_STOPPED, "the Ray job was stopped outside the operator")
     else:
-        reason, message = recovery.host_oom(draft) or job_failure(job.message, obs.summary, obs.logs, obs.log_text)
+        reason, message = recovery.host_oom(draft) or job_failure(job.message, seen.summary, seen.logs, seen.log_text)
         capture, bundles = forensics.after_failure(draft, reason)
         decision = recovery.restart(draft, reason, message) or _failed(draft, reason, _after(draft, message))
         status = decision.status.model_copy(update={"forensics": bundles})
@@ -129,9 +129,9 @@ def head_lost(draft: Draft) -> Decision:
     return recovery.restart(draft, R.HEAD_LOST, message) or _failed(draft, R.HEAD_LOST, _after(draft, message))
 
 
-def keep_logs(prev: GRPORunStatus | None, obs: Observation) -> tuple[tuple[Action, ...], tuple[Event, ...]]:
+def keep_logs(prev: GRPORunStatus | None, seen: Seen) -> tuple[tuple[Action, ...], tuple[Event, ...]]:
     """Keep the log tail read this reconcile unless the status already says it is kept."""
-    logs = obs.logs
+    logs = seen.logs
     if logs is None or (prev is not None and prev.logs == logs):
         return (), ()
     kept = (
@@ -141,20 +141,20 @@ def keep_logs(prev: GRPORunStatus | None, obs: Observation) -> tuple[tuple[Actio
     return (KeepLogs(logs.submission_id),), (Event("Normal", R.LOGS_KEPT, kept),)
 
 
-def wind_down(prev: GRPORunStatus, obs: Observation) -> Decision:
+def wind_down(prev: GRPORunStatus, seen: Seen, generation: int) -> Decision:
     """A terminal run keeps its status (only the generation processed and where the logs are move) and gives its
     GPUs back: stop the job while it runs, then keep its log tail unless that is done, then delete the cluster."""
     status = prev.model_copy(
         update={
-            "observed_generation": obs.generation,
-            "conditions": restamped(prev.conditions, obs.generation),
-            "logs": obs.logs or prev.logs,
+            "observed_generation": generation,
+            "conditions": restamped(prev.conditions, generation),
+            "logs": seen.logs or prev.logs,
         }
     )
-    job = obs.job
+    job = seen.job
     if job is not None and job.state.active:
         return Decision(status, (StopJob(job.submission_id),))
-    if obs.cluster is None:
+    if seen.cluster is None:
         return Decision(status)
-    actions, events = keep_logs(prev, obs) if prev.logs is None else ((), ())
+    actions, events = keep_logs(prev, seen) if prev.logs is None else ((), ())
     return Decision(status, (*actions, DeleteRayCluster()), events)

@@ -11,15 +11,17 @@ from grpo_operator.api.spec import GRPORunSpec
 from grpo_operator.api.status import (
     TERMINAL_PHASES,
     EvalSetStatus,
+    EvidenceBundle,
     GRPORunStatus,
+    GuardMemory,
     Phase,
     RunMetrics,
     RunOutputs,
     RunProvenance,
 )
 from grpo_operator.status.conditions import Conditions
-from grpo_operator.status.guards import GuardState
-from grpo_operator.status.observation import Observation, rfc3339
+from grpo_operator.status.intent import Intent
+from grpo_operator.status.observation import Seen, rfc3339
 
 
 @dataclass(frozen=True)
@@ -132,7 +134,7 @@ class Progress:
     """The trainer's numbers as far as they are known, and the guards' memory of this attempt."""
 
     metrics: RunMetrics | None
-    guard: GuardState
+    guard: GuardMemory
     total: int
     evaluation: list[EvalSetStatus] | None = None
     outputs: RunOutputs | None = None
@@ -144,13 +146,31 @@ class Progress:
         return f"{done}/{self.total}"
 
 
+@dataclass(frozen=True)
+class CheckpointAsk:
+    """A suspending run's request for a checkpoint: the rollout after which miles saves it (None until known), and
+    when it was asked for (RFC 3339)."""
+
+    rollout: int | None
+    time: str
+
+
+@dataclass(frozen=True)
+class Recovery:
+    """The restarts counted so far and the nodes the next attempt's workers keep off (status/recovery.py)."""
+
+    restarts: int | None
+    avoided_nodes: list[str] | None
+
+
 @dataclass
 class Draft:
     """The status being decided: what every phase carries, and the conditions set so far."""
 
     prev: GRPORunStatus | None
-    obs: Observation
-    spec: GRPORunSpec
+    seen: Seen
+    intent: Intent
+    now: datetime
     conds: Conditions
     attempt: Attempt
     progress: Progress
@@ -158,42 +178,59 @@ class Draft:
     events: list[Event] = field(default_factory=list)
 
     @property
-    def now(self) -> datetime:
-        return self.obs.now
+    def spec(self) -> GRPORunSpec:
+        return self.intent.spec
 
     def warn(self, message: str) -> None:
         self.events.append(Event("Warning", WARNING, message))
 
     def decide(
-        self, phase: Phase, reason: str, message: str, actions: tuple[Action, ...] = (), **extra: object
+        self,
+        phase: Phase,
+        reason: str,
+        message: str,
+        actions: tuple[Action, ...] = (),
+        *,
+        attempt: Attempt | None = None,
+        guards: GuardMemory | None = None,
+        recovery: Recovery | None = None,
+        forensics: list[EvidenceBundle] | None = None,
+        ray_cluster_name: str | None = None,
+        checkpoint: CheckpointAsk | None = None,
     ) -> Decision:
-        guard = self.progress.guard
+        """The decision of `phase`: each part the status carries over unless given. `attempt`: the attempt the
+        status tracks from now (a submission's, a restart's); `guards`: their memory (a new attempt's starts
+        afresh); `recovery`, `forensics`, `ray_cluster_name`: once changed; `checkpoint`: while a suspend waits for
+        one (else it is forgotten)."""
+        prev = self.prev
+        attempt = attempt if attempt is not None else self.attempt
+        if recovery is None:
+            recovery = Recovery(prev.restarts, prev.avoided_nodes) if prev is not None else Recovery(None, None)
         values: dict[str, object] = {
-            "observed_generation": self.obs.generation,
-            "plan": self.obs.plan,
-            "ray_cluster_name": self.prev.ray_cluster_name if self.prev else None,
-            "job_submission_id": self.attempt.job_submission_id,
-            "job_status": self.attempt.job_status,
-            "attempt": self.attempt.attempt,
-            "restarts": self.prev.restarts if self.prev else None,
-            "avoided_nodes": self.prev.avoided_nodes if self.prev else None,
-            "forensics": self.prev.forensics if self.prev else None,
-            "start_time": self.attempt.start_time,
-            "attempt_start_time": self.attempt.attempt_start_time,
-            "logs": self.obs.logs or (self.prev.logs if self.prev else None),
-            "provenance": provenance(self.prev, self.obs),
+            "observed_generation": self.intent.generation,
+            "plan": self.intent.plan,
+            "ray_cluster_name": ray_cluster_name or (prev.ray_cluster_name if prev else None),
+            "job_submission_id": attempt.job_submission_id,
+            "job_status": attempt.job_status,
+            "attempt": attempt.attempt,
+            "restarts": recovery.restarts,
+            "avoided_nodes": recovery.avoided_nodes,
+            "forensics": forensics or (prev.forensics if prev else None),
+            "start_time": attempt.start_time,
+            "attempt_start_time": attempt.attempt_start_time,
+            "logs": self.seen.logs or (prev.logs if prev else None),
+            "provenance": provenance(prev, self.seen),
             "metrics": self.progress.metrics,
             "evaluation": self.progress.evaluation,
             "outputs": self.progress.outputs,
             "progress": self.progress.text,
-            "guard_rollout": guard.last_rollout,
-            "repetition_streak": guard.streak,
-            "last_progress_time": rfc3339(guard.last_progress) if guard.last_progress else None,
+            "guards": guards if guards is not None else self.progress.guard,
+            "suspend_requested_rollout": checkpoint.rollout if checkpoint else None,
+            "suspend_requested_time": checkpoint.time if checkpoint else None,
             "phase": phase,
             "reason": reason,
             "message": message,
             "conditions": self.conds.all(),
-            **extra,
         }
         if phase in TERMINAL_PHASES:
             values["completion_time"] = rfc3339(self.now)
@@ -203,15 +240,15 @@ class Draft:
 _PROVENANCE_FACTS = ("miles_commit", "megatron_commit", "ray", "sglang", "megatron", "torch", "launcher")
 
 
-def provenance(prev: GRPORunStatus | None, obs: Observation) -> RunProvenance | None:
+def provenance(prev: GRPORunStatus | None, seen: Seen) -> RunProvenance | None:
     """What ran: the image from the pods, the rest from the end-of-run summary; facts once known are kept."""
     old = prev.provenance if prev is not None else None
-    facts = obs.summary.provenance if obs.summary is not None else {}
+    facts = seen.summary.provenance if seen.summary is not None else {}
     values = old.model_dump() if old is not None else {}
-    if obs.trainer_image:
-        values["image"] = obs.trainer_image
-    if obs.trainer_image_id:
-        values["image_id"] = obs.trainer_image_id
+    if seen.trainer_image:
+        values["image"] = seen.trainer_image
+    if seen.trainer_image_id:
+        values["image_id"] = seen.trainer_image_id
     for key in _PROVENANCE_FACTS:
         if facts.get(key):
             values[key] = facts[key]

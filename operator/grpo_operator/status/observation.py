@@ -1,6 +1,6 @@
-"""What one reconcile observed about a run's children, its Ray job and its trainer: plain values, no I/O. The
+"""What one reconcile read about a run's children, its Ray job and its trainer (`Seen`): plain values, no I/O. The
 reconciler fills them in from the API server, the Ray Jobs API and the metrics endpoints; `status.lifecycle`
-turns them into a decision."""
+turns them, with what the run asks for (`status.intent.Intent`), into a decision."""
 
 from __future__ import annotations
 
@@ -8,8 +8,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from enum import StrEnum
 
-from grpo_operator.api.runtime import RuntimeRecord
-from grpo_operator.api.status import Reason, RunLogs, RunPlan
+from grpo_operator.api.status import Reason, RunLogs
 
 
 class JobState(StrEnum):
@@ -144,18 +143,13 @@ class Resume:
 
 
 @dataclass(frozen=True)
-class Observation:
-    now: datetime
-    generation: int
-    submission_id: str = ""  # the job this reconcile would submit (render/names.py `submission_id`)
-    ray_cluster_name: str | None = None
+class Seen:
+    """What one reconcile read of the run's children, its Ray job and its trainer, and nothing else: what the run
+    asks for and what the operator made of it are `status.intent.Intent`. Absent: not read this reconcile."""
+
     token_secret: bool = True  # the run's Ray auth token Secret exists
-    problems: tuple[str, ...] = ()
-    plan: RunPlan | None = None
-    suspend: bool = False
     cluster: ClusterObservation | None = None
     reward: RewardObservation | None = None
-    reward_required: bool = False
     job: JobObservation | None = None
     ray_unavailable: str | None = None  # why the Ray Jobs API could not be asked for the job (then `job` is unknown)
     # While Kueue holds an evicted run: the job of the attempt the eviction ended (status.accounting's last attempt),
@@ -171,25 +165,13 @@ class Observation:
     trainer_image: str | None = None
     trainer_image_id: str | None = None
     gpus: GpuObservation | None = None  # None: not observed this reconcile (the GPUs held are taken as unchanged)
-    created: datetime | None = None  # the run's metadata.creationTimestamp
-    evidence_config_map: str = ""  # the ConfigMap the next evidence bundle goes to (render/names.py `forensics`)
     worker_nodes: tuple[tuple[str, str], ...] = ()  # (pod IP, node name) of each Ray worker pod
-    gpu_hour_price_usd: float | None = None  # the operator's price for the run's instance type, if it has one
-    capture_request: str | None = None  # the run's grpo.dev/capture annotation (status/forensics.py)
-    runtime: RuntimeRecord | None = None  # the runtime this reconcile planned against (kept in status.runtime)
-    runtime_missing: str | None = None  # the GRPORuntime a run not yet started names and the API server lacks
-    # The API server could not answer a dry run of a child (a 5xx, a 429): which child and what it said. Nothing is
-    # applied, submitted or stopped this reconcile (edges/errors.py `Unavailable`).
-    api_unavailable: str | None = None
     # The latest container of the run's pods the kernel killed for memory ("pod <p> container <c> on node <n>", and
     # when it ended), as the kubelet reports it: its state or last state `terminated.reason: OOMKilled`.
     oom_killed: tuple[str, datetime] | None = None
     # Since when the RayCluster's longest-waiting pod is unschedulable (its PodScheduled condition False,
     # Unschedulable); None while none is, or while the RayCluster is being deleted.
     unschedulable_since: datetime | None = None
-    # status.runtime failed its digest (planning/runtimeseal.py): what the Warning event says. With runtime_missing
-    # too, there is no live GRPORuntime to check the run against either, and the run is held as it is.
-    runtime_altered: str | None = None
 
 
 def rfc3339(moment: datetime) -> str:

@@ -13,11 +13,12 @@ ends `Failed/ProvisioningTimeout`."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import datetime, timedelta
 
 from grpo_operator.api.status import ConditionType, Phase, Reason, StopReason
 from grpo_operator.status import failures
-from grpo_operator.status.decision import Action, Decision, DeleteRayCluster, Draft, Event
+from grpo_operator.status.decision import Action, Decision, DeleteRayCluster, Draft, Event, Recovery
 from grpo_operator.status.observation import parse_rfc3339
 
 C, R = ConditionType, Reason
@@ -56,7 +57,7 @@ def planned_stop(draft: Draft) -> str | None:
     """The planned stop of one of the open attempt's worker pods, seen now (stopped at or after the attempt's start:
     a pod of an earlier attempt stuck terminating is not this attempt's) or recorded before (attempts[].stoppedBy,
     recorded under the same rule)."""
-    gpus = draft.obs.gpus
+    gpus = draft.seen.gpus
     seen = gpus.stopped_by if gpus is not None else None
     if gpus is not None and gpus.stopped_at is not None and _before(gpus.stopped_at, attempt_start(draft), draft.now):
         seen = None
@@ -70,23 +71,23 @@ def host_oom(draft: Draft) -> tuple[str, str] | None:
     """The open attempt's failure as the kubelet's OOM kill of one of the run's containers during it says it:
     (HostOutOfMemory, the message); None without one. It comes before the log's classes: what the log shows after
     the kill (a lost node, a peer's remote error) is what the kill caused."""
-    killed = draft.obs.oom_killed
+    killed = draft.seen.oom_killed
     if killed is None or _before(killed[1], attempt_start(draft), draft.now):
         return None
     found = failures.oom_killed(*killed)
-    logs = draft.obs.logs
+    logs = draft.seen.logs
     where = f" (log tail: ConfigMap {logs.config_map})" if logs is not None else ""
     return found.reason, f"{found.message}{where}"
 
 
 def _blamed_node(draft: Draft, reason: str) -> tuple[str, str] | None:
     """The worker node the failure's evidence is against, and why (Ray names a node by its pod's IP)."""
-    job = draft.obs.job
-    text = draft.obs.log_text or (job.message if job else "")
+    job = draft.seen.job
+    text = draft.seen.log_text or (job.message if job else "")
     found = failures.classify(text, job.driver_ip if job is not None else None)
     if found is None or found.reason != reason or found.blamed is None:
         return None
-    node = dict(draft.obs.worker_nodes).get(found.blamed)
+    node = dict(draft.seen.worker_nodes).get(found.blamed)
     return (node, found.evidence) if node is not None else None
 
 
@@ -114,15 +115,9 @@ def restart(draft: Draft, reason: str, message: str) -> Decision | None:
         text = f"{text}; the next attempt's workers keep off node {node} ({why})"
     draft.conds.set(C.COMPLETE, False, R.IN_PROGRESS, "")
     draft.events.append(Event("Normal", R.RESTARTED, text))
+    forgotten = replace(draft.attempt, job_submission_id=None, job_status=None)  # the next reconcile submits anew
     return draft.decide(
-        Phase.PROVISIONING,
-        R.RESTARTING,
-        text,
-        actions,
-        restarts=done or None,
-        job_submission_id=None,
-        job_status=None,
-        avoided_nodes=avoided,
+        Phase.PROVISIONING, R.RESTARTING, text, actions, attempt=forgotten, recovery=Recovery(done or None, avoided)
     )
 
 
@@ -132,7 +127,7 @@ def provisioning_limit(draft: Draft) -> int | None:
     chosen = draft.spec.recovery.provisioning_timeout_seconds
     if chosen is not None:
         return chosen or None
-    nodes = draft.obs.plan.total_nodes if draft.obs.plan is not None else 1
+    nodes = draft.intent.plan.total_nodes if draft.intent.plan is not None else 1
     return PROVISIONING_SECONDS + PROVISIONING_SECONDS_PER_NODE * nodes
 
 
@@ -141,14 +136,14 @@ def unschedulable(draft: Draft) -> Decision | None:
     scheduled pods hold, and make it again without the avoided nodes when it keeps off some (the pool may have no
     other), else end the run Failed/ProvisioningTimeout; in the scheduler's words (the cluster's message names each
     pod and why). None while within the limit."""
-    since, limit = draft.obs.unschedulable_since, provisioning_limit(draft)
+    since, limit = draft.seen.unschedulable_since, provisioning_limit(draft)
     if since is None or limit is None or draft.now < since + timedelta(seconds=limit):
         return None
     chosen = draft.spec.recovery.provisioning_timeout_seconds is not None
     rule = "recovery.provisioningTimeoutSeconds" if chosen else "the default for its GPU nodes"
     waited = f"a pod of the RayCluster was unschedulable for {int((draft.now - since).total_seconds())} s ({rule}: "
     waited += f"{limit} s)"
-    cluster = draft.obs.cluster
+    cluster = draft.seen.cluster
     said = cluster.message if cluster is not None and cluster.message else "the scheduler gave no reason"
     avoided = (draft.prev.avoided_nodes or []) if draft.prev is not None else []
     if avoided:
@@ -156,7 +151,8 @@ def unschedulable(draft: Draft) -> Decision | None:
         text += f"keeping off it, not counted against recovery.maxRestarts: {said}"
         draft.conds.set(C.COMPLETE, False, R.IN_PROGRESS, "")
         draft.events.append(Event("Normal", R.RESTARTED, text))
-        return draft.decide(Phase.PROVISIONING, R.RESTARTING, text, (DeleteRayCluster(),), avoided_nodes=None)
+        kept_off = Recovery(draft.prev.restarts if draft.prev is not None else None, None)
+        return draft.decide(Phase.PROVISIONING, R.RESTARTING, text, (DeleteRayCluster(),), recovery=kept_off)
     text = f"{waited}: the RayCluster is deleted, giving back the GPUs its scheduled pods held: {said}"
     draft.conds.set(C.COMPLETE, True, R.PROVISIONING_TIMEOUT, text)
     draft.warn(text)

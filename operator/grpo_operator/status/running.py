@@ -11,6 +11,7 @@ from grpo_operator.api.status import (
     ConditionType,
     EvalSetStatus,
     GRPORunStatus,
+    GuardMemory,
     MetricsSource,
     Phase,
     Reason,
@@ -20,12 +21,12 @@ from grpo_operator.api.status import (
 from grpo_operator.status import evaluation, forensics, guards
 from grpo_operator.status.conditions import Conditions
 from grpo_operator.status.decision import Decision, Draft, Progress, StopJob
-from grpo_operator.status.guards import GuardState, Trip
+from grpo_operator.status.guards import Trip
 from grpo_operator.status.observation import (
     EvalReading,
     JobState,
-    Observation,
     RunSummary,
+    Seen,
     TrainerMetrics,
     parse_rfc3339,
     rfc3339,
@@ -46,40 +47,40 @@ def _run_metrics(seen: TrainerMetrics, now: datetime, source: MetricsSource) -> 
     )
 
 
-def progress(prev: GRPORunStatus | None, obs: Observation, spec: GRPORunSpec, state: GuardState) -> Progress:
-    """Fold what this reconcile saw into the metrics and the guard state; each rollout counts once."""
-    job = obs.job
-    summary = obs.summary if job is not None and not job.state.active else None
+def progress(prev: GRPORunStatus | None, seen: Seen, spec: GRPORunSpec, state: GuardMemory, now: datetime) -> Progress:
+    """Fold what this reconcile saw into the metrics and the guards' memory; each rollout counts once."""
+    job = seen.job
+    summary = seen.summary if job is not None and not job.state.active else None
     metrics = prev.metrics if prev else None
     if summary is not None and summary.last is not None:
-        metrics = _run_metrics(summary.last, obs.now, MetricsSource.RUN_SUMMARY)
-        for seen in summary.rollouts:  # the rollouts no scrape caught count too
-            if state.last_rollout is None or (seen.rollout is not None and seen.rollout > state.last_rollout):
-                state = guards.advance(state, spec.guards, seen, obs.now)
-    elif obs.metrics is not None and obs.metrics.rollout is not None:
-        metrics = _run_metrics(obs.metrics, obs.now, MetricsSource.SCRAPE)
-        state = guards.advance(state, spec.guards, obs.metrics, obs.now)
-    evals, warnings = _evaluation(prev, obs, spec, summary)
+        metrics = _run_metrics(summary.last, now, MetricsSource.RUN_SUMMARY)
+        for rollout in summary.rollouts:  # the rollouts no scrape caught count too
+            if state.last_rollout is None or (rollout.rollout is not None and rollout.rollout > state.last_rollout):
+                state = guards.advance(state, spec.guards, rollout, now)
+    elif seen.metrics is not None and seen.metrics.rollout is not None:
+        metrics = _run_metrics(seen.metrics, now, MetricsSource.SCRAPE)
+        state = guards.advance(state, spec.guards, seen.metrics, now)
+    evals, warnings = _evaluation(prev, seen, spec, summary)
     return Progress(metrics, state, spec.rollout.num_rollout, evals, _outputs(prev, summary), tuple(warnings))
 
 
 def _evaluation(
-    prev: GRPORunStatus | None, obs: Observation, spec: GRPORunSpec, summary: RunSummary | None
+    prev: GRPORunStatus | None, seen: Seen, spec: GRPORunSpec, summary: RunSummary | None
 ) -> tuple[list[EvalSetStatus] | None, list[str]]:
     """The eval sets with this reconcile's evaluations folded in: the summary's once the job ended, else the
     scrape's; the training reward of an evaluation's rollout where this reconcile or the last one saw it."""
     old = prev.evaluation if prev is not None else None
     rewards: dict[int | None, float | None] = {}
-    seen: tuple[EvalReading, ...] = ()
+    evals: tuple[EvalReading, ...] = ()
     if prev is not None and prev.metrics is not None:
         rewards[prev.metrics.rollout] = prev.metrics.raw_reward
     if summary is not None:
-        seen = summary.evals
+        evals = summary.evals
         rewards.update({r.rollout: r.raw_reward for r in summary.rollouts})
-    elif obs.metrics is not None:
-        seen = obs.metrics.evals
-        rewards[obs.metrics.rollout] = obs.metrics.raw_reward
-    return evaluation.fold(old, seen, rewards.get, spec.guards.eval_regression)
+    elif seen.metrics is not None:
+        evals = seen.metrics.evals
+        rewards[seen.metrics.rollout] = seen.metrics.raw_reward
+    return evaluation.fold(old, evals, rewards.get, spec.guards.eval_regression)
 
 
 def _outputs(prev: GRPORunStatus | None, summary: RunSummary | None) -> RunOutputs | None:
@@ -94,11 +95,11 @@ def _outputs(prev: GRPORunStatus | None, summary: RunSummary | None) -> RunOutpu
     )
 
 
-def _scrape_failed(conds: Conditions, obs: Observation, spec: GRPORunSpec, error: str) -> str | None:
+def _scrape_failed(conds: Conditions, now: datetime, spec: GRPORunSpec, error: str) -> str | None:
     """A failing scrape; past the stall timeout it is an outage, warned about once. Returns that warning."""
     old = conds.get(C.METRICS_AVAILABLE)
-    since = parse_rfc3339(old.last_transition_time) if old is not None and old.status == "False" else obs.now
-    outage = (obs.now - (since or obs.now)).total_seconds()
+    since = parse_rfc3339(old.last_transition_time) if old is not None and old.status == "False" else now
+    outage = (now - (since or now)).total_seconds()
     if outage <= spec.guards.stall_timeout_seconds:
         conds.set(C.METRICS_AVAILABLE, False, R.SCRAPE_FAILED, error)
         return None
@@ -112,25 +113,25 @@ def _scrape_failed(conds: Conditions, obs: Observation, spec: GRPORunSpec, error
 
 def availability(draft: Draft) -> bool:
     """Set MetricsAvailable: can the trainer's numbers be read at all. True when they can."""
-    obs, conds, job = draft.obs, draft.conds, draft.obs.job
+    seen, conds, job = draft.seen, draft.conds, draft.seen.job
     if job is None or job.state is JobState.PENDING:
         conds.set(C.METRICS_AVAILABLE, None, R.NOT_RUNNING, "the trainer is not running")
         return False
     if job.state is JobState.RUNNING:
-        if obs.metrics is not None and obs.metrics.rollout is None:
+        if seen.metrics is not None and seen.metrics.rollout is None:
             answer = "the trainer's metrics endpoint answers; miles serves gauges only after its first rollout"
             conds.set(C.METRICS_AVAILABLE, True, R.NO_ROLLOUT_YET, answer)
-        elif obs.metrics is not None:
-            conds.set(C.METRICS_AVAILABLE, True, R.SCRAPED, f"rollout {obs.metrics.rollout} scraped")
-        elif obs.metrics_error is not None:
-            warning = _scrape_failed(conds, obs, draft.spec, obs.metrics_error)
+        elif seen.metrics is not None:
+            conds.set(C.METRICS_AVAILABLE, True, R.SCRAPED, f"rollout {seen.metrics.rollout} scraped")
+        elif seen.metrics_error is not None:
+            warning = _scrape_failed(conds, draft.now, draft.spec, seen.metrics_error)
             if warning is not None:
                 draft.warn(warning)
         else:
             conds.set(C.METRICS_AVAILABLE, None, R.NOT_SCRAPED, "waiting for the driver's node address")
-        return obs.metrics is not None
-    if obs.summary is not None:
-        last = f"end-of-run summary read from the job log: last rollout {obs.summary.last_rollout}"
+        return seen.metrics is not None
+    if seen.summary is not None:
+        last = f"end-of-run summary read from the job log: last rollout {seen.summary.last_rollout}"
         conds.set(C.METRICS_AVAILABLE, True, R.RUN_SUMMARY, last)
         return True
     conds.set(C.METRICS_AVAILABLE, False, R.NO_RUN_SUMMARY, "the job ended without an end-of-run summary in its log")
@@ -149,7 +150,7 @@ def health(draft: Draft) -> Trip | None:
     """Set Healthy from the guards; the trip, if one tripped. The stall guard judges only a running job. Without
     metrics read this reconcile (a scrape outage) Healthy keeps its last verdict: nothing new was observed."""
     state, spec, metrics = draft.progress.guard, draft.spec, draft.progress.metrics
-    job = draft.obs.job
+    job = draft.seen.job
     trip = guards.degenerate(state, spec.guards, _as_trainer(metrics))
     trip = trip or evaluation.regression(draft.progress.evaluation, spec.guards.eval_regression)
     if trip is None and job is not None and job.state is JobState.RUNNING:
@@ -166,7 +167,7 @@ def health(draft: Draft) -> Trip | None:
 
 def running(draft: Draft, trip: Trip | None) -> Decision:
     """The job runs: stop it when a guard tripped under Stop, warn under Warn; a lost worker is Provisioning."""
-    job, conds, cluster = draft.obs.job, draft.conds, draft.obs.cluster
+    job, conds, cluster = draft.seen.job, draft.conds, draft.seen.cluster
     assert job is not None
     conds.set(C.JOB_RUNNING, True, R.RUNNING, f"submission {job.submission_id}")
     conds.set(C.COMPLETE, False, R.IN_PROGRESS, "")
@@ -175,7 +176,10 @@ def running(draft: Draft, trip: Trip | None) -> Decision:
         conds.set(C.COMPLETE, True, trip.reason, trip.message)
         draft.warn(trip.message)
         before = forensics.kept(draft.prev)
-        capture, bundles, events = forensics.capture(before, draft.obs, trip.reason, "before it is stopped")
+        name, now = draft.intent.evidence_config_map, draft.now
+        capture, bundles, events = forensics.capture(
+            before, job, trip.reason, "before it is stopped", name=name, now=now
+        )
         draft.events.extend(events)
         return draft.decide(
             Phase.FAILED, trip.reason, trip.message, (*capture, StopJob(job.submission_id)), forensics=bundles

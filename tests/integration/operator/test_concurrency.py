@@ -96,8 +96,10 @@ def test_concurrent_reconciles_of_one_run_submit_once_and_lose_no_guard_update(
             stale = fresh  # the next round's laggards hold this round's body
         status = _get(kubectl, namespace, "busy")["status"]
         assert status["phase"] == "Running", status
-        assert status["guardRollout"] == ROLLOUTS - 1
-        assert status["repetitionStreak"] == ROLLOUTS  # each rollout counted once: no update lost, none doubled
+        assert status["guards"]["lastRollout"] == ROLLOUTS - 1
+        assert (
+            status["guards"]["repetitionStreak"] == ROLLOUTS
+        )  # each rollout counted once: no update lost, none doubled
         assert len([j for j in client.list_jobs() if (j.metadata or {}).get("grpo.dev/namespace") == namespace]) == 1
     finally:
         for job in client.list_jobs():
