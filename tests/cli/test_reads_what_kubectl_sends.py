@@ -15,6 +15,7 @@ from grpo_operator.planning.validation import Severity
 from grpo_operator.render.yamlout import dump_all
 
 from tests.support.builders import BASE_EXAMPLE, base, merge
+from tests.support.cli import STRINGS_THAT_LOOK_TYPED
 
 QUICKSTART = BASE_EXAMPLE.read_text()
 
@@ -69,10 +70,6 @@ def test_a_yaml_directive_is_refused_as_kubectl_cannot_read_it(directive: str) -
 )
 def test_merge_keys_resolve_as_kubectl_resolves_them(text: str, expected: dict[str, str]) -> None:
     assert decode_all(text)[0]["d"] == expected
-
-
-STRINGS_THAT_LOOK_TYPED = ["1e3", "08", "0o17", "0x1F", "0b101", "1_000", ".5", "+1", "-.5e3", "0.", "yes", "y", "On"]
-STRINGS_THAT_LOOK_TYPED += ["NO", "~", "null", "Null", "", "true", ".inf", "-.Inf", ".NaN", "1e+03", "012", "<<", "="]
 
 
 @pytest.mark.parametrize("value", STRINGS_THAT_LOOK_TYPED)

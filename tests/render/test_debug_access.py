@@ -13,8 +13,8 @@ from grpo_operator.planning.plan import make_plan
 from grpo_operator.render import render
 from grpo_operator.render.job import stacks_job
 
-from tests.render.test_runtime_pod_sizes import RUN, RUNTIME
 from tests.support.builders import SETTINGS, example, kind, rendered
+from tests.support.smallnode import RUN, RUNTIME
 
 
 def _ray_containers(cluster: dict[str, Any]) -> list[dict[str, Any]]:

@@ -13,50 +13,7 @@ from grpo_operator.planning.plan import make_plan
 from grpo_operator.render import render
 
 from tests.support.builders import SETTINGS, kind
-
-SMALL_NODE = {"grpo.dev/small": "true"}
-RUNTIME: dict[str, Any] = {
-    "apiVersion": "grpo.dev/v1alpha1",
-    "kind": "GRPORuntime",
-    "metadata": {"name": "small"},
-    "spec": {
-        "instanceTypes": [
-            {
-                "name": "small-1x",
-                "gpuModel": "H100",
-                "gpusPerNode": 1,
-                "gpuMemoryGiB": 79.6,
-                "vcpus": 2,
-                "memoryGiB": 24,
-                "nodeSelector": SMALL_NODE,
-                "fabric": {"type": "none"},
-            }
-        ],
-        "defaults": {
-            "trainerImage": "registry.example/trainer:1",
-            "storage": {"claimName": "shared", "mountPath": "/shared"},
-            "scheduling": {
-                "headNodeSelector": SMALL_NODE,
-                "headResources": {"cpu": "300m", "memory": "2Gi"},
-                "rewardResources": {"cpu": "500m", "memory": "512Mi"},
-            },
-        },
-    },
-}
-RUN: dict[str, Any] = {
-    "apiVersion": "grpo.dev/v1alpha1",
-    "kind": "GRPORun",
-    "metadata": {"name": "small-run", "namespace": "team"},
-    "spec": {
-        "runtimeRef": {"name": "small"},
-        "model": {"profile": "qwen3-4b", "hfCheckpoint": "/shared/m", "torchDistCheckpoint": "/shared/t"},
-        "data": {"promptData": "/shared/d.jsonl"},
-        "rollout": {"numRollout": 4, "batchSize": 4, "samplesPerPrompt": 2},
-        "training": {"globalBatchSize": 8},
-        "topology": {"actor": {"nodes": 1, "gpusPerNode": 1}},
-        "reward": {"type": "remote", "remote": {"replicas": 1}},
-    },
-}
+from tests.support.smallnode import RUN, RUNTIME, SMALL_NODE
 
 
 def _pods(runtime: dict[str, Any]) -> dict[str, dict[str, Any]]:

@@ -21,8 +21,8 @@ from grpo_operator.planning.plan import make_plan
 from grpo_operator.render import render
 from grpo_operator.render.yamlout import dump_all
 
-from tests.cli.test_reads_what_kubectl_sends import STRINGS_THAT_LOOK_TYPED
 from tests.render.golden import SETTINGS, valid_examples
+from tests.support.cli import STRINGS_THAT_LOOK_TYPED
 
 pytestmark = pytest.mark.integration
 
