@@ -1,5 +1,5 @@
 """What a failed run tells its user, at the edges: the Failed message (what failed, on which node, then the line),
-the NCCL lines of a fabric failure laid out as `grep -C 5` prints them (the README's "5 lines of context"), a
+the NCCL lines of a fabric failure laid out as `grep -C 5` prints them (docs/troubleshooting.md's "5 lines of context"), a
 signature line kept though it does not name NCCL, a full `status.forensics` kept as it is when the job fails, and
 a capture request answered with an event while the run's bundle name is not known."""
 
