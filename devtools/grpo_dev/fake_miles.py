@@ -183,6 +183,9 @@ def build_parser() -> argparse.ArgumentParser:
     fake.add_argument("--fake-eval-none-ratio", type=series, default=[0.0])
     fake.add_argument("--fake-skip-hf-export", action="store_true")
     fake.add_argument("--fake-miles-version", choices=MILES_VERSIONS, default=MILES_VERSIONS[0])
+    # The reward client's retry budget comes from the image's environment (GRPO_REWARD_RETRY_BUDGET_S, 600 s by
+    # default); a test shortens it for one run here, where the client is loaded (this process).
+    fake.add_argument("--fake-reward-retry-budget", type=float, default=None)
     # From the environment too: where a launcher checks miles's argv against the run config (a real Ray job).
     fake.add_argument("--fake-knobs-dir", type=Path, default=os.environ.get("FAKE_MILES_KNOBS_DIR"))
     return parser
@@ -472,6 +475,8 @@ def main(argv: list[str] | None = None) -> int:
     args, ignored = build_parser().parse_known_args([a for a in raw if a != "--"])
     if knobs := knobs_for(args):
         args, ignored = build_parser().parse_known_args([a for a in raw if a != "--"] + knobs)
+    if args.fake_reward_retry_budget is not None:
+        os.environ["GRPO_REWARD_RETRY_BUDGET_S"] = str(args.fake_reward_retry_budget)
     if args.num_rollout is None:
         print(
             "fake_miles: --num-rollout is required (this stand-in cannot derive it from --num-epoch)", file=sys.stderr

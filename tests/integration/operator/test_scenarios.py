@@ -24,6 +24,7 @@ from ray.job_submission import JobStatus
 
 from tests.support.operator_harness import (
     fake,
+    free_port,
     jobs_client,
     jobs_of,
     manifest,
@@ -346,6 +347,38 @@ def test_a_failure_reported_from_inside_miles_names_the_failure_and_keeps_the_lo
     assert "GRPO_RUN_SUMMARY" in kept["data"]["job.log"]
 
 
+@pytest.mark.parametrize(
+    "version",
+    [
+        pytest.param("dec268f7", id="dec268f7: the client's failure ends miles"),
+        pytest.param("v0.1.0", id="v0.1.0: miles swallows it and the launcher stops it"),
+    ],
+)
+def test_a_reward_service_that_stays_down_fails_the_run_as_reward_service_failed_not_a_stall(  # type: ignore[no-untyped-def]
+    env, version: str
+) -> None:
+    # miles scores through the real reward client (the image's --custom-rm-path) against a port nothing listens on.
+    # At dec268f7 the client's exception ends miles; at v0.1.0 miles logs it and fetches more prompts for ever
+    # (docs/integrations/miles.md), so only the launcher's watch of the client's failure ends the job. The stall
+    # guard is far beyond the client's budget: a run that ends here ended for the reward service, not as a stall.
+    _op, ns, kubectl, _ = env
+    budget = 3.0
+    spec = fake(
+        "--custom-rm-path", "grpo_launcher.reward_client.reward", "--fake-score-rewards",
+        "--rm-url", f"http://127.0.0.1:{free_port()}/score", "--fake-miles-version", version,
+        "--fake-reward-retry-budget", str(budget),
+        rollouts=1000,
+        guards={"stallTimeoutSeconds": 3600, "startupGraceSeconds": 0},
+    )  # fmt: skip
+    name = f"down-{version.replace('.', '')}"
+    kubectl("apply", "-f", "-", input=manifest(name, ns, spec))
+    run = wait_for("terminal", lambda: phase_is(kubectl, ns, name, "Failed", "Succeeded"), timeout=300)
+    assert (run["status"]["reason"], run["status"]["progress"]) == ("RewardServiceFailed", "0/1000"), run["status"]
+    assert "no reward after" in run["status"]["message"] and "GRPO_REWARD_RETRY_BUDGET_S=3" in run["status"]["message"]
+    healthy = next(c for c in run["status"]["conditions"] if c["type"] == "Healthy")
+    assert healthy["reason"] != "Stalled"
+
+
 def test_an_unreachable_metrics_endpoint_is_metrics_unavailable_not_a_stall(
     control_plane,
     ray_head,
@@ -353,8 +386,6 @@ def test_an_unreachable_metrics_endpoint_is_metrics_unavailable_not_a_stall(
     kubectl,  # type: ignore[no-untyped-def]
     tmp_path: Path,
 ) -> None:
-    from tests.support.operator_harness import free_port
-
     dead = f"http://127.0.0.1:{free_port()}/metrics"  # nothing listens there (e.g. a NetworkPolicy drops it)
     with running_operator(control_plane, namespace, ray_head.dashboard_url, tmp_path, GRPO_TRAINER_METRICS_URL=dead):
         spec = fake("--fake-reward", "0.5", rollouts=30, guards={"stallTimeoutSeconds": 5, "startupGraceSeconds": 0})
