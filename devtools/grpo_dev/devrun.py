@@ -112,7 +112,7 @@ def _demo_prefix() -> list[str]:
                     "gpus": 0,
                     "minFreeGpuMemoryGiB": 0.0,
                     "shmMinGiB": 0.0,
-                    "efaDevices": 0,
+                    "fabric": {"type": "efa", "devices": 0},
                     "gdrcopy": False,
                     "checkpointDir": str(KUBECONFIG.parent / "checkpoints"),
                     "checkpointGiB": 0.0,

@@ -297,7 +297,7 @@ def test_a_two_node_run_needs_two_nodes_with_every_gpu_and_efa_device_free() -> 
     efa = two.plan.efa_per_node
     assert efa == INSTANCES["p5en.48xlarge"].efa  # type: ignore[index]
     placement = {c.name: c for c in checks(cluster, two)}["placement"]
-    assert f"3 of 3 p5en.48xlarge nodes have 8 GPUs and {efa} EFA devices free; the run needs 2: it can start" in (
+    assert f"3 of 3 p5en.48xlarge nodes have 8 GPUs and {efa} efa devices free; the run needs 2: it can start" in (
         placement.found
     )
     cluster.pods.append(gpu_pod("p5en-48xlarge-1", 1))

@@ -181,7 +181,7 @@ def _base() -> dict[str, Any]:
             "gpus": 0,
             "minFreeGpuMemoryGiB": 0.0,
             "shmMinGiB": 0.0,
-            "efaDevices": 0,
+            "fabric": {"type": "efa", "devices": 0},
             "gdrcopy": False,
             "checkpointDir": "/tmp/x",
             "checkpointGiB": 0.0,

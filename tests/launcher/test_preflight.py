@@ -71,7 +71,9 @@ def test_a_bandwidth_below_the_floor_fails_the_preflight_with_the_operator_line(
 def test_several_failures_name_the_first_and_count_the_rest(
     tmp_path: Path, host: HostPaths, stub_libcuda: Callable[..., Path]
 ) -> None:
-    spec = parse_run_config(json.dumps(base_config(tmp_path, shmMinGiB=10**9, efaDevices=16, gdrcopy=True))).preflight
+    spec = parse_run_config(
+        json.dumps(base_config(tmp_path, shmMinGiB=10**9, fabric={"type": "efa", "devices": 16}, gdrcopy=True))
+    ).preflight
     report = run_preflight(spec, PreflightEnv(paths=host), io.StringIO())
     assert report.failure_line().startswith("preflight failed: shm: ")
     assert report.failure_line().endswith("(and 2 more: efa, gdrcopy)")
@@ -107,7 +109,7 @@ def test_the_preflight_command_passes_on_a_pod_that_expects_no_gpus(tmp_path: Pa
 
 
 def test_the_preflight_command_exits_3_with_the_failure_as_its_last_line(tmp_path: Path, host: HostPaths) -> None:
-    config = write_config(tmp_path, base_config(tmp_path, efaDevices=16))
+    config = write_config(tmp_path, base_config(tmp_path, fabric={"type": "efa", "devices": 16}))
     proc = launcher("preflight", "--config", str(config), *_cli_paths(host, host.libcuda))
     assert proc.returncode == PREFLIGHT_FAILED_EXIT
     last = proc.stdout.splitlines()[-1]
@@ -128,8 +130,8 @@ def test_a_gpu_pod_without_a_usable_cuda_stack_fails_the_real_preflight(
 
 def test_a_broken_config_exits_2_with_the_field_named(tmp_path: Path) -> None:
     config = base_config(tmp_path)
-    config["preflight"]["efaDevices"] = "sixteen"
+    config["preflight"]["fabric"]["devices"] = "sixteen"
     proc = launcher("preflight", "--config", str(write_config(tmp_path, config)))
     assert proc.returncode == 2
-    assert 'preflight.efaDevices: "sixteen"' in proc.stderr
+    assert 'preflight.fabric.devices: "sixteen"' in proc.stderr
     assert "Traceback" not in proc.stderr

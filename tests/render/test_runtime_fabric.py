@@ -49,7 +49,7 @@ def test_an_infiniband_type_renders_its_rdma_resource_and_ib_env_and_no_efa() ->
     claim = next(v for v in worker["volumes"] if v["name"] == "shared")
     assert claim["persistentVolumeClaim"]["claimName"] == "shared-rwx"
     preflight = config["preflight"]
-    assert (preflight["fabric"], preflight["infinibandDevices"], preflight["efaDevices"]) == ("infiniband", 8, 0)
+    assert preflight["fabric"] == {"type": "infiniband", "devices": 8}
 
 
 def test_a_type_without_fabric_renders_no_fabric_resource_or_env() -> None:
@@ -64,7 +64,7 @@ def test_a_type_without_fabric_renders_no_fabric_resource_or_env() -> None:
     text = json.dumps(worker)
     assert "vpc.amazonaws.com/efa" not in text and "FI_PROVIDER" not in text and "rdma" not in text
     assert "NCCL_IB_HCA" not in text
-    assert config["preflight"]["fabric"] == "none"
+    assert config["preflight"]["fabric"] == {"type": "none", "devices": 0}
 
 
 @pytest.mark.parametrize("command", ["validate", "plan", "render"])

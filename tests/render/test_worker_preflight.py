@@ -49,4 +49,4 @@ def test_the_preflight_floors_come_from_the_instance_type(instance: str, gpus: i
     assert preflight["minBusBandwidthGBps"] == floor
     assert floor == INSTANCES[InstanceTypeName(instance)].allreduce_floor_gbps(gpus)
     assert preflight["gpus"] == gpus
-    assert preflight["efaDevices"] == result.plan.efa_per_node
+    assert preflight["fabric"] == {"type": "efa", "devices": result.plan.fabric_devices_per_node}

@@ -18,7 +18,7 @@ def base_config(tmp_path: Path, **preflight: Any) -> dict[str, Any]:
         "gpus": 0,
         "minFreeGpuMemoryGiB": 0.0,
         "shmMinGiB": 0.001,
-        "efaDevices": 0,
+        "fabric": {"type": "efa", "devices": 0},
         "gdrcopy": False,
         "checkpointDir": str(tmp_path / "checkpoints"),
         "checkpointGiB": 0.001,

@@ -72,7 +72,7 @@ def launcher_prefix(directory: Path) -> list[str]:
             "gpus": 0,
             "minFreeGpuMemoryGiB": 0.0,
             "shmMinGiB": 0.0,
-            "efaDevices": 0,
+            "fabric": {"type": "efa", "devices": 0},
             "gdrcopy": False,
             "checkpointDir": str(directory / "checkpoints"),
             "checkpointGiB": 0.0,

@@ -30,7 +30,7 @@ argv = ["python3", "-c", code, "a b", "--x=$HOME"]
 cfg = {"apiVersion": "grpo.dev/v1alpha1", "kind": "RunConfig",
        "run": {"name": "device-check", "namespace": "default", "uid": "0"},
        "spec": {}, "plan": {"gpusPerNode": gpus},
-       "preflight": {"gpus": gpus, "minFreeGpuMemoryGiB": 98.0, "shmMinGiB": 1, "efaDevices": 0,
+       "preflight": {"gpus": gpus, "minFreeGpuMemoryGiB": 98.0, "shmMinGiB": 1, "fabric": {"type": "efa", "devices": 0},
                      "gdrcopy": False, "checkpointDir": ckpt, "checkpointGiB": 1.0,
                      "minBusBandwidthGBps": floor, "metricsPort": 9465},
        "argv": argv, "env": {"CUDA_DEVICE_MAX_CONNECTIONS": "1"}}

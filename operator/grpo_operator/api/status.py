@@ -12,7 +12,7 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, StringConstraints, model_validator
 
 from grpo_operator.api.base import ApiModel
-from grpo_operator.api.runtime import RuntimeRecord
+from grpo_operator.api.runtime import FabricType, RuntimeRecord
 
 Text = Annotated[str, StringConstraints(max_length=32768)]
 
@@ -407,8 +407,13 @@ class RunPlan(ApiModel):
     total_gpus: int = Field(description="GPUs requested in total.")
     total_nodes: int = Field(description="GPU nodes used.")
     data_parallel: int = Field(description="Megatron data-parallel size.")
-    fabric: str = Field(default="efa", description="The instance type's fabric: efa, infiniband or none.")
-    efa_per_node: int = Field(description="Fabric devices (of that fabric's resource) requested per worker pod.")
+    fabric: FabricType = Field(default=FabricType.EFA, description="The instance type's fabric (its type).")
+    fabric_devices_per_node: int = Field(
+        description="Devices of the fabric's resource requested per worker pod (0 on a single node)."
+    )
+    efa_per_node: int = Field(
+        description="Deprecated alias of fabricDevicesPerNode (it held every fabric's count), kept for one release."
+    )
     shm_gib: int = Field(description="/dev/shm size of a worker pod.")
     ray_resources: dict[str, float] = Field(description="Custom Ray resources of each worker.")
     distributed_optimizer: bool = Field(description="Always true: miles turns the distributed optimizer on for adam.")
@@ -427,6 +432,16 @@ class RunPlan(ApiModel):
     actor_memory: ActorMemory = Field(description="Breakdown of the training estimate.")
     rollout_memory: RolloutMemory = Field(description="Breakdown of the rollout estimate.")
     fits: bool = Field(description="Whether the run fits in GPU and host memory.")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _devices_from_the_old_name(cls, data: Any) -> Any:
+        # A plan stored before fabricDevicesPerNode existed (status.plan of a run in flight) has efaPerNode only.
+        if isinstance(data, dict) and "fabricDevicesPerNode" not in data and "fabric_devices_per_node" not in data:
+            old = data.get("efaPerNode", data.get("efa_per_node"))
+            if old is not None:
+                data = {**data, "fabricDevicesPerNode": old}
+        return data
 
 
 class StopReason(StrEnum):

@@ -156,7 +156,7 @@ def plan_table(plan: RunPlan, run: GRPORun | None = None) -> str:
             "(always, as miles runs adam)",
         ),
         ("rollout", f"{plan.rollout_gpus} GPUs in {plan.rollout_engines} SGLang engine(s)"),
-        (f"{plan.fabric} devices per worker", str(plan.efa_per_node)),
+        (f"{plan.fabric} devices per worker", str(plan.fabric_devices_per_node)),
         ("/dev/shm", f"{plan.shm_gib} GiB"),
         ("model", f"{plan.params_billions} B parameters"),
         ("actor GiB/GPU", f"{plan.actor_gib_per_gpu} of {plan.gpu_gib}, by component below"),

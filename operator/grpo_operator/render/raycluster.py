@@ -264,12 +264,12 @@ def worker_group(run: GRPORun, plan: RunPlan, settings: RenderSettings) -> dict[
     memory = f"{int(instance.memory_gib * share)}Gi"
     limits: dict[str, str] = {"nvidia.com/gpu": str(plan.gpus_per_node), "memory": memory}
     fabric = instance.fabric
-    if plan.efa_per_node and fabric.resource_name:
-        limits[fabric.resource_name] = str(plan.efa_per_node)
+    if plan.fabric_devices_per_node and fabric.resource_name:
+        limits[fabric.resource_name] = str(plan.fabric_devices_per_node)
     requests = {**limits, "cpu": cpu}
     grace = pod_grace_seconds(plan.preemption_grace, settings.max_grace_seconds)
     env = pod_env(run)
-    if plan.efa_per_node:
+    if plan.fabric_devices_per_node:
         env = with_env(env, fabric.env)
     volume_mounts = [
         {"name": "shared", "mountPath": spec.storage.mount_path},

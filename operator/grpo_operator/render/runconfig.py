@@ -29,9 +29,8 @@ def run_config(run: GRPORun, plan: RunPlan, job: JobSubmission, settings: Render
             "gpus": plan.gpus_per_node,
             "minFreeGpuMemoryGiB": plan.min_free_gpu_gib,
             "shmMinGiB": plan.shm_gib,
-            "fabric": plan.fabric,
-            "efaDevices": plan.efa_per_node if plan.fabric == "efa" else 0,
-            "infinibandDevices": plan.efa_per_node if plan.fabric == "infiniband" else 0,
+            # The launcher runs the check its table has for the type, against this many devices.
+            "fabric": {"type": plan.fabric.value, "devices": plan.fabric_devices_per_node},
             # Not required: nothing passes /dev/gdrdrv into the pods (NCCL's OFI plugin falls back without it).
             "gdrcopy": False,
             "checkpointDir": plan.checkpoint_dir,

@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, model_validator
 from pydantic.alias_generators import to_camel
 from pydantic_core import PydanticCustomError
 
@@ -78,6 +78,17 @@ class Plan(_Open):
     fits: bool | None = None
 
 
+# The fabrics the preflight has a check for (host_checks.FABRIC_CHECKS); the operator's api.runtime.FabricType.
+FabricType = Literal["efa", "infiniband", "none"]
+
+
+class FabricSpec(_Strict):
+    """The fabric between nodes: its type picks the preflight's check (host_checks.FABRIC_CHECKS)."""
+
+    type: FabricType = Field(description="efa, infiniband or none")
+    devices: int = Field(ge=0, description="devices of the fabric the pod must see; 0: none expected (one node)")
+
+
 class PreflightSpec(_Strict):
     """What the preflight checks on the pod the launcher runs in."""
 
@@ -86,13 +97,7 @@ class PreflightSpec(_Strict):
         ge=0, alias="minFreeGpuMemoryGiB", description="free memory each GPU must have, GiB"
     )
     shm_min_gib: float = Field(ge=0, alias="shmMinGiB", description="minimum size of /dev/shm, GiB")
-    fabric: Literal["efa", "infiniband", "none"] = Field(
-        default="efa", description="the node type's fabric: which device check runs"
-    )
-    efa_devices: int = Field(ge=0, description="EFA devices the pod must see; 0 means none expected")
-    infiniband_devices: int = Field(
-        default=0, ge=0, description="InfiniBand HCAs with an active port the pod must see (fabric infiniband)"
-    )
+    fabric: FabricSpec = Field(description="the node type's fabric: which device check runs, against how many")
     gdrcopy: bool = Field(description="whether /dev/gdrdrv must be present")
     checkpoint_dir: str = Field(min_length=1, description="directory miles saves checkpoints into")
     checkpoint_gib: float = Field(ge=0, alias="checkpointGiB", description="size of one checkpoint, GiB")
@@ -103,6 +108,18 @@ class PreflightSpec(_Strict):
         default=0.0, ge=0, alias="minBusBandwidthGBps", description="all-reduce floor; 0 reports only"
     )
     metrics_port: int = Field(default=DEFAULT_METRICS_PORT, ge=0, le=65535, description="0 disables it")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _fabric_of_an_older_operator(cls, data: Any) -> Any:
+        # Until one release after preflight.fabric became {type, devices}: an older operator wrote the type as a
+        # string beside efaDevices and infinibandDevices (or efaDevices alone, which meant EFA).
+        if not isinstance(data, dict) or isinstance(data.get("fabric"), dict):
+            return data
+        old = {k: v for k, v in data.items() if k not in ("fabric", "efaDevices", "infinibandDevices")}
+        kind = data.get("fabric", "efa")
+        devices = data.get("infinibandDevices", 0) if kind == "infiniband" else data.get("efaDevices", 0)
+        return {**old, "fabric": {"type": kind, "devices": devices if kind != "none" else 0}}
 
 
 # What a process environment can hold (execve's `NAME=value` strings): no '=' in a name, no NUL anywhere. The

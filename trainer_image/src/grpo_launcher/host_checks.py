@@ -12,6 +12,7 @@ import errno
 import os
 import subprocess
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -251,6 +252,18 @@ def check_infiniband(paths: HostPaths, expected: int) -> CheckResult:
             **data,
         )
     return passed(name, f"{len(active)} InfiniBand devices with an active port ({', '.join(active)})", **data)
+
+
+def check_no_fabric(_paths: HostPaths, _expected: int) -> CheckResult:
+    return passed("fabric", "no fabric between nodes (single-node run): nothing to check")
+
+
+# One check per fabric type the run config may name (config.FabricType): a new fabric is a type, a check and a row.
+FABRIC_CHECKS: dict[str, Callable[[HostPaths, int], CheckResult]] = {
+    "efa": check_efa,
+    "infiniband": check_infiniband,
+    "none": check_no_fabric,
+}
 
 
 def check_gdrcopy(paths: HostPaths, requested: bool) -> CheckResult:

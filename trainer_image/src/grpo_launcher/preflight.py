@@ -27,11 +27,10 @@ from grpo_launcher.gpu_checks import (
     run_probe,
 )
 from grpo_launcher.host_checks import (
+    FABRIC_CHECKS,
     HostPaths,
     check_checkpoint_dir,
-    check_efa,
     check_gdrcopy,
-    check_infiniband,
     check_libcuda,
     check_shm,
 )
@@ -62,12 +61,7 @@ def run_preflight(spec: PreflightSpec, env: PreflightEnv, out: TextIO) -> Prefli
 
     libcuda = record(check_libcuda(env.paths, spec.gpus))
     record(check_shm(env.paths, spec.shm_min_gib))
-    if spec.fabric == "infiniband":
-        record(check_infiniband(env.paths, spec.infiniband_devices))
-    elif spec.fabric == "efa":
-        record(check_efa(env.paths, spec.efa_devices))
-    else:
-        record(passed("fabric", "no fabric between nodes (single-node run): nothing to check"))
+    record(FABRIC_CHECKS[spec.fabric.type](env.paths, spec.fabric.devices))
     record(check_gdrcopy(env.paths, spec.gdrcopy))
     shared = Path(spec.shared_mount) if spec.shared_mount else None
     record(check_checkpoint_dir(env.paths, Path(spec.checkpoint_dir), spec.checkpoint_gib, shared))

@@ -68,7 +68,7 @@ def placement(cluster: Cluster, target: Target) -> Check:
     need = plan.worker_replicas
     what = (
         f"{len(fit)} of {len(worker_nodes)} {plan.instance_type} nodes have {plan.gpus_per_node} GPUs"
-        + (f" and {plan.efa_per_node} EFA devices" if plan.efa_per_node else "")
+        + (f" and {plan.fabric_devices_per_node} {plan.fabric} devices" if plan.fabric_devices_per_node else "")
         + f" free; the run needs {need}"
     )
     elsewhere = []
