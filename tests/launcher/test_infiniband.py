@@ -1,4 +1,4 @@
-"""The preflight's InfiniBand check reads ibv_devinfo's report: enough HCAs with an active InfiniBand port.
+"""The preflight's InfiniBand and RoCE checks read ibv_devinfo's report: enough HCAs with an active port of the link layer.
 
 The stand-in prints what rdma-core's ibv_devinfo prints (libibverbs/examples/devinfo.c at 691953d8: `hca_id:\t%s`,
 per port `\t\tport:\t%u`, `\t\t\tstate:\t\t\t%s (%d)`, `\t\t\tlink_layer:\t\t%s`; "No IB devices found" on stderr
@@ -11,7 +11,7 @@ import dataclasses
 from pathlib import Path
 
 from grpo_launcher.checks import Status
-from grpo_launcher.host_checks import HostPaths, check_infiniband, parse_ibv_devinfo
+from grpo_launcher.host_checks import FABRIC_CHECKS, HostPaths, check_infiniband, check_roce, parse_ibv_devinfo
 
 from tests.support.launcher import executable
 
@@ -81,3 +81,18 @@ def test_a_missing_ibv_devinfo_fails_naming_the_package(host: HostPaths, tmp_pat
     gone = dataclasses.replace(host, ibv_devinfo=tmp_path / "nowhere" / "ibv_devinfo")
     result = check_infiniband(gone, expected=8)
     assert result.status is Status.FAIL and "ibverbs-utils" in result.reason
+
+
+def test_roce_wants_active_ethernet_ports_and_refuses_infiniband_ones(host: HostPaths) -> None:
+    # A RoCE NIC reports its port's link layer as Ethernet; the fabric table sends fabric roce to this check.
+    roce = "".join(hca(f"mlx5_{i}", link="Ethernet") for i in range(8))
+    result = FABRIC_CHECKS["roce"](ibv_devinfo(host, roce), 8)
+    assert result.status is Status.PASS and "8 RoCE devices with an active port" in result.reason, result.reason
+    result = check_roce(ibv_devinfo(host, "".join(hca(f"mlx5_{i}") for i in range(8))), expected=8)
+    assert result.status is Status.FAIL and "0 RoCE devices with an active port" in result.reason
+    assert "not active or not RoCE: mlx5_0" in result.reason
+
+
+def test_the_run_configs_fabric_picks_the_check_of_its_type() -> None:
+    assert set(FABRIC_CHECKS) == {"efa", "infiniband", "roce", "none"}
+    assert FABRIC_CHECKS["none"](HostPaths(), 0).status is Status.PASS

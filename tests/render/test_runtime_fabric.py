@@ -1,5 +1,5 @@
 """The worker pods take their fabric from the runtime's instance type: an InfiniBand type renders its RDMA
-resource and IB env and no EFA, a type without fabric renders neither; `grpo validate|render --runtime` resolve the
+resource and IB env and no EFA, a RoCE type its RDMA resource and GID index, a type without fabric renders neither; `grpo validate|render --runtime` resolve the
 same way offline."""
 
 from __future__ import annotations
@@ -50,6 +50,24 @@ def test_an_infiniband_type_renders_its_rdma_resource_and_ib_env_and_no_efa() ->
     assert claim["persistentVolumeClaim"]["claimName"] == "shared-rwx"
     preflight = config["preflight"]
     assert preflight["fabric"] == {"type": "infiniband", "devices": 8}
+
+
+def test_a_roce_type_validates_plans_renders_its_rdma_resource_and_gid_index_and_asks_for_the_roce_check() -> None:
+    doc = _quickstart()
+    doc["spec"]["runtimeRef"] = {"name": "h200-roce"}
+    rt, problems = parse_runtime(yaml.safe_load((RUNTIMES / "h200-roce.yaml").read_text()))
+    assert rt is not None, problems
+    run, problems = parse_run(doc, rt)
+    assert run is not None, problems
+    plan = make_plan(run)
+    assert (plan.fabric, plan.fabric_devices_per_node, plan.worker_replicas) == ("roce", 8, 2)
+    worker, config = _rendered(doc, "h200-roce.yaml")
+    container = worker["containers"][0]
+    assert container["resources"]["limits"]["rdma/rdma_shared_device_eth"] == "8"
+    env = {e["name"]: e.get("value") for e in container["env"]}
+    assert env["NCCL_IB_GID_INDEX"] == "3" and env["NCCL_IB_HCA"] == "mlx5"
+    assert "vpc.amazonaws.com/efa" not in json.dumps(worker) and "rdma/ib" not in json.dumps(worker)
+    assert config["preflight"]["fabric"] == {"type": "roce", "devices": 8}
 
 
 def test_a_type_without_fabric_renders_no_fabric_resource_or_env() -> None:

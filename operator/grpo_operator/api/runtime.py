@@ -89,6 +89,7 @@ ResourceName = Annotated[
 class FabricType(StrEnum):
     EFA = "efa"
     INFINIBAND = "infiniband"
+    ROCE = "roce"
     NONE = "none"
 
 
@@ -100,13 +101,15 @@ class Fabric(ApiModel):
         cel(
             "self.type == 'none' ? (!has(self.resourceName) && !has(self.count)) : "
             "(has(self.resourceName) && has(self.count))",
-            "resourceName and count are required for fabric efa or infiniband and must be unset for none",
+            "resourceName and count are required for a fabric other than none and must be unset for none",
             ".resourceName",
         ),
     )
     type: FabricType = Field(
         description="efa (libfabric over AWS EFA; preflight fi_info), infiniband (NCCL over IB verbs; preflight "
-        "ibv_devinfo) or none (sockets; single-node runs only)."
+        "ibv_devinfo, an active InfiniBand port), roce (NCCL over IB verbs on Ethernet: RDMA NICs of e.g. the NVIDIA "
+        "network operator's rdma/rdma_shared_device_eth; preflight ibv_devinfo, an active Ethernet port; set "
+        "NCCL_IB_GID_INDEX in env) or none (sockets; single-node runs only)."
     )
     resource_name: ResourceName | None = Field(
         default=None,
@@ -128,7 +131,7 @@ class Fabric(ApiModel):
         if self.type is FabricType.NONE and (self.resource_name is not None or self.count is not None):
             raise PydanticCustomError(
                 "fabric",
-                "resourceName and count must be unset for none (sockets only); remove them, or pick efa or infiniband",
+                "resourceName and count must be unset for none (sockets only); remove them, or pick efa, infiniband or roce",
             )
         if self.type is not FabricType.NONE and (self.resource_name is None or self.count is None):
             raise PydanticCustomError(

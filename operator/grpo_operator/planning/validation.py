@@ -312,7 +312,7 @@ def _fabric_rules(spec: GRPORunSpec, instance: InstanceType) -> list[Problem]:
             Problem(
                 "spec.topology.actor.nodes",
                 f"the run needs {worker_replicas(spec)} worker nodes but {instance.name} has no fabric between nodes "
-                "(fabric none: single-node runs only); use one node, or an instance type with an efa or infiniband "
+                "(fabric none: single-node runs only); use one node, or an instance type with an efa, infiniband or roce "
                 "fabric",
             )
         )

@@ -79,13 +79,13 @@ class Plan(_Open):
 
 
 # The fabrics the preflight has a check for (host_checks.FABRIC_CHECKS); the operator's api.runtime.FabricType.
-FabricType = Literal["efa", "infiniband", "none"]
+FabricType = Literal["efa", "infiniband", "roce", "none"]
 
 
 class FabricSpec(_Strict):
     """The fabric between nodes: its type picks the preflight's check (host_checks.FABRIC_CHECKS)."""
 
-    type: FabricType = Field(description="efa, infiniband or none")
+    type: FabricType = Field(description="efa, infiniband, roce or none")
     devices: int = Field(ge=0, description="devices of the fabric the pod must see; 0: none expected (one node)")
 
 

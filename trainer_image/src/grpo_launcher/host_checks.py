@@ -1,4 +1,4 @@
-"""Preflight checks of the pod itself: libcuda, /dev/shm, the fabric (EFA or InfiniBand), GDRCopy and the
+"""Preflight checks of the pod itself: libcuda, /dev/shm, the fabric (EFA, InfiniBand or RoCE), GDRCopy and the
 checkpoint directory.
 
 Every path is injectable through ``HostPaths`` so CPU tests stand devices in with temporary directories and
@@ -213,9 +213,18 @@ def parse_ibv_devinfo(text: str) -> dict[str, list[tuple[str, str]]]:
 
 def check_infiniband(paths: HostPaths, expected: int) -> CheckResult:
     """The pod sees at least as many InfiniBand HCAs with an active IB port as it requested (ibv_devinfo)."""
-    name = "infiniband"
+    return _check_rdma(paths, expected, "infiniband", "InfiniBand", "InfiniBand")
+
+
+def check_roce(paths: HostPaths, expected: int) -> CheckResult:
+    """The pod sees at least as many RDMA NICs with an active Ethernet port (RoCE) as it requested (ibv_devinfo
+    prints `link_layer: Ethernet` for a RoCE port, `InfiniBand` for an IB one)."""
+    return _check_rdma(paths, expected, "roce", "RoCE", "Ethernet")
+
+
+def _check_rdma(paths: HostPaths, expected: int, name: str, label: str, link_layer: str) -> CheckResult:
     if expected == 0:
-        return passed(name, "no InfiniBand devices expected (single-node run)")
+        return passed(name, f"no {label} devices expected (single-node run)")
     if not paths.ibv_devinfo.exists():
         return failed(
             name,
@@ -231,7 +240,7 @@ def check_infiniband(paths: HostPaths, expected: int) -> CheckResult:
     except OSError as exc:
         return failed(name, f"{paths.ibv_devinfo} cannot run: {exc.strerror}", expected=expected)
     devices = parse_ibv_devinfo(probe.stdout)
-    active = sorted(h for h, ports in devices.items() if ("PORT_ACTIVE", "InfiniBand") in ports)
+    active = sorted(h for h, ports in devices.items() if ("PORT_ACTIVE", link_layer) in ports)
     data = {"devices": sorted(devices), "active": active, "expected": expected}
     if probe.returncode != 0 and not devices:
         detail = (probe.stderr or probe.stdout).strip().splitlines()
@@ -245,13 +254,13 @@ def check_infiniband(paths: HostPaths, expected: int) -> CheckResult:
         down = sorted(set(devices) - set(active))
         return failed(
             name,
-            f"{len(active)} InfiniBand devices with an active port ({', '.join(active) or 'none'}), the plan "
+            f"{len(active)} {label} devices with an active port ({', '.join(active) or 'none'}), the plan "
             f"requests {expected}"
-            + (f"; not active or not InfiniBand: {', '.join(down)}" if down else "")
+            + (f"; not active or not {label}: {', '.join(down)}" if down else "")
             + "; check the node's links (ibstat) and that the pod requests all of the fabric's devices",
             **data,
         )
-    return passed(name, f"{len(active)} InfiniBand devices with an active port ({', '.join(active)})", **data)
+    return passed(name, f"{len(active)} {label} devices with an active port ({', '.join(active)})", **data)
 
 
 def check_no_fabric(_paths: HostPaths, _expected: int) -> CheckResult:
@@ -262,6 +271,7 @@ def check_no_fabric(_paths: HostPaths, _expected: int) -> CheckResult:
 FABRIC_CHECKS: dict[str, Callable[[HostPaths, int], CheckResult]] = {
     "efa": check_efa,
     "infiniband": check_infiniband,
+    "roce": check_roce,
     "none": check_no_fabric,
 }
 
