@@ -408,7 +408,9 @@ _HELD: list[Any] = []
 
 
 def fake_driver_waits_in_rollout(stop: threading.Event) -> None:
-    """Where the hung driver waits (a stack dump names this frame)."""
+    """Where the hung driver waits (a stack dump names this frame); it says so from inside it, so a stack taken on
+    that line finds the driver here, not still on its way in."""
+    log("the driver waits in fake_driver_waits_in_rollout")
     stop.wait()
 
 

@@ -47,8 +47,8 @@ def test_at_the_stall_the_driver_waits_in_its_named_frame_and_leaves_a_flight_re
     )
     try:
         assert driver.stderr is not None
-        for line in driver.stderr:
-            if "wrote flight-recorder stand-in" in line:
+        for line in driver.stderr:  # the stand-in is written before the driver says it waits
+            if "the driver waits in fake_driver_waits_in_rollout" in line:
                 break
         dumps = {d["pid"]: d["dump"] for d in stacks.dump_stacks(directory, wait_seconds=30)}
         assert "fake_driver_waits_in_rollout" in dumps[driver.pid]
