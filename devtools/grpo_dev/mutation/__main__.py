@@ -57,7 +57,7 @@ GROUPS = {
     ),
     # planning's tests validate specs; the reward types' tests hold each reward's score range.
     "api": Group((f"{OPERATOR}/api",), ("tests/api", "tests/planning", "tests/render/test_reward_types.py")),
-    "cli": Group((f"{OPERATOR}/cli",), ("tests/cli", "tests/api/test_cli.py", "tests/api/test_cli_hostile.py")),
+    "cli": Group((f"{OPERATOR}/cli",), ("tests/cli",)),
     # The launcher writes the end-of-run summary line that status/summary.py reads: its tests round-trip it.
     "status": Group((f"{OPERATOR}/status",), ("tests/status", "tests/launcher/test_summary.py")),
     "launcher": Group(
@@ -170,7 +170,7 @@ def run_group(
         "-m",
         "not integration and not slow",
         # Its tests run the grpo command in a child, which the in-process coverage map cannot see.
-        "--ignore=tests/api/test_cli_hostile.py",
+        "--ignore=tests/cli/test_cli_hostile.py",
         *tests,
     ]
     if not report_only:

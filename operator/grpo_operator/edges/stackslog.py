@@ -3,7 +3,7 @@ of the bundle: `stacks.txt` with a section per process (node, pid, command line,
 tails as `logs-<node>-<file>`, torch's flight-recorder dumps as `nccl-<node>-<file>.b64`, and, for `missing.txt`,
 each node that did not answer and what a node had to leave out. Pure: the log and the job's end state in, pieces out.
 The marks are the launcher's (`grpo_launcher.stacks.MARK`, `MISSING_MARK`); the operator never imports the image's
-package, and `tests/edges/test_stackslog.py` holds the two spellings equal.
+package, and `tests/edges/test_stacks_job.py` holds the two spellings equal.
 """
 
 from __future__ import annotations

@@ -36,7 +36,7 @@ class Rule:
 
 
 # What the operator's ServiceAccount needs in each namespace it watches. The chart's RBAC template
-# (grpo-operator.namespacedRules) is checked against this table (tests/integration/chart/test_operator_rules.py).
+# (grpo-operator.namespacedRules) is checked against this table (tests/integration/chart/test_doctor_operator_rules.py).
 OPERATOR_RULES = (
     Rule("grpo.dev", ("grporuns",), ("get", "list", "watch", "patch")),
     Rule("grpo.dev", ("grporuns/status",), ("patch",)),
