@@ -100,10 +100,9 @@ def test_every_row_of_a_parametrized_table_has_a_name(request: pytest.FixtureReq
     pytest can spell (strings, numbers, enums); a dict, a list or an object gets `<argname><index>`."""
     tables: dict[str, list[str]] = {}
     for item in request.session.items:
-        if made_up := _fallback_ids(item):
-            tables.setdefault(f"{item.path.relative_to(REPO)}::{item.originalname}", []).append(
-                f"[{item.callspec.id}] ({', '.join(made_up)})"  # type: ignore[attr-defined]
-            )
+        if _fallback_ids(item):
+            test = f"{item.path.relative_to(REPO)}::{getattr(item, 'originalname', item.name)}"
+            tables.setdefault(test, []).append(f"[{item.callspec.id}]")  # type: ignore[attr-defined]
     assert not tables, "name these rows with pytest.param(..., id=...) or ids=:\n" + "\n".join(
         f"{test}: {' '.join(rows)}" for test, rows in sorted(tables.items())
     )

@@ -92,6 +92,7 @@ def test_a_name_that_is_no_environment_variable_is_refused_when_the_run_is_read(
         ({"name": "t"}, "required"),
         ({"name": "t", "key": ".."}, "Secret key"),
     ],
+    ids=["a name that is no DNS subdomain", "no key", "a key of .."],
 )
 def test_the_secret_key_ref_names_a_secret_and_a_key_both(ref: dict[str, str], fragment: str) -> None:
     run, problems = parse_run(example("quickstart", {"secretEnv": [{"name": "X", "secretKeyRef": ref}]}))

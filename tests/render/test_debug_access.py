@@ -27,7 +27,7 @@ def _with_runtime(debug: dict[str, Any] | None) -> dict[str, Any]:
     return kind(rendered_on(runtime), "RayCluster")
 
 
-@pytest.mark.parametrize("debug", [None, {}, {"ptrace": False}])
+@pytest.mark.parametrize("debug", [None, {}, {"ptrace": False}], ids=["no debug", "an empty debug", "ptrace false"])
 def test_without_the_runtimes_ptrace_no_ray_container_may_trace_and_the_dashboard_profiles_nothing(
     debug: dict[str, Any] | None,
 ) -> None:

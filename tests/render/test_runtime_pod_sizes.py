@@ -59,7 +59,9 @@ def test_a_runtime_that_sizes_nothing_keeps_the_operators_head_and_reward_sizes(
     assert pods["reward"]["containers"][0]["resources"]["requests"] == {"cpu": "2", "memory": "4Gi"}
 
 
-@pytest.mark.parametrize("size", [{"cpu": "half", "memory": "1Gi"}, {"cpu": "1", "memory": "1GB"}])
+@pytest.mark.parametrize(
+    "size", [{"cpu": "half", "memory": "1Gi"}, {"cpu": "1", "memory": "1GB"}], ids=["a word for a cpu", "GB for memory"]
+)
 def test_a_size_kubernetes_would_not_take_is_refused_with_the_runtime(size: dict[str, str]) -> None:
     runtime = small_runtime()
     runtime["spec"]["defaults"]["scheduling"]["headResources"] = size

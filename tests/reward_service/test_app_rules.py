@@ -52,6 +52,7 @@ def test_an_unusable_label_is_refused_with_422_naming_the_item_in_a_batch(label:
         ({"response": 5, "label": 1}, "response must be a string (the generated text) (got 5)"),
         ({"response": "x", "label": [1]}, "label must be a string, an integer, a float or null (got [1])"),
     ],
+    ids=["no response", "a number for the response", "a list for the label"],
 )
 def test_a_body_that_does_not_fit_the_schema_is_refused_naming_the_field_and_the_fix(
     body: dict[str, Any], says: str
