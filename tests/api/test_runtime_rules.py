@@ -37,13 +37,17 @@ def test_the_fabric_env_a_runtime_sets_is_what_its_instance_type_carries() -> No
     assert parsed.spec.instance_types[0].fabric.env == {"NCCL_IB_HCA": "mlx5", "NCCL_SOCKET_IFNAME": "eth0"}
 
 
-@pytest.mark.parametrize("name", ["NCCL_IB_HCA", "_x", "-a.b", "N" * 128])
+@pytest.mark.parametrize(
+    "name",
+    ["NCCL_IB_HCA", "_x", "-a.b", "N" * 128],
+    ids=["upper case and underscores", "a leading underscore", "a leading dash and a dot", "128 characters"],
+)
 def test_an_env_name_a_container_takes_is_accepted(name: str) -> None:
     parsed, problems = _fabric(type="infiniband", resourceName="rdma/ib", count=8, env={name: "1"})
     assert parsed is not None and parsed.spec.instance_types[0].fabric.env == {name: "1"}, problems
 
 
-@pytest.mark.parametrize("name", ["1NCCL", "NCCL IB", "N" * 129])
+@pytest.mark.parametrize("name", ["1NCCL", "NCCL IB", "N" * 129], ids=["a leading digit", "a space", "129 characters"])
 def test_an_env_name_a_container_refuses_is_refused_naming_the_key_and_the_rule(name: str) -> None:
     parsed, problems = _fabric(type="infiniband", resourceName="rdma/ib", count=8, env={name: "1"})
     assert parsed is None
@@ -57,21 +61,23 @@ def test_an_env_name_a_container_refuses_is_refused_naming_the_key_and_the_rule(
 
 
 @pytest.mark.parametrize(
-    "fabric", [{"type": "none"}, {"type": "efa", "resourceName": "vpc.amazonaws.com/efa", "count": 32}]
+    "fabric",
+    [{"type": "none"}, {"type": "efa", "resourceName": "vpc.amazonaws.com/efa", "count": 32}],
+    ids=["none alone", "efa with its resource and count"],
 )
 def test_a_fabric_whose_members_follow_its_type_is_accepted(fabric: dict[str, Any]) -> None:
     parsed, problems = _fabric(**fabric)
     assert parsed is not None, problems
 
 
-@pytest.mark.parametrize("members", [{"resourceName": "rdma/ib"}, {"count": 8}])
+@pytest.mark.parametrize("members", [{"resourceName": "rdma/ib"}, {"count": 8}], ids=["a resource name", "a count"])
 def test_none_with_a_device_resource_or_count_is_refused(members: dict[str, Any]) -> None:
     parsed, problems = _fabric(type="none", **members)
     assert parsed is None
     assert any("resourceName and count must be unset for none" in p for p in problems), problems
 
 
-@pytest.mark.parametrize("members", [{"resourceName": "rdma/ib"}, {"count": 8}])
+@pytest.mark.parametrize("members", [{"resourceName": "rdma/ib"}, {"count": 8}], ids=["no count", "no resource name"])
 def test_infiniband_without_its_resource_or_count_is_refused(members: dict[str, Any]) -> None:
     parsed, problems = _fabric(type="infiniband", **members)
     assert parsed is None

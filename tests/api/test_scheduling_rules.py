@@ -30,6 +30,12 @@ def _toleration(**fields: Any) -> list[str]:
         {"key": "dedicated", "operator": "Equal", "value": "grpo"},
         {"key": "spot", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 2**63 - 1},
     ],
+    ids=[
+        "a key that exists",
+        "an empty key tolerating every taint",
+        "a key equal to a value",
+        "NoExecute for the largest int64 seconds",
+    ],
 )
 def test_a_toleration_kubernetes_takes_is_accepted(toleration: dict[str, Any]) -> None:
     assert _toleration(**toleration) == []
@@ -64,6 +70,7 @@ def test_toleration_seconds_beyond_an_int64_is_refused() -> None:
         {"scheduler": "KAI", "queue": "research"},
         {"scheduler": "SchedulerPlugins"},
     ],
+    ids=["Volcano without a queue", "Volcano with a queue", "KAI with its queue", "SchedulerPlugins without a queue"],
 )
 def test_a_gang_scheduler_with_the_queue_it_reads_is_accepted(gang: dict[str, Any]) -> None:
     assert _problems({"gang": gang}) == []

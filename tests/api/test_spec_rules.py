@@ -24,12 +24,17 @@ def accepted(patch: dict[str, Any]) -> bool:
 @pytest.mark.parametrize(
     "key",
     ["topology.kubernetes.io/zone", "gpu", "a" * 253 + "/zone", "example.com/" + "n" * 63],
+    ids=["a prefixed key", "a bare name", "a 253-character prefix", "a 63-character name"],
 )
 def test_a_node_selector_key_the_api_server_takes_is_accepted(key: str) -> None:
     assert accepted({"spec": {"scheduling": {"gpuNodeSelector": {key: "yes"}}}}), key
 
 
-@pytest.mark.parametrize("key", ["bad key", "-gpu", "a" * 254 + "/zone", "example.com/" + "n" * 64, "Example.com/x"])
+@pytest.mark.parametrize(
+    "key",
+    ["bad key", "-gpu", "a" * 254 + "/zone", "example.com/" + "n" * 64, "Example.com/x"],
+    ids=["a space", "a leading dash", "a 254-character prefix", "a 64-character name", "an upper-case prefix"],
+)
 def test_a_node_selector_key_the_api_server_refuses_is_refused_naming_the_key_and_the_rule(key: str) -> None:
     found = problems({"spec": {"scheduling": {"gpuNodeSelector": {key: "yes"}}}})
     assert any("gpuNodeSelector" in p and "is not a label key" in p for p in found), found
@@ -65,6 +70,13 @@ def test_a_checkpoint_dir_counts_as_under_the_mount_only_below_it_with_or_withou
         (2, {"tensor": 4, "context": 2}, 9, 3, True),
         # 8 / 8 = 1: any global batch divides.
         (1, {"tensor": 8}, 9, 3, False),
+    ],
+    ids=[
+        "dp 4, batch 18 refused",
+        "dp 4, batch 36 passes",
+        "dp 2, batch 18 passes",
+        "dp 2, batch 27 refused",
+        "dp 1, any batch passes",
     ],
 )
 def test_the_global_batch_must_divide_by_the_data_parallel_size_of_the_actor(

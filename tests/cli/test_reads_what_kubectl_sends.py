@@ -15,7 +15,7 @@ from grpo_operator.planning.validation import Severity
 from grpo_operator.render.yamlout import dump_all
 
 from tests.support.builders import BASE_EXAMPLE, base, merge
-from tests.support.cli import STRINGS_THAT_LOOK_TYPED
+from tests.support.yamltexts import MERGES, STRINGS_THAT_LOOK_TYPED
 
 QUICKSTART = BASE_EXAMPLE.read_text()
 
@@ -57,19 +57,10 @@ def test_a_yaml_directive_is_refused_as_kubectl_cannot_read_it(directive: str) -
         decode_all(f"{directive}\n---\n{QUICKSTART}")
 
 
-@pytest.mark.parametrize(
-    ("text", "expected"),
-    [
-        # kubectl: a merge key overrides the keys before it, the keys after it override the merge.
-        ("b: &b {a: '2', c: '2'}\nd:\n  a: '1'\n  <<: *b\n", {"a": "2", "c": "2"}),
-        ("b: &b {a: '2', c: '2'}\nd:\n  <<: *b\n  a: '1'\n", {"a": "1", "c": "2"}),
-        # Of a list of mappings, the first wins; of two merge keys, the later.
-        ("b1: &b1 {a: '1'}\nb2: &b2 {a: '2', c: '2'}\nd:\n  <<: [*b1, *b2]\n", {"a": "1", "c": "2"}),
-        ("b1: &b1 {a: '1'}\nb2: &b2 {a: '2', c: '2'}\nd:\n  <<: *b1\n  <<: *b2\n", {"a": "2", "c": "2"}),
-    ],
-)
-def test_merge_keys_resolve_as_kubectl_resolves_them(text: str, expected: dict[str, str]) -> None:
-    assert decode_all(text)[0]["d"] == expected
+@pytest.mark.parametrize("label", MERGES)
+def test_merge_keys_resolve_as_kubectl_resolves_them(label: str) -> None:
+    text, kubectl_reads = MERGES[label]
+    assert decode_all(text)[0]["d"] == kubectl_reads
 
 
 @pytest.mark.parametrize("value", STRINGS_THAT_LOOK_TYPED)

@@ -19,7 +19,9 @@ def _text(patch: dict[str, Any]) -> str:
     return yaml.safe_dump(example("quickstart", patch))
 
 
-@pytest.mark.parametrize("args", [["--wandb-key", KEY_VALUE], [f"--wandb-key={KEY_VALUE}"]])
+@pytest.mark.parametrize(
+    "args", [["--wandb-key", KEY_VALUE], [f"--wandb-key={KEY_VALUE}"]], ids=["flag and value", "flag=value"]
+)
 def test_validate_refuses_a_wandb_key_in_extra_args_naming_secret_env_and_not_the_key(args: list[str]) -> None:
     result = grpo("validate", "-f", "-", stdin=_text({"extraArgs": ["--use-wandb", *args]}))
     assert result.returncode == 1

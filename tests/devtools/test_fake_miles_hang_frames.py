@@ -103,6 +103,7 @@ def test_the_scheduler_standin_waits_in_its_named_frame_and_goes_with_its_parent
         ([{"NodeID": "a", "Alive": True}, {"NodeID": "b", "Alive": False}], "a", None),
         ([{"NodeID": "a", "Alive": True}], "a", None),
     ],
+    ids=["another node alive", "the other node dead", "the driver's node alone"],
 )
 def test_the_actor_goes_to_an_alive_node_other_than_the_drivers_when_there_is_one(
     nodes: list[dict[str, object]], driver: str, chosen: str | None

@@ -16,15 +16,12 @@ from grpo_operator.planning.validation import errors, validate
 from grpo_operator.render import render
 
 from tests.support.builders import REPO, SETTINGS, kind
+from tests.support.runtimes import millicores
 
 
 def _node(cpu: str, memory: str, gpus: str = "1") -> dict[str, Any]:
     capacity = {"cpu": cpu, "memory": memory, "nvidia.com/gpu": gpus}
     return {"metadata": {"name": "grpo-real-node"}, "status": {"capacity": capacity, "allocatable": capacity}}
-
-
-def _millicores(quantity: str) -> int:
-    return int(quantity[:-1]) if quantity.endswith("m") else int(float(quantity) * 1000)
 
 
 def _kib(quantity: str) -> int:
@@ -69,7 +66,7 @@ def test_a_run_on_the_real_nodes_runtime_fits_that_node_beside_the_operator(cpu:
     assert all(pod["nodeSelector"] == NODE_LABELS for pod in pods)
     chart = yaml.safe_load((REPO / "charts" / "grpo-operator" / "values.yaml").read_text())["resources"]["requests"]
     requests = [chart] + [pod["containers"][0]["resources"]["requests"] for pod in pods]
-    assert sum(_millicores(r["cpu"]) for r in requests) <= _millicores(cpu)
+    assert sum(millicores(r["cpu"]) for r in requests) <= millicores(cpu)
     # The kubelet keeps back its hard eviction threshold (100Mi, realnode.py) from the node's memory.
     assert sum(_kib(r["memory"]) for r in requests) <= _kib(memory) - 100 * 1024
 

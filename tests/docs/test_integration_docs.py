@@ -1,6 +1,7 @@
 """docs/integrations cite the tests that check each upstream fact and the files of this repository they rely
-on: every cited test exists (file and function), and so does every cited path of this repository, so a renamed
-test or a moved module cannot leave a claim unchecked while the doc still names its check."""
+on: every cited test exists (file and function, or a test file alone, named from the repository or from tests/,
+or a test function alone, named in prose after its file), and so does every cited path of this repository, so a
+renamed test or a moved module cannot leave a claim unchecked while the doc still names its check."""
 
 from __future__ import annotations
 
@@ -21,6 +22,12 @@ OURS = re.compile(
     r"`((?:tests|operator|devtools|trainer_image|crds|charts|deploy|benchmarks)/[\w/.-]*[\w]"
     r"|examples/[\w.-]+\.yaml|docs/[\w/.-]+\.md)(?::[\d,-]+)?`"
 )
+
+
+# A test file named alone (`status/test_recovery.py`, from tests/ or the repository), and a test function named
+# alone in prose (`test_a_gzip_bomb_is_refused_while_it_inflates`, its file named in the same paragraph).
+TEST_FILE = re.compile(r"`((?:[\w.-]+/)*test_\w+\.py)`")
+TEST_NAME = re.compile(r"`(test_\w+)`")
 
 
 def _resolve(path: str) -> Path | None:
@@ -64,3 +71,33 @@ def _paths() -> list[tuple[str, str]]:
 @pytest.mark.parametrize(("where", "path"), _paths(), ids=str)
 def test_every_cited_path_of_this_repository_exists(where: str, path: str) -> None:
     assert (REPO / path).exists() or list(REPO.glob(path)), f"{where}: {path} does not exist"
+
+
+def _lines() -> list[tuple[str, str]]:
+    return [
+        (f"{doc.name}:{number}", line) for doc in DOCS for number, line in enumerate(doc.read_text().splitlines(), 1)
+    ]
+
+
+@pytest.mark.parametrize(
+    ("where", "path"), [(where, m.group(1)) for where, line in _lines() for m in TEST_FILE.finditer(line)], ids=str
+)
+def test_every_test_file_named_alone_exists(where: str, path: str) -> None:
+    assert _resolve(path) is not None, f"{where}: {path} is neither under tests/ nor under the repository's root"
+
+
+def _test_functions() -> set[str]:
+    names = set()
+    for file in (REPO / "tests").rglob("test_*.py"):
+        names |= set(re.findall(r"^\s*(?:async )?def (test_\w+)", file.read_text(), re.MULTILINE))
+    return names
+
+
+_TEST_FUNCTIONS = _test_functions()
+
+
+@pytest.mark.parametrize(
+    ("where", "name"), [(where, m.group(1)) for where, line in _lines() for m in TEST_NAME.finditer(line)], ids=str
+)
+def test_every_test_function_named_alone_exists(where: str, name: str) -> None:
+    assert name in _TEST_FUNCTIONS, f"{where}: no test under tests/ is named {name}"

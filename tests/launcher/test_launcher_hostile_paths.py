@@ -105,6 +105,7 @@ def test_a_fifo_at_the_config_path_is_refused_at_once(tmp_path: Path) -> None:
         ("checkpointGiB", "1e400", "finite"),
         ("shmMinGiB", "-1e400", "finite"),
     ],
+    ids=["gpus of 5000 digits", "metricsPort of 4400 digits", "checkpointGiB 1e400", "shmMinGiB -1e400"],
 )
 def test_a_number_too_large_for_any_field_is_one_config_error(
     tmp_path: Path, field: str, literal: str, why: str

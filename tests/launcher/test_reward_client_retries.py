@@ -326,7 +326,9 @@ def test_without_an_rm_url_the_client_fails_naming_the_flag(failure_file: Path) 
     assert "--rm-url is not set" in json.loads(failure_file.read_text())["message"]
 
 
-@pytest.mark.parametrize(("body", "kind"), [({"0.5": 1, "1.0": 1}, "dict"), ("ab", "str")])
+@pytest.mark.parametrize(
+    ("body", "kind"), [({"0.5": 1, "1.0": 1}, "dict"), ("ab", "str")], ids=["a mapping", "a string"]
+)
 def test_a_batch_answer_with_one_entry_per_sample_that_is_not_a_list_is_no_reward(
     body: Any, kind: str, failure_file: Path
 ) -> None:

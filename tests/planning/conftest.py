@@ -4,17 +4,9 @@ from typing import Any
 
 import pytest
 from grpo_operator.api import GRPORun
-from grpo_operator.cli.loading import parse_run
-from grpo_operator.planning.validation import Problem, errors, validate
+from grpo_operator.planning.validation import Problem, errors
 
-from tests.support.builders import base, merge
-
-
-def check(doc: dict[str, Any]) -> tuple[GRPORun | None, list[Problem]]:
-    run, problems = parse_run(doc)
-    if run is None:
-        return None, problems
-    return run, validate(run)
+from tests.support.builders import base, check, merge
 
 
 @pytest.fixture

@@ -34,7 +34,9 @@ def _problems(args: list[str]) -> list[str]:
     return [str(p) for p in errors(check(run).problems)]
 
 
-@pytest.mark.parametrize("args", [["--wandb-key", VALUE], [f"--wandb-key={VALUE}"]])
+@pytest.mark.parametrize(
+    "args", [["--wandb-key", VALUE], [f"--wandb-key={VALUE}"]], ids=["flag and value", "flag=value"]
+)
 def test_wandb_key_is_refused_in_either_spelling_with_secret_env_as_the_fix_and_its_value_unquoted(
     args: list[str],
 ) -> None:
@@ -73,6 +75,7 @@ def test_every_dest_that_reads_like_a_credential_is_refused_or_listed_with_what_
 @pytest.mark.parametrize(
     "args",
     [["--eval-input-key", "question"], ["--metadata-key", "meta"], ["--fim-pad-token", "<pad>"], ["--tool-key", "t"]],
+    ids=["--eval-input-key", "--metadata-key", "--fim-pad-token", "--tool-key"],
 )
 def test_a_flag_whose_dest_only_reads_like_a_credential_passes(args: list[str]) -> None:
     assert _problems(args) == []
@@ -92,6 +95,14 @@ def test_an_unknown_flag_named_like_a_credential_is_refused_without_quoting_its_
         (["--wandb-api-key", "k3"], ["k3"]),  # not a flag of miles, but a credential all the same
         (["--eval-input-key", "question", "--wandb-key="], []),
         (["--lr", "1e-6"], []),
+    ],
+    ids=[
+        "--wandb-key and its value",
+        "--wandb-key=value",
+        "two router api keys",
+        "--wandb-api-key, not miles's",
+        "an empty --wandb-key=",
+        "no credential",
     ],
 )
 def test_the_values_extra_args_give_credential_flags_are_found_for_redaction(

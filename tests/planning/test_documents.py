@@ -50,6 +50,13 @@ def _run_problems(doc: Any) -> list[str]:
             "tensorboardDir, saveInterval, checkpointOnSuspend, writeGBps",
         ),
     ],
+    ids=[
+        "storage.mountpath",
+        "a toleration's bogus",
+        "reward.remote.bogus",
+        "guards.minReward.bogus",
+        "storage.claim_name",
+    ],
 )
 def test_an_unknown_field_is_named_with_the_fields_allowed_there(patch: dict[str, Any], expected: str) -> None:
     assert _run_problems(merge(base(), {"spec": patch})) == [expected]

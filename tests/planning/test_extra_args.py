@@ -58,6 +58,28 @@ def _problems(args: list[str]) -> list[str]:
         (["--wandb-always-use-train-step"], "turns the rollout/step gauge"),
         (["--start-rollout-id", "0"], "instead of the checkpoint's next one"),
     ],
+    ids=[
+        "--sglang-ep-size alias",
+        "--sglang-ep=2 alias",
+        "--persistent-save-interval alias",
+        "--prometheus-run-name fixed",
+        "--save-trigger-sentinel fixed",
+        "selective recompute",
+        "sgd optimizer",
+        "flashinfer MoE runner",
+        "--lr-dec abbreviation",
+        "--help",
+        "-h",
+        "an empty argument",
+        "a flag without its value",
+        "a misspelt flag",
+        "a value to a flag that takes none",
+        "=value to a flag that takes none",
+        "a kitchen flag",
+        "bridge checkpoint mode",
+        "--wandb-always-use-train-step",
+        "--start-rollout-id",
+    ],
 )
 def test_extra_args_miles_would_misread_or_that_override_the_operator_are_refused_with_the_reason(
     args: list[str], expected: str

@@ -36,6 +36,7 @@ SEED_GB, SEED_SECONDS = 53, 72
         (tuple(range(1, 21)), 19),  # nearest rank: ceil(0.95 * 20) = 19th of 20
         (tuple(range(1, 101)), 95),
     ],
+    ids=["no samples", "one sample", "three samples", "twenty samples", "a hundred samples"],
 )
 def test_the_step_time_is_the_nearest_rank_p95_of_the_samples(samples: tuple[int, ...], expected: int | None) -> None:
     assert p95(samples) == expected
@@ -54,6 +55,14 @@ def test_the_step_time_is_the_nearest_rank_p95_of_the_samples(samples: tuple[int
         # the cap: a 2000 s step wants 2087 s, the spec allows 1800 by default
         ({}, (2000,), 2000, StepTimeSource.OBSERVED, 72, 1800),
         ({"preemption": {"maxGraceSeconds": 300}}, (), 600, StepTimeSource.SPEC, 72, 300),
+    ],
+    ids=[
+        "the spec's step",
+        "the spec's own step",
+        "observed rollouts",
+        "a faster volume",
+        "capped at the default",
+        "capped at the spec's cap",
     ],
 )
 def test_the_grace_is_a_step_plus_the_save_plus_a_margin_within_the_spec_cap(  # noqa: PLR0917
@@ -102,6 +111,13 @@ def _attempt(n: int, ended: bool, samples: list[int]) -> AttemptAccount:
         ([(1, True, [50, 60]), (2, False, [90])], (50, 60)),
         ([(1, True, [50]), (2, True, []), (3, False, [])], (50,)),
         ([(1, True, [50]), (2, True, [70, 80])], (70, 80)),
+    ],
+    ids=[
+        "no attempt",
+        "the running attempt only",
+        "the ended attempt before the running one",
+        "an ended attempt without samples is skipped",
+        "the later of two ended attempts",
     ],
 )
 def test_the_observed_step_time_is_the_last_ended_attempts(
@@ -166,6 +182,7 @@ def test_every_worker_asks_miles_for_a_checkpoint_before_it_goes_and_gives_up_be
         ({"preemption": {"maxGraceSeconds": 5}}, "spec.preemption.maxGraceSeconds"),
         ({"preemption": {"stepSeconds": 0}}, "spec.preemption.stepSeconds"),
     ],
+    ids=["writeGBps near zero", "maxGraceSeconds 5", "stepSeconds 0"],
 )
 def test_a_grace_input_out_of_bounds_is_refused_naming_the_field(patch: dict[str, object], field: str) -> None:
     run, problems = check(merge(base(), {"spec": patch}))

@@ -15,6 +15,7 @@ from grpo_operator.planning.runtime import record_of, runtime_from_record
 from grpo_operator.planning.validation import check, errors
 
 from tests.support.builders import EXAMPLES, REPO, base, merge
+from tests.support.runtimes import short_run
 
 RUNTIMES = EXAMPLES / "runtimes"
 
@@ -24,10 +25,6 @@ def runtime(name: str, patch: dict[str, Any] | None = None) -> Any:
     parsed, problems = parse_runtime(doc)
     assert parsed is not None, problems
     return parsed
-
-
-def short_run(patch: dict[str, Any] | None = None) -> dict[str, Any]:
-    return merge(yaml.safe_load((RUNTIMES / "quickstart.yaml").read_text()), {"spec": patch or {}})
 
 
 def test_a_short_run_gets_image_storage_queue_and_instance_type_from_its_runtime() -> None:

@@ -10,6 +10,7 @@ import yaml
 from grpo_operator.planning.documents import parse_run, parse_runtime
 
 from tests.support.builders import EXAMPLES, merge
+from tests.support.runtimes import short_run
 
 RUNTIMES = EXAMPLES / "runtimes"
 GPU_TAINT = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
@@ -27,10 +28,6 @@ def runtime(patch: dict[str, Any] | None = None) -> Any:
     parsed, problems = parse_runtime(doc)
     assert parsed is not None, problems
     return parsed
-
-
-def short_run(patch: dict[str, Any] | None = None) -> dict[str, Any]:
-    return merge(yaml.safe_load((RUNTIMES / "quickstart.yaml").read_text()), {"spec": patch or {}})
 
 
 def test_the_ray_head_selector_and_the_priority_class_come_from_the_runtime() -> None:

@@ -39,18 +39,18 @@ IMAGE_LOCKED = runtime(locks={"fields": ["image"]})
 FULL_GUARDS = GUARDS_LOCKED.spec.defaults.guards.model_dump(mode="json", by_alias=True, exclude_none=True)
 
 
-@pytest.mark.parametrize(
-    ("case", "copy", "live", "spec", "refused"),
-    [
-        ("no live runtime: the copy alone, as before", OPEN, None, {"guards": {"consecutiveRollouts": 5}}, None),
-        ("a live lock of guards refuses an edit of them", OPEN, GUARDS_LOCKED, {"guards": {"consecutiveRollouts": 5}}, "live"),
-        ("the copy's lock refuses whatever the live runtime says", GUARDS_LOCKED, OPEN, {"guards": {"consecutiveRollouts": 5}}, "copy"),
-        ("both lock: the copy's refusal, once", GUARDS_LOCKED, GUARDS_LOCKED, {"guards": {"consecutiveRollouts": 5}}, "copy"),
-        ("guards left out: nothing overrides the lock", OPEN, GUARDS_LOCKED, {}, None),
-        ("guards equal to the live default: nothing overrides it", OPEN, GUARDS_LOCKED, {"guards": FULL_GUARDS}, None),
-        ("a live lock of the image, which no edit can change, judges no edit", OPEN, IMAGE_LOCKED, {"image": MINE}, None),
-    ],
-)  # fmt: skip
+EDITS = [
+    ("no live runtime: the copy alone, as before", OPEN, None, {"guards": {"consecutiveRollouts": 5}}, None),
+    ("a live lock of guards refuses an edit of them", OPEN, GUARDS_LOCKED, {"guards": {"consecutiveRollouts": 5}}, "live"),
+    ("the copy's lock refuses whatever the live runtime says", GUARDS_LOCKED, OPEN, {"guards": {"consecutiveRollouts": 5}}, "copy"),
+    ("both lock: the copy's refusal, once", GUARDS_LOCKED, GUARDS_LOCKED, {"guards": {"consecutiveRollouts": 5}}, "copy"),
+    ("guards left out: nothing overrides the lock", OPEN, GUARDS_LOCKED, {}, None),
+    ("guards equal to the live default: nothing overrides it", OPEN, GUARDS_LOCKED, {"guards": FULL_GUARDS}, None),
+    ("a live lock of the image, which no edit can change, judges no edit", OPEN, IMAGE_LOCKED, {"image": MINE}, None),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("case", "copy", "live", "spec", "refused"), EDITS, ids=[row[0] for row in EDITS])
 def test_an_edit_is_refused_by_a_lock_of_the_copy_or_of_the_live_runtime(
     case: str, copy: Any, live: Any, spec: dict[str, Any], refused: str | None
 ) -> None:

@@ -47,22 +47,22 @@ def test_the_operators_seal_verifies_the_copy_as_the_api_server_gives_it_back() 
     assert broken_seal(KEY, RUN, 3, back, SEALED) is None
 
 
-@pytest.mark.parametrize(
-    ("what", "key", "run", "generation", "record"),
-    [
-        ("another key", bytes(32), RUN, 3, RECORD),
-        ("another run of the same name (a new uid)", KEY, RunRef("team-a", "grpo-x", "other-uid"), 3, RECORD),
-        ("a run of another name", KEY, RunRef("team-a", "grpo-y", RUN.uid), 3, RECORD),
-        ("a run in another namespace", KEY, RunRef("team-b", "grpo-x", RUN.uid), 3, RECORD),
-        ("another observedGeneration", KEY, RUN, 4, RECORD),
-        ("no locks", KEY, RUN, 3, _changed(locks={})),
-        ("no node limit", KEY, RUN, 3, _changed(locks__maxNodesPerRun=4096)),
-        ("no image prefixes", KEY, RUN, 3, _changed(locks__imagePrefixes=[])),
-        ("another default image", KEY, RUN, 3, _changed(defaults__trainerImage="docker.io/me/trainer:1")),
-        ("another name", KEY, RUN, 3, RECORD.model_copy(update={"name": "permissive"})),
-        ("another resourceVersion", KEY, RUN, 3, RECORD.model_copy(update={"resource_version": "42"})),
-    ],
-)
+MISMATCHES = [
+    ("another key", bytes(32), RUN, 3, RECORD),
+    ("another run of the same name (a new uid)", KEY, RunRef("team-a", "grpo-x", "other-uid"), 3, RECORD),
+    ("a run of another name", KEY, RunRef("team-a", "grpo-y", RUN.uid), 3, RECORD),
+    ("a run in another namespace", KEY, RunRef("team-b", "grpo-x", RUN.uid), 3, RECORD),
+    ("another observedGeneration", KEY, RUN, 4, RECORD),
+    ("no locks", KEY, RUN, 3, _changed(locks={})),
+    ("no node limit", KEY, RUN, 3, _changed(locks__maxNodesPerRun=4096)),
+    ("no image prefixes", KEY, RUN, 3, _changed(locks__imagePrefixes=[])),
+    ("another default image", KEY, RUN, 3, _changed(defaults__trainerImage="docker.io/me/trainer:1")),
+    ("another name", KEY, RUN, 3, RECORD.model_copy(update={"name": "permissive"})),
+    ("another resourceVersion", KEY, RUN, 3, RECORD.model_copy(update={"resource_version": "42"})),
+]
+
+
+@pytest.mark.parametrize(("what", "key", "run", "generation", "record"), MISMATCHES, ids=[row[0] for row in MISMATCHES])
 def test_a_seal_verifies_nothing_but_what_it_was_made_for(
     what: str, key: bytes, run: RunRef, generation: int, record: RuntimeRecord
 ) -> None:

@@ -17,6 +17,7 @@ from grpo_operator.planning import documents
 from grpo_operator.planning.validation import check, errors
 
 from tests.support.builders import EXAMPLES, example, merge
+from tests.support.runtimes import short_run
 
 
 def _entry(name: str, secret: str = "tracker", key: str = "api-key") -> dict[str, Any]:
@@ -91,6 +92,7 @@ def test_a_name_that_is_no_environment_variable_is_refused_when_the_run_is_read(
         ({"name": "t"}, "required"),
         ({"name": "t", "key": ".."}, "Secret key"),
     ],
+    ids=["a name that is no DNS subdomain", "no key", "a key of .."],
 )
 def test_the_secret_key_ref_names_a_secret_and_a_key_both(ref: dict[str, str], fragment: str) -> None:
     run, problems = parse_run(example("quickstart", {"secretEnv": [{"name": "X", "secretKeyRef": ref}]}))
@@ -107,10 +109,6 @@ def _runtime(patch: dict[str, Any]) -> Any:
     return runtime
 
 
-def _short_run(patch: dict[str, Any] | None = None) -> dict[str, Any]:
-    return merge(yaml.safe_load((RUNTIMES / "quickstart.yaml").read_text()), {"spec": patch or {}})
-
-
 def test_the_runtimes_secret_env_is_checked_against_its_own_env_and_named_in_the_problem() -> None:
     patch = {"env": {"PLATFORM_KEY": "x"}, "secretEnv": [_entry("PLATFORM_KEY")]}
     doc = merge(yaml.safe_load((RUNTIMES / "h100-infiniband.yaml").read_text()), {"spec": {"defaults": patch}})
@@ -120,7 +118,7 @@ def test_the_runtimes_secret_env_is_checked_against_its_own_env_and_named_in_the
         "twice; keep one of the two"
     ]
     runtime = GRPORuntime.model_validate_json(json.dumps(doc))
-    run, problems = documents.parse_run(_short_run(), runtime)
+    run, problems = documents.parse_run(short_run(), runtime)
     assert run is not None, problems
     assert [str(p) for p in errors(check(run).problems)] == [
         "spec.secretEnv[0].name: PLATFORM_KEY (spec.secretEnv or GRPORuntime h100-ib's defaults.secretEnv) is set by "
@@ -130,7 +128,7 @@ def test_the_runtimes_secret_env_is_checked_against_its_own_env_and_named_in_the
 
 
 def test_the_fabric_env_of_the_runtimes_type_is_the_renders_too() -> None:
-    run, problems = documents.parse_run(_short_run({"secretEnv": [_entry("NCCL_IB_HCA")]}), _runtime({}))
+    run, problems = documents.parse_run(short_run({"secretEnv": [_entry("NCCL_IB_HCA")]}), _runtime({}))
     assert run is not None, problems
     [problem] = [str(p) for p in errors(check(run).problems)]
     assert "NCCL_IB_HCA is set by the fabric env of instance type h100-ib" in problem
@@ -138,7 +136,7 @@ def test_the_fabric_env_of_the_runtimes_type_is_the_renders_too() -> None:
 
 def test_a_run_keeps_its_own_entry_over_the_runtimes_of_the_same_name() -> None:
     runtime = _runtime({"secretEnv": [_entry("WANDB_API_KEY", "platform"), _entry("SHARED", "platform")]})
-    run, problems = documents.parse_run(_short_run({"secretEnv": [_entry("WANDB_API_KEY", "mine")]}), runtime)
+    run, problems = documents.parse_run(short_run({"secretEnv": [_entry("WANDB_API_KEY", "mine")]}), runtime)
     assert run is not None, problems
     assert [(e.name, e.secret_key_ref.name) for e in run.spec.secret_env] == [
         ("WANDB_API_KEY", "mine"),

@@ -28,6 +28,7 @@ def at(path: str, patch: dict[str, Any]) -> list[str]:
 @pytest.mark.parametrize(
     ("parallelism", "product"),
     [({"expert": 4, "expertTensor": 4}, 16), ({"expert": 8, "pipeline": 2}, 16), ({"expert": 3}, 3)],
+    ids=["expert 4 x expertTensor 4", "expert 8 x pipeline 2", "expert 3"],
 )
 def test_expert_parallel_sizes_whose_product_does_not_divide_the_actor_gpus_are_refused_with_the_product(
     parallelism: dict[str, int], product: int
@@ -39,7 +40,11 @@ def test_expert_parallel_sizes_whose_product_does_not_divide_the_actor_gpus_are_
     ), found
 
 
-@pytest.mark.parametrize("parallelism", [{"expert": 2, "expertTensor": 4}, {"expert": 4, "pipeline": 2}])
+@pytest.mark.parametrize(
+    "parallelism",
+    [{"expert": 2, "expertTensor": 4}, {"expert": 4, "pipeline": 2}],
+    ids=["expert 2 x expertTensor 4", "expert 4 x pipeline 2"],
+)
 def test_expert_parallel_sizes_whose_product_divides_the_actor_gpus_pass_that_rule(parallelism: dict[str, int]) -> None:
     found = at("spec.topology.parallelism.expert", {"topology": {"parallelism": parallelism}})
     assert not [m for m in found if "does not divide actor GPUs" in m], found
@@ -117,6 +122,7 @@ def test_a_pipeline_that_does_not_divide_the_layers_is_refused_naming_the_model(
 @pytest.mark.parametrize(
     ("parallelism", "shown"),
     [({"expert": 2}, "expert 2 / expertTensor 1"), ({"expertTensor": 2}, "expert 1 / expertTensor 2")],
+    ids=["expert 2", "expertTensor 2"],
 )
 def test_expert_parallelism_on_a_dense_model_is_refused(parallelism: dict[str, int], shown: str) -> None:
     found = at("spec.topology.parallelism.expert", {"topology": {"parallelism": parallelism}})

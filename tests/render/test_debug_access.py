@@ -4,17 +4,13 @@ run's GRPORuntime grants `spec.debug.ptrace` (docs/SECURITY.md)."""
 
 from __future__ import annotations
 
-import copy
 from typing import Any
 
 import pytest
-from grpo_operator.planning.documents import parse_run, parse_runtime
-from grpo_operator.planning.plan import make_plan
-from grpo_operator.render import render
 from grpo_operator.render.job import stacks_job
 
 from tests.support.builders import SETTINGS, example, kind, rendered
-from tests.support.smallnode import RUN, RUNTIME
+from tests.support.runtimes import rendered_on, small_runtime
 
 
 def _ray_containers(cluster: dict[str, Any]) -> list[dict[str, Any]]:
@@ -25,17 +21,13 @@ def _ray_containers(cluster: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def _with_runtime(debug: dict[str, Any] | None) -> dict[str, Any]:
-    runtime = copy.deepcopy(RUNTIME)
+    runtime = small_runtime()
     if debug is not None:
         runtime["spec"]["debug"] = debug
-    rt, problems = parse_runtime(runtime)
-    assert rt is not None, problems
-    run, problems = parse_run(copy.deepcopy(RUN), rt)
-    assert run is not None, problems
-    return kind(render(run, make_plan(run), SETTINGS), "RayCluster")
+    return kind(rendered_on(runtime), "RayCluster")
 
 
-@pytest.mark.parametrize("debug", [None, {}, {"ptrace": False}])
+@pytest.mark.parametrize("debug", [None, {}, {"ptrace": False}], ids=["no debug", "an empty debug", "ptrace false"])
 def test_without_the_runtimes_ptrace_no_ray_container_may_trace_and_the_dashboard_profiles_nothing(
     debug: dict[str, Any] | None,
 ) -> None:

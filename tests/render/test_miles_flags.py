@@ -172,6 +172,17 @@ def test_a_misspelt_flag_fails_naming_the_flag_and_the_miles_commit() -> None:
         (["--sglang-dp-size", "2"], "--sglang-dp-size > 1 without --sglang-enable-dp-attention: refused"),
         (["--sglang-model-path", "/m"], "--sglang-model-path: not a flag"),  # miles skips it (the engine sets it)
     ],
+    ids=[
+        "a word for a float",
+        "a fraction for an int",
+        "an unknown choice",
+        "an unknown MoE runner",
+        "a flag without its value",
+        "two KL coefficients",
+        "a save interval without --save",
+        "dp size without dp attention",
+        "a flag miles skips",
+    ],
 )
 def test_a_bad_value_or_a_refused_combination_fails_with_the_rule(extra: list[str], expected: str) -> None:
     problems = check_argv([*BASE, *extra], DATA)

@@ -30,7 +30,9 @@ def test_every_example_trains_without_megatrons_default_dropout_with_fp32_softma
 
 
 @pytest.mark.parametrize(
-    "args", [["--hidden-dropout", "0.1"], ["--attention-dropout=0.1"], ["--attention-backend", "auto"]]
+    "args",
+    [["--hidden-dropout", "0.1"], ["--attention-dropout=0.1"], ["--attention-backend", "auto"]],
+    ids=["--hidden-dropout", "--attention-dropout=", "--attention-backend"],
 )
 def test_recipe_flags_in_extra_args_are_refused_naming_the_recipe(args: list[str]) -> None:
     run, problems = parse_run(example("quickstart", {"extraArgs": args}))

@@ -142,7 +142,21 @@ def remote_run() -> Any:
     return a_run()
 
 
-@pytest.mark.parametrize(("source", "dest", "port", "expected"), TABLE)
+PODS = {"head": HEAD, "worker": WORKER, "reward": REWARD, "operator": OPERATOR, "prometheus": PROMETHEUS}
+PODS |= {"a neighbour": NEIGHBOUR, "another run's worker": OTHER_RUN_WORKER, "a stranger": STRANGER}
+PORTS = {DASHBOARD: "dashboard", CLIENT: "client", GCS: "gcs", OBJECT_MANAGER: "object manager"}
+PORTS |= {RAY_METRICS: "ray metrics", TRAINER_METRICS: "trainer metrics", LAUNCHER_METRICS: "launcher metrics"}
+PORTS |= {REWARD_PORT: "reward"}
+
+
+def _row_id(source: Pod, dest: Pod, port: int, expected: bool) -> str:
+    def pod(p: Pod) -> str:
+        return next(name for name, q in PODS.items() if q is p)
+
+    return f"{pod(source)} {'may' if expected else 'may not'} reach the {pod(dest)}'s {PORTS.get(port, port)} port"
+
+
+@pytest.mark.parametrize(("source", "dest", "port", "expected"), TABLE, ids=[_row_id(*row) for row in TABLE])
 def test_who_may_reach_which_port_of_a_run(source: Pod, dest: Pod, port: int, expected: bool) -> None:
     assert allowed(network_policies(remote_run(), CHART), source, dest, port) is expected
 

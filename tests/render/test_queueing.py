@@ -71,6 +71,7 @@ def test_a_run_without_a_queue_renders_no_suspend_and_no_queue_label() -> None:
         ({"scheduler": "SchedulerPlugins", "queue": "q"}, "queue 'q' must be unset with scheduler SchedulerPlugins"),
         ({"scheduler": "Slurm"}, "spec.scheduling.gang.scheduler"),
     ],
+    ids=["KAI without a queue", "SchedulerPlugins with a queue", "an unknown scheduler"],
 )
 def test_a_gang_setting_kuberay_cannot_use_is_refused_with_the_rule(gang: dict[str, Any], words: str) -> None:
     run, problems = check(merge(base(), {"spec": {"scheduling": {"gang": gang}}}))

@@ -134,6 +134,7 @@ def _set_by_the_render(result: Rendered) -> set[str]:
             {},
         ),
     ],
+    ids=["multi-node InfiniBand with the runtime's env and an HF token", "a remote reward"],
 )
 def test_every_variable_the_render_sets_is_one_a_secret_may_not_take(
     run_patch: dict[str, Any], runtime_patch: dict[str, Any]

@@ -25,6 +25,7 @@ from reward_service.settings import Backend, Extraction, RewardSettings, Timeout
 
 from reward_service import app as app_module
 from reward_service import worker
+from tests.support.reward_app import client, counted
 from tests.support.reward_harness import eventually
 
 GIVES_UP = worker.ItemResult(worker.TIMEOUT, 0.0, "gave up after the 1 s worker budget")
@@ -34,17 +35,6 @@ HALF = worker.ItemResult(worker.SCORED, 1.0)
 
 def sha1(text: bytes) -> str:
     return hashlib.sha1(text).hexdigest()[:12]  # what an operator matches against the response they hold
-
-
-def client(**settings: Any) -> TestClient:
-    return TestClient(create_app(RewardSettings(**{"workers": 1, **settings})))
-
-
-def counted(service: TestClient, outcome: str) -> float:
-    text = service.get("/metrics").text
-    found = re.search(rf'^reward_service_requests_total{{outcome="{outcome}"}} (\S+)$', text, re.MULTILINE)
-    assert found is not None, text
-    return float(found.group(1))
 
 
 def scripted_pool(

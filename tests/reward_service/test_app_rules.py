@@ -8,30 +8,17 @@ workers is in test_worker_verdicts.py."""
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 import pytest
-from fastapi.testclient import TestClient
-from reward_service.app import create_app
-from reward_service.settings import RewardSettings
+
+from tests.support.reward_app import client, counted
 
 NEEDS_A_WORKER = {"response": "so $\\boxed{0.5}$", "label": "\\frac{1}{2}"}
 
 
-def client(**settings: Any) -> TestClient:
-    return TestClient(create_app(RewardSettings(**{"workers": 1, **settings})))
-
-
 def item(answer: str | None = "15", label: object = 15) -> dict[str, Any]:
     return {"prompt": "p", "response": f"so $\\boxed{{{answer}}}$" if answer is not None else "no idea", "label": label}
-
-
-def counted(service: TestClient, outcome: str) -> float:
-    text = service.get("/metrics").text
-    found = re.search(rf'^reward_service_requests_total{{outcome="{outcome}"}} (\S+)$', text, re.MULTILINE)
-    assert found is not None, text
-    return float(found.group(1))
 
 
 def test_one_item_gets_a_bare_number_and_a_batch_a_list_in_order() -> None:
@@ -65,6 +52,7 @@ def test_an_unusable_label_is_refused_with_422_naming_the_item_in_a_batch(label:
         ({"response": 5, "label": 1}, "response must be a string (the generated text) (got 5)"),
         ({"response": "x", "label": [1]}, "label must be a string, an integer, a float or null (got [1])"),
     ],
+    ids=["no response", "a number for the response", "a list for the label"],
 )
 def test_a_body_that_does_not_fit_the_schema_is_refused_naming_the_field_and_the_fix(
     body: dict[str, Any], says: str

@@ -85,7 +85,11 @@ def test_a_bold_integer_answer_gets_its_reward() -> None:
     )
 
 
-@pytest.mark.parametrize("text", ["\n" * 500, "Answer" + " " * 500 + "x", "answer " * 70, "> *_#" * 100])
+@pytest.mark.parametrize(
+    "text",
+    ["\n" * 500, "Answer" + " " * 500 + "x", "answer " * 70, "> *_#" * 100],
+    ids=["newlines", "a long gap after Answer", "answer repeated", "markdown marks"],
+)
 def test_the_work_counter_sees_every_character_the_scan_reads(text: str) -> None:
     # The linearity bound in test_reward_linear.py proves nothing if the counter undercounts.
     work = Work()

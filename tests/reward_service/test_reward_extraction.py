@@ -52,6 +52,17 @@ def test_the_final_answer_is_the_last_box_or_answer_line(
         COT + "so the answer is \\boxed",  # the marker is the response's last word
         "",
     ],
+    ids=[
+        "an empty last box",
+        "a blank box",
+        "an empty box after a full one",
+        "a box that never closes",
+        "no final answer",
+        "an empty Answer:",
+        "another macro starting like a box",
+        "the marker as the last word",
+        "an empty response",
+    ],
 )
 def test_a_missing_or_empty_final_answer_is_none(response: str) -> None:
     assert extract_final_answer(response, BOTH) is None

@@ -137,6 +137,14 @@ def test_a_read_only_temp_dir_is_named_with_the_fix() -> None:
         ({"cpu/cpu.cfs_quota_us": "-1", "cpu/cpu.cfs_period_us": "100000"}, None),
         ({}, None),
     ],
+    ids=[
+        "cgroup v2 unlimited",
+        "cgroup v2 2.5 CPUs",
+        "cgroup v2 half a CPU",
+        "cgroup v1 4 CPUs",
+        "cgroup v1 unlimited",
+        "no cgroup files",
+    ],
 )
 def test_the_default_worker_count_follows_the_container_cpu_limit(
     tmp_path: Path, files: dict[str, str], cpus: int | None

@@ -127,6 +127,16 @@ def test_a_worker_used_before_it_was_started_refuses(monkeypatch: pytest.MonkeyP
         ("\\frac{1}{2}", "so $\\boxed{0.5}$", None),
         ("\\frac{1}{2}", "no final answer", None),
     ],
+    ids=[
+        "right",
+        "wrong",
+        "no answer",
+        "right at the length limit",
+        "one character over the limit",
+        "a decimal answer",
+        "a fraction label",
+        "a fraction label without an answer",
+    ],
 )
 def test_the_server_scores_integer_answers_itself_and_leaves_the_rest_to_a_worker(
     label: str, response: str, verdict: worker.ItemResult | None

@@ -52,6 +52,15 @@ def test_helm_template_matches_the_golden_file(case: str) -> None:
         ("peering.lifetime=3", ["additional properties 'lifetime' not allowed"]),  # a misspelt key
         ("logLevel=loud", ["/logLevel", "must be one of 'info'"]),
     ],
+    ids=[
+        "a namespace that is no DNS label",
+        "httpTimeoutSeconds 0",
+        "reconcileIntervalSeconds 0",
+        "a short digest",
+        "no replicas",
+        "a misspelt peering key",
+        "an unknown log level",
+    ],
 )
 def test_a_bad_value_is_refused_with_the_field_and_the_rule(value: str, names: list[str]) -> None:
     result = helm("template", "grpo", str(CHART), "--set", value, check=False)
@@ -114,7 +123,7 @@ def _status_key(doc: dict[str, Any]) -> bool:
     return str(doc["metadata"]["name"]).endswith("-status-key")
 
 
-@pytest.mark.parametrize("values", [(), ("watchNamespaces={team-a}",)])
+@pytest.mark.parametrize("values", [(), ("watchNamespaces={team-a}",)], ids=["every namespace", "one namespace"])
 def test_the_status_key_is_the_operators_alone_read_by_name_in_its_own_namespace(values: tuple[str, ...]) -> None:
     """The key that seals status.runtime: the operator's ServiceAccount may get that one Secret (and create it once)
     in the release's namespace; every subject the chart binds anything to is that ServiceAccount, so the chart grants
@@ -161,7 +170,11 @@ PLURAL = {
 }
 
 
-@pytest.mark.parametrize(("values", "kind"), [((), "ClusterRole"), (("watchNamespaces={team-a}",), "Role")])
+@pytest.mark.parametrize(
+    ("values", "kind"),
+    [((), "ClusterRole"), (("watchNamespaces={team-a}",), "Role")],
+    ids=["every namespace", "one namespace"],
+)
 def test_the_rules_grant_create_and_patch_on_every_kind_the_operator_renders(
     values: tuple[str, ...], kind: str
 ) -> None:
@@ -267,6 +280,7 @@ def test_the_network_policy_values_reach_the_operator_as_its_settings() -> None:
         ((), "ClusterKopfPeering", "clusterkopfpeerings"),
         (("team-a", "team-b"), "KopfPeering", "kopfpeerings"),
     ],
+    ids=["every namespace", "two namespaces"],
 )
 def test_two_replicas_run_with_kopf_peering_its_object_and_the_rights_for_it(
     namespaces: tuple[str, ...], peering_kind: str, resource: str

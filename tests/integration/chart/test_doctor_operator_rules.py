@@ -33,6 +33,13 @@ def _granted(role: dict[str, Any]) -> set[tuple[str, str, str]]:
         (("watchNamespaces={team-a}",), "Role", False, False, True),
         (("watchNamespaces={team-a}", "replicas=3", "networkPolicies.enabled=false"), "Role", False, True, False),
     ],
+    ids=[
+        "the defaults",
+        "no network policies",
+        "two replicas",
+        "one namespace",
+        "one namespace, three replicas, no network policies",
+    ],
 )
 def test_the_chart_grants_the_operator_exactly_what_doctor_checks_for(
     sets: tuple[str, ...], kind: str, all_namespaces: bool, peering: bool, policies: bool

@@ -22,7 +22,7 @@ from grpo_operator.render import render
 from grpo_operator.render.yamlout import dump_all
 
 from tests.render.golden import SETTINGS, valid_examples
-from tests.support.cli import STRINGS_THAT_LOOK_TYPED
+from tests.support.yamltexts import MERGES, STRINGS_THAT_LOOK_TYPED
 
 pytestmark = pytest.mark.integration
 
@@ -73,18 +73,9 @@ def test_grpo_render_output_reaches_kubectl_as_the_rendered_manifests(example: A
     assert objects(read.stdout) == json.loads(json.dumps(children))
 
 
-MERGES = {
-    "merge after a key": "b: &b {a: '2', c: '2'}\nd:\n  a: '1'\n  <<: *b\n",
-    "merge before a key": "b: &b {a: '2', c: '2'}\nd:\n  <<: *b\n  a: '1'\n",
-    "merge of a list": "b1: &b1 {a: '1'}\nb2: &b2 {a: '2', c: '2'}\nd:\n  <<: [*b1, *b2]\n",
-    "two merge keys": "b1: &b1 {a: '1'}\nb2: &b2 {a: '2', c: '2'}\nd:\n  <<: *b1\n  <<: *b2\n",
-    "nested merge": "b: &b {a: '2'}\nc: &c {<<: *b, e: '3'}\nd:\n  e: '1'\n  <<: *c\n",
-}
-
-
 @pytest.mark.parametrize("label", MERGES)
 def test_merge_keys_decode_in_grpo_validate_as_in_kubectl(label: str) -> None:
-    text = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: probe}\n" + MERGES[label].replace("d:\n", "data:\n")
+    text = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: probe}\n" + MERGES[label][0].replace("d:\n", "data:\n")
     read = kubectl_reads(text)
     assert read.returncode == 0, read.stderr
     assert decode_all(text)[0]["data"] == objects(read.stdout)[0]["data"]

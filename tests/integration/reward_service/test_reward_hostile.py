@@ -92,6 +92,7 @@ def test_every_setting_is_bounded(name: str) -> None:
         ("REWARD_CACHE_MIB", "100000"),
         ("REWARD_MODEL_NAME", "x" * 100_000),
     ],
+    ids=["ready min requests", "inline max chars", "max body bytes", "cache MiB", "a 100000-character model name"],
 )
 def test_an_out_of_range_setting_stops_the_start_with_one_short_line(
     monkeypatch: pytest.MonkeyPatch, variable: str, value: str

@@ -105,6 +105,7 @@ def test_a_response_without_a_final_answer_scores_zero(shared_server: RewardServ
         ({"prompt": "p", "label": "1"}, "body.response is required"),
         ({"prompt": "p", "response": 5, "label": "1"}, "body.response must be a string"),
     ],
+    ids=["a null label", "an empty label", "a boolean label", "no response", "a number for the response"],
 )
 def test_an_unusable_body_or_label_is_a_422_that_names_the_field(
     shared_server: RewardServer, body: dict[str, object], names: str
