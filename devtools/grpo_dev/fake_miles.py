@@ -35,10 +35,11 @@ and ignores every other one. What it imitates, read from radixark/miles at the p
   by module path and awaited as `await rm_function(args, samples)` with objects carrying `.prompt`, `.response`
   and `.label` (`miles/utils/misc.py:47`, `miles/rollout/rm_hub/__init__.py:19-24,89-106`), and logs
   `reward <id>: [...]` (a line of this double's, not miles's). An exception there fails the run, as in miles at
-  dec268f7. With `--fake-miles-version v0.1.0` it is swallowed instead, as v0.1.0's default class-based rollout
-  swallows a group's exception (`miles/rollout/inference_rollout/inference_rollout_train.py:121-126` at v0.1.0,
-  docs/integrations/miles.md): logged as `[rollout] Task raised exception: <repr>`, the group dropped and another
-  one scored, so with the reward service down the double never advances and never exits on its own.
+  dec268f7, whose default rollout takes each group's `task.result()` unguarded (`sglang_rollout.py:463-465`).
+  With `--fake-miles-version v0.1.0` it is swallowed instead, as v0.1.0's default class-based rollout swallows a
+  group's exception (`miles/rollout/inference_rollout/inference_rollout_train.py:121-126` at v0.1.0,
+  docs/integrations/miles.md): logged as `[rollout] Task raised exception: <repr>`, the group dropped and
+  another one scored, so with the reward service down the double never advances and never exits on its own.
 * When run as a Ray job (RAY_ADDRESS set) it connects to the cluster with `ray.init()` first: miles's
   `train.py` never calls it, Ray connects on its first `placement_group()` (`train.py:26`,
   `ray/placement_group.py:57`), before any rollout; either way the job's `driver_info` carries the node IP.
