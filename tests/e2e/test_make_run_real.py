@@ -15,7 +15,7 @@ from typing import Any
 import psutil
 import pytest
 from grpo_dev.localcluster import tool_path
-from grpo_dev.localcluster.realnode import BRIDGE, STATE_DIR, leftovers
+from grpo_dev.localcluster.realnode import BRIDGE, STATE_DIR, leftovers, remove_dead_node
 
 from tests.e2e.conftest import _unavailable as unavailable
 from tests.support.devrun import make_run
@@ -64,6 +64,9 @@ def test_make_run_on_the_real_node_reaches_succeeded_in_real_pods_and_ctrl_c_lea
     if reason:
         pytest.skip(reason)
     started: list[psutil.Process] = []
+    # A node killed outright before this test (a runner stopped mid-suite) leaves its bridge, mounts and netns;
+    # make run removes them first, so "the host as it was" is the host after that removal.
+    assert remove_dead_node() == []
     before_host, before_rules = _host(), _iptables()
     with make_run(GRPO_REAL_NODE="1") as run:
         lines = run.lines

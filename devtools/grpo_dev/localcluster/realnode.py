@@ -270,6 +270,17 @@ def leftovers(state: Path = STATE_DIR) -> list[str]:
     return found
 
 
+def _remove_dead_node_locked(state: Path) -> list[str]:
+    return teardown(state) if state.exists() or Path(f"/sys/class/net/{BRIDGE}").exists() else []
+
+
+def remove_dead_node(state: Path = STATE_DIR) -> list[str]:
+    """What `prepare_host` does first, on its own: under the machine-wide lock (so never to a node whose owner
+    lives), undo a node whose owner died without its teardown; return what could not be undone."""
+    with _machine_lock():
+        return _remove_dead_node_locked(state)
+
+
 @contextlib.contextmanager
 def _machine_lock() -> Iterator[IO[str]]:
     path = v.cache_root() / ".realnode.lock"
@@ -305,7 +316,7 @@ class RealNode:
         self._lock = contextlib.ExitStack()
         self._lock.enter_context(_machine_lock())
         try:
-            left = teardown(self.state) if self.state.exists() or Path(f"/sys/class/net/{BRIDGE}").exists() else []
+            left = _remove_dead_node_locked(self.state)
             if left:
                 raise RealNodeError("a previous real node could not be removed:\n" + "\n".join(left))
             self.state.mkdir(parents=True)
