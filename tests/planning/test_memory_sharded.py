@@ -33,10 +33,6 @@ KNOWN_DEVIATIONS: dict[tuple[str, str], tuple[float, str]] = {
         10.0,
         "a random router's load: compared at the busiest layer's rows, the rest moves from run to run",
     ),
-    ("qwen2.5-72b-*-r0", "trunkBackwardFirstStage"): (
-        18.0,
-        "the first stage's embedding backward beside the other micro-batch's checkpoints; not modelled",
-    ),
 }
 
 

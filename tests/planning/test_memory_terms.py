@@ -27,6 +27,8 @@ from grpo_operator.planning.profiles import PROFILES
 
 MOE = PROFILES[ModelProfileName.QWEN3_30B_A3B]
 DENSE = PROFILES[ModelProfileName.QWEN3_4B]  # ties its input and output embeddings
+# Qwen2.5-72B cut to four layers, as measured: two per stage at PP 2
+PIPELINED = dataclasses.replace(PROFILES[ModelProfileName.QWEN25_72B], num_layers=4)
 
 
 @pytest.mark.parametrize(
@@ -62,8 +64,10 @@ def test_tensor_parallelism_splits_every_activation_term_of_a_micro_batch() -> N
     one = activation_terms(DENSE, Sharding(gpus=8), 8192)
     two = activation_terms(DENSE, Sharding(gpus=8, tensor=2), 8192)
     assert one.tied_output_grad > 0
-    for term in ("logits", "embedding_grad"):
-        assert getattr(two, term) == pytest.approx(getattr(one, term) / 2, rel=1e-12), term
+    assert two.logits == pytest.approx(one.logits / 2, rel=1e-12)
+    # The embedding's dense gradient halves; what reaches it per token does not: every TP rank embeds every token.
+    weight_grad = 2 * DENSE.vocab_size * DENSE.hidden_size
+    assert two.embedding_grad - weight_grad / 2 == pytest.approx(one.embedding_grad - weight_grad, rel=1e-12)
     # The checkpoints halve, and a single stage under sequence parallelism keeps one more hidden state (measured).
     hidden_state = 2 * DENSE.hidden_size * 8192 / 2
     for term in ("checkpoints", "checkpoints_last_stage"):
@@ -101,6 +105,23 @@ def test_the_first_pipeline_stage_holds_the_checkpoints_of_as_many_micro_batches
     assert terms.checkpoints_last_stage == pytest.approx(per_stage, rel=1e-12)
     assert terms.checkpoints == pytest.approx(stages * per_stage, rel=1e-12)
     assert terms.tied_output_grad == 0.0  # the output layer is on another stage than the input embedding
+
+
+def test_the_first_stages_embedding_backward_holds_the_other_micro_batches_and_the_gradient_it_received() -> None:
+    """Traced at Qwen2.5-72B's first stage (benchmarks/memory/trace-first-stage/): when the backward reaches the
+    embedding, 1F1B still holds PP - 1 micro-batches' checkpoints, and the gradient the next stage sent (one
+    hidden state) is live through the whole backward."""
+    tokens, stages = 4096, 2
+    s = Sharding(gpus=8, pipeline=stages, tensor=4)
+    terms = activation_terms(PIPELINED, s, tokens)
+    hidden_state = 2 * PIPELINED.hidden_size * tokens / 4
+    assert terms.received_grad == pytest.approx(hidden_state, rel=1e-12)
+    others = terms.checkpoints - terms.checkpoints_last_stage
+    assert others == pytest.approx((stages - 1) * terms.checkpoints_last_stage, rel=1e-12)
+    assert terms.embedding_grad + others > terms.checkpoints + terms.layer_working_set  # this profile's case
+    assert terms.trunk_backward == pytest.approx(terms.embedding_grad + others + hidden_state, rel=1e-12)
+    single = activation_terms(PIPELINED, Sharding(gpus=8, tensor=4), tokens)
+    assert single.received_grad == 0.0
 
 
 @pytest.mark.parametrize(("tensor", "pipeline", "context"), [(1, 1, 2), (2, 1, 2), (2, 2, 1), (1, 2, 4)])

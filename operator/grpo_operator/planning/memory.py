@@ -41,8 +41,11 @@ WORKING_SET_MOE_DISPATCH = 8.56
 # tensor the size of the dense FFN's down-projection shard, 2 x ffn x hidden / TP bytes per layer, fixed in
 # the tokens (measured with a fake process group: Qwen2.5-72B TP4, GLM-Z1-9B TP2; docs/memory-model.md).
 SEQUENCE_PARALLEL_WEIGHT_GRAD_BYTES = 2
-# While the input embedding's dense gradient exists, per token: the gradients reaching it (fitted, Qwen3-8B
-# and Qwen2.5-72B at 4096 tokens, where this phase is the trunk's peak).
+# While the input embedding's dense gradient exists, per token of the whole micro-batch: torch's embedding
+# backward sums in fp32 partial segments (about 1.1 x tokens x hidden x 4 bytes) beside the bf16 gradient that
+# reaches it (2). Not divided by TP: every tensor-parallel rank embeds every token (the output is reduce-scattered
+# after). Fitted at TP1 (Qwen3-8B, Qwen2.5-72B); the traced peak of Qwen2.5-72B's first stage at TP1, 2 and 4
+# holds the same 140.78 MiB of partials at 4096 tokens (benchmarks/memory/trace-first-stage/).
 EMBEDDING_BACKWARD_HIDDEN = 6.5
 CONTEXT_GIB = 2.5
 ALLOCATOR_MARGIN = 0.10
@@ -82,6 +85,7 @@ class Activations:
     logits: float
     embedding_grad: float
     tied_output_grad: float
+    received_grad: float  # PP > 1: the gradient the next stage sent, one hidden state, live through the backward
 
     @property
     def logits_phase(self) -> float:
@@ -89,7 +93,13 @@ class Activations:
 
     @property
     def trunk_backward(self) -> float:
-        return max(self.checkpoints + self.layer_working_set, self.embedding_grad) + self.tied_output_grad
+        """The first stage's backward: one layer's working set beside every checkpoint, or, at its end, the
+        embedding's gradient beside the other micro-batches' checkpoints (1F1B keeps PP - 1 more in flight)."""
+        others = self.checkpoints - self.checkpoints_last_stage
+        embedding_phase = self.embedding_grad + others
+        return (
+            max(self.checkpoints + self.layer_working_set, embedding_phase) + self.tied_output_grad + self.received_grad
+        )
 
     @property
     def peak(self) -> float:
@@ -185,7 +195,7 @@ def activation_terms(profile: ModelProfile, sharding: Sharding, tokens: int, tem
     if s.tensor > 1 and s.pipeline == 1:
         per_stage_checkpoints += SEQUENCE_PARALLEL_SINGLE_STAGE_HIDDEN_STATES * hidden_state
     embedding = 2 * profile.vocab_size * profile.hidden_size / s.tensor
-    embedding_backward = embedding + EMBEDDING_BACKWARD_HIDDEN * profile.hidden_size * tokens / s.tensor
+    embedding_backward = embedding + EMBEDDING_BACKWARD_HIDDEN * profile.hidden_size * tokens
     logit_bytes = LOGITS_BYTES if temperature == 1.0 else LOGITS_BYTES_TEMPERATURE
     return Activations(
         checkpoints=per_stage_checkpoints * s.pipeline,
@@ -194,6 +204,7 @@ def activation_terms(profile: ModelProfile, sharding: Sharding, tokens: int, tem
         logits=logit_bytes * tokens * profile.vocab_size / s.tensor,
         embedding_grad=embedding_backward,
         tied_output_grad=embedding if profile.tie_embeddings and s.pipeline == 1 else 0.0,
+        received_grad=hidden_state if s.pipeline > 1 else 0.0,
     )
 
 
