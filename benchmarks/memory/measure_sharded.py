@@ -198,6 +198,10 @@ def _config(shape: Shape, layout: Layout) -> Any:
             moe_router_dtype="fp32",
             moe_aux_loss_coeff=0.0,
             moe_router_load_balancing_type="none",
+            # --balanced-router: Megatron's own benchmark switch, random logits per token (router.py, RandomSTE), so
+            # every expert gets about T x top-k / experts rows, as the plan assumes; off, the random router's load
+            # moves from run to run.
+            moe_router_force_load_balancing=os.environ.get("MEASURE_BALANCED_ROUTER") == "1",
         )
     return TransformerConfig(
         num_layers=layout.layers,
@@ -497,7 +501,10 @@ def run_all(names: list[str], out_path: str, timeout: int) -> int:
             results.append({"case": name, "error": f"exit {rc}", "stderr_tail": err})
             print(f"{name}: FAILED exit {rc}\n{err}", flush=True)
         doc = {
-            "command": "python3 benchmarks/memory/measure_sharded.py --all --out " + os.path.basename(out_path),
+            "command": "python3 benchmarks/memory/measure_sharded.py --all --out "
+            + os.path.basename(out_path)
+            + (" --balanced-router" if os.environ.get("MEASURE_BALANCED_ROUTER") == "1" else ""),
+            "balanced_router": os.environ.get("MEASURE_BALANCED_ROUTER") == "1",
             "host": platform.node(),
             "python": platform.python_version(),
             "wall_seconds": round(time.perf_counter() - started, 1),
@@ -539,10 +546,13 @@ def main() -> int:
     parser.add_argument("--timeout", type=int, default=240, help="seconds per case")
     parser.add_argument("--profile", choices=sorted(SHAPES), help="a layout of your own, in this process")
     parser.add_argument("--layers", type=int, default=4)
+    parser.add_argument("--balanced-router", action="store_true", help="MoE: route every token at random (balanced)")
     parser.add_argument("--rotary-percent", type=float, help="with --profile: override the profile's rotary share")
     for flag in ("tp", "pp", "cp", "ep", "etp", "world", "rank"):
         parser.add_argument(f"--{flag}", type=int, default=1 if flag != "rank" else 0)
     args = parser.parse_args()
+    if args.balanced_router:
+        os.environ["MEASURE_BALANCED_ROUTER"] = "1"  # the cases' own processes inherit it
     if args.case:
         print(json.dumps(run_case(CASES[args.case])), flush=True)
         return 0

@@ -16,6 +16,7 @@ from grpo_operator.planning.memory import (
     GIB,
     OPTIMIZER_BYTES,
     WORKING_SET_MOE_DISPATCH,
+    WORKING_SET_MOE_EXPERT_PARALLEL,
     Sharding,
     activation_terms,
     actor_estimate,
@@ -58,6 +59,21 @@ def test_a_model_without_experts_has_no_expert_dispatch_in_its_layer_working_set
     as_dense = dataclasses.replace(MOE, moe=None, ffn_hidden_size=routed.router_topk * routed.ffn_hidden_size)
     dispatch = WORKING_SET_MOE_DISPATCH * routed.router_topk * MOE.hidden_size
     assert layer_working_set_per_token(MOE) - layer_working_set_per_token(as_dense) == pytest.approx(dispatch, abs=1e-6)
+
+
+def test_expert_parallelism_adds_a_dispatch_term_per_routed_copy_of_a_token_and_nothing_at_ep_1() -> None:
+    """Traced (benchmarks/memory/trace-moe/): tokens that cross ranks leave the all-to-all's output beside its
+    sorted copy at the layer's peak; fitted with both routers to WORKING_SET_MOE_EXPERT_PARALLEL."""
+    routed = MOE.moe
+    assert routed is not None
+    tokens = 8192
+    ep1 = activation_terms(MOE, Sharding(gpus=16, tensor=2), tokens)
+    ep2 = activation_terms(MOE, Sharding(gpus=16, tensor=2, expert=2), tokens)
+    added = WORKING_SET_MOE_EXPERT_PARALLEL * routed.router_topk * MOE.hidden_size * tokens / 2
+    assert ep2.layer_working_set - ep1.layer_working_set == pytest.approx(added, rel=1e-12)
+    assert activation_terms(DENSE, Sharding(gpus=16, tensor=2, expert=2), tokens).layer_working_set == (
+        activation_terms(DENSE, Sharding(gpus=16, tensor=2), tokens).layer_working_set
+    )
 
 
 def test_tensor_parallelism_splits_every_activation_term_of_a_micro_batch() -> None:

@@ -70,7 +70,7 @@ CALIBRATIONS: dict[ModelProfileName, Calibration] = {
             "optimizer": 0.01,
             "stepTransient": 0.0,
             "logits": 0.0,
-            "layerWorkingSet": 1.4,
+            "layerWorkingSet": 2.83,
             "total": 0.16,
         },
     ),

@@ -32,11 +32,16 @@ CHECKPOINT_EXTRA_HIDDEN_STATES = 2  # embedding output and final norm output, be
 # not isolated: the term is the measurement's.
 SEQUENCE_PARALLEL_SINGLE_STAGE_HIDDEN_STATES = 1
 # One layer's recompute working set, bytes per token: a x hidden + b x ffn + c x (q + 2 kv) widths, fitted
-# to Qwen3-4B, Qwen3-8B and Qwen2.5-72B; MoE adds d x hidden per routed copy (top-k), fitted to Qwen3-30B-A3B.
+# to Qwen3-4B, Qwen3-8B and Qwen2.5-72B; MoE adds d x hidden per routed copy (top-k), and e more under EP > 1,
+# fitted to Qwen3-30B-A3B: unsharded, and at TP2 (EP 1), TP2 x EP2 and EP8 with a random and with a balanced
+# router (16 readings, all within 4.8%). What e is, traced (benchmarks/memory/trace-moe/): under EP > 1 the
+# layer's peak holds one more copy of the routed rows than at EP 1 (the all-to-all's output beside its
+# sorted copy), while some expert outputs are already freed; the net is e, not a whole bf16 copy (2).
 WORKING_SET_HIDDEN = 8.56
 WORKING_SET_FFN = 12.46
 WORKING_SET_QKV = 7.91
-WORKING_SET_MOE_DISPATCH = 8.56
+WORKING_SET_MOE_DISPATCH = 8.2
+WORKING_SET_MOE_EXPERT_PARALLEL = 1.6
 # Under tensor parallelism (with sequence parallelism, as rendered), one layer's backward also holds a bf16
 # tensor the size of the dense FFN's down-projection shard, 2 x ffn x hidden / TP bytes per layer, fixed in
 # the tokens (measured with a fake process group: Qwen2.5-72B TP4, GLM-Z1-9B TP2; docs/memory-model.md).
@@ -170,6 +175,13 @@ def layer_working_set_per_token(profile: ModelProfile) -> float:
     return WORKING_SET_HIDDEN * profile.hidden_size + WORKING_SET_FFN * ffn + WORKING_SET_QKV * attention + dispatch
 
 
+def expert_parallel_dispatch_per_token(profile: ModelProfile, sharding: Sharding) -> float:
+    """What a MoE layer's working set holds more per token when tokens cross ranks (EP > 1)."""
+    if profile.moe is None or sharding.expert == 1:
+        return 0.0
+    return WORKING_SET_MOE_EXPERT_PARALLEL * profile.moe.router_topk * profile.hidden_size
+
+
 def tensor_parallel_fixed(profile: ModelProfile, sharding: Sharding) -> float:
     """The working set's part that does not grow with the tokens, seen only under TP > 1 (dense FFNs)."""
     if sharding.tensor == 1 or profile.moe is not None:
@@ -200,7 +212,10 @@ def activation_terms(profile: ModelProfile, sharding: Sharding, tokens: int, tem
     return Activations(
         checkpoints=per_stage_checkpoints * s.pipeline,
         checkpoints_last_stage=per_stage_checkpoints,
-        layer_working_set=layer_working_set_per_token(profile) * tokens / s.tensor + tensor_parallel_fixed(profile, s),
+        layer_working_set=(layer_working_set_per_token(profile) + expert_parallel_dispatch_per_token(profile, s))
+        * tokens
+        / s.tensor
+        + tensor_parallel_fixed(profile, s),
         logits=logit_bytes * tokens * profile.vocab_size / s.tensor,
         embedding_grad=embedding_backward,
         tied_output_grad=embedding if profile.tie_embeddings and s.pipeline == 1 else 0.0,
